@@ -1,0 +1,84 @@
+"""Crash-safe file writes: readers see either the old file, the whole new one, or nothing.
+
+Everything durable that this project writes (run.json, completion manifests,
+failed-task records, output files) goes through these helpers, because a job killed by
+SLURM at any instruction must never leave a half-written file under a final name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+
+def fsync_directory(directory: Path) -> None:
+    """Persist a rename in ``directory``; best effort, some filesystems refuse it."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def temporary_sibling(path: Path) -> Path:
+    """A hidden, unique name next to ``path`` (same filesystem, so rename is atomic)."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+def _write_synced(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename)."""
+    path = Path(path)
+    tmp = temporary_sibling(path)
+    try:
+        _write_synced(tmp, data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_directory(path.parent)
+
+
+def create_bytes_exclusive(path: Path, data: bytes) -> bool:
+    """Create ``path`` with ``data`` only if it does not exist yet.
+
+    Returns True when this call created it. The content is complete before the name
+    appears (``os.link`` of a synced temp file), so concurrent readers never see a partial
+    file and exactly one of several racing writers wins.
+    """
+    path = Path(path)
+    tmp = temporary_sibling(path)
+    try:
+        _write_synced(tmp, data)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_directory(path.parent)
+    return True
+
+
+def dump_json(payload: Any) -> bytes:
+    """Stable, human-readable JSON (sorted keys, trailing newline)."""
+    return (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode()

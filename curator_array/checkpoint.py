@@ -1,0 +1,326 @@
+"""The checkpoint directory: run configuration, completion manifests, failed-task records.
+
+Layout (the reference system's, so each tool can read the other's runs)::
+
+    CHECKPOINT/.nemo_curator_metadata/
+      .slurm_array_completion/run.json                   written once, validated on every start
+      .slurm_array_completion/completed_slurm_array_<S>.json   one per successful shard
+      .slurm_array_completion/source_tasks-<digest>.json       full source-id list (ours)
+      .failed_tasks/<attempt>/shard_<S>/failed_tasks.json      one per failed attempt
+
+``<attempt>`` is ``slurm_job_<J>/array_task_<A>/restart_<R>`` under SLURM and
+``local_attempt_<id>`` outside it, so an old failure can never mark a later attempt failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .atomic import create_bytes_exclusive, dump_json, write_bytes_atomic
+from .errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
+from .jobenv import JobEnvironment
+from .sharding import ShardConfig
+
+METADATA_DIR = ".nemo_curator_metadata"
+COMPLETION_DIR = ".slurm_array_completion"
+FAILED_TASKS_DIR = ".failed_tasks"
+RUN_FILE = "run.json"
+MANIFEST_PREFIX = "completed_slurm_array_"
+FAILED_TASKS_FILE = "failed_tasks.json"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def source_digest(task_ids: Sequence[str]) -> str:
+    """Order-independent digest of a source listing."""
+    hasher = hashlib.sha256()
+    for task_id in sorted(task_ids):
+        hasher.update(task_id.encode())
+        hasher.update(b"\n")
+    return hasher.hexdigest()
+
+
+@dataclass(frozen=True)
+class CheckpointLayout:
+    """Paths inside one checkpoint directory; creating nothing until asked."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def metadata_dir(self) -> Path:
+        return self.root / METADATA_DIR
+
+    @property
+    def completion_dir(self) -> Path:
+        return self.metadata_dir / COMPLETION_DIR
+
+    @property
+    def run_file(self) -> Path:
+        return self.completion_dir / RUN_FILE
+
+    @property
+    def failed_tasks_root(self) -> Path:
+        return self.metadata_dir / FAILED_TASKS_DIR
+
+    def manifest_path(self, shard_index: int) -> Path:
+        return self.completion_dir / f"{MANIFEST_PREFIX}{shard_index}.json"
+
+    def source_list_path(self, digest: str) -> Path:
+        return self.completion_dir / f"source_tasks-{digest[:16]}.json"
+
+    def attempt_dir(self, attempt: AttemptId, shard_index: int) -> Path:
+        return self.failed_tasks_root.joinpath(*attempt.parts, f"shard_{shard_index}")
+
+
+@dataclass(frozen=True)
+class AttemptId:
+    """One try at one shard; each gets its own failed-task directory."""
+
+    parts: tuple[str, ...]
+
+    @classmethod
+    def from_job(cls, job: JobEnvironment, local_id: str | None = None) -> AttemptId:
+        if job.in_slurm:
+            array_task = "none" if job.array_task_id is None else str(job.array_task_id)
+            return cls(
+                (
+                    f"slurm_job_{job.job_id}",
+                    f"array_task_{array_task}",
+                    f"restart_{job.restart_count}",
+                )
+            )
+        if local_id is None:
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            local_id = f"{stamp}-{job.hostname or 'host'}-{os.getpid()}"
+        return cls((f"local_attempt_{local_id}",))
+
+    def __str__(self) -> str:
+        return "/".join(self.parts)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What ``run.json`` pins for the whole logical run."""
+
+    minimum_shard_index: int
+    total_shards: int
+    source_task_count: int | None = None
+    source_task_digest: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "minimum_shard_index": self.minimum_shard_index,
+            "total_shards": self.total_shards,
+            "source_task_count": self.source_task_count,
+            "source_task_digest": self.source_task_digest,
+            "created_at": utc_now(),
+            "created_by": f"curator-array {__version__}",
+        }
+
+
+def _load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except json.JSONDecodeError as exc:
+        raise CorruptCheckpointError(f"{path}: not valid JSON ({exc})") from None
+
+
+def _require_int(payload: dict[str, Any], key: str, path: Path) -> int:
+    value = payload.get(key)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise CorruptCheckpointError(f"{path}: field {key!r} must be an integer, got {value!r}")
+    return value
+
+
+def read_run_config(layout: CheckpointLayout) -> RunConfig:
+    """The run configuration, or a ConfigError telling the user to check the path."""
+    path = layout.run_file
+    if not path.is_file():
+        raise ConfigError(
+            f"no run configuration at {path}: is {layout.root} the checkpoint path of the "
+            "original run? (it is created by the first shard that starts)"
+        )
+    payload = _load_json(path)
+    if not isinstance(payload, dict):
+        raise CorruptCheckpointError(f"{path}: expected a JSON object")
+    return RunConfig(
+        minimum_shard_index=_require_int(payload, "minimum_shard_index", path),
+        total_shards=_require_int(payload, "total_shards", path),
+        source_task_count=payload.get("source_task_count"),
+        source_task_digest=payload.get("source_task_digest"),
+    )
+
+
+def ensure_run_config(
+    layout: CheckpointLayout, shard: ShardConfig, source_task_ids: Sequence[str]
+) -> RunConfig:
+    """Create run.json for a new run, or check that this attempt matches the original.
+
+    Many array elements start at once; exactly one creates the file and the others compare
+    against it. The full id list is kept next to it (named by digest, so racing writers of
+    different listings cannot overwrite each other) to report what changed.
+    """
+    layout.completion_dir.mkdir(parents=True, exist_ok=True)
+    digest = source_digest(source_task_ids)
+    wanted = RunConfig(shard.minimum_shard_index, shard.total_shards, len(source_task_ids), digest)
+    create_bytes_exclusive(
+        layout.source_list_path(digest),
+        dump_json({"digest": digest, "task_ids": sorted(source_task_ids)}),
+    )
+    if create_bytes_exclusive(layout.run_file, dump_json(wanted.to_json())):
+        return wanted
+    existing = read_run_config(layout)
+    _check_same_shard_range(layout, existing, wanted)
+    if existing.source_task_digest is None:
+        return existing
+    if existing.source_task_digest != digest:
+        raise CheckpointMismatchError(
+            _describe_listing_change(layout, existing, source_task_ids)
+        )
+    return existing
+
+
+def _check_same_shard_range(layout: CheckpointLayout, existing: RunConfig, wanted: RunConfig) -> None:
+    differences = [
+        f"{name}={getattr(wanted, name)} (the run has {getattr(existing, name)})"
+        for name in ("total_shards", "minimum_shard_index")
+        if getattr(existing, name) != getattr(wanted, name)
+    ]
+    if differences:
+        raise CheckpointMismatchError(
+            f"this attempt uses {' and '.join(differences)} but checkpoint {layout.root} "
+            "belongs to a run with another shard configuration: keep TOTAL_SHARDS and "
+            "MINIMUM_SHARD_INDEX of the original run (`curator-array retry --format fields` "
+            "prints them), or use a new checkpoint path for a new run"
+        )
+
+
+def _describe_listing_change(
+    layout: CheckpointLayout, existing: RunConfig, task_ids: Sequence[str]
+) -> str:
+    advice = (
+        "restore the original inputs, or use a new checkpoint path for a new run "
+        "(retried shards must see the same source tasks)"
+    )
+    path = layout.source_list_path(existing.source_task_digest or "")
+    if not path.is_file():
+        return (
+            f"the source-task listing changed since checkpoint {layout.root} was created "
+            f"({existing.source_task_count} tasks then, {len(task_ids)} now): {advice}"
+        )
+    original = set(_load_json(path).get("task_ids", []))
+    current = set(task_ids)
+    added, removed = sorted(current - original), sorted(original - current)
+    examples = "; ".join(
+        f"{label} e.g. {', '.join(ids[:3])}" for label, ids in (("added", added), ("removed", removed)) if ids
+    )
+    return (
+        f"the source-task listing changed since checkpoint {layout.root} was created: "
+        f"{len(added)} id(s) added, {len(removed)} removed ({examples}): {advice}"
+    )
+
+
+def completion_manifest(shard: ShardConfig, **fields: Any) -> dict[str, Any]:
+    """The reference fields plus whatever the caller measured."""
+    return {
+        **fields,
+        "minimum_shard_index": shard.minimum_shard_index,
+        "shard_index": shard.shard_index,
+        "status": "completed",
+        "total_shards": shard.total_shards,
+        "written_by": f"curator-array {__version__}",
+    }
+
+
+def write_completion_manifest(layout: CheckpointLayout, manifest: dict[str, Any]) -> Path:
+    path = layout.manifest_path(manifest["shard_index"])
+    layout.completion_dir.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, dump_json(manifest))
+    return path
+
+
+def manifest_exists(layout: CheckpointLayout, shard_index: int) -> bool:
+    return layout.manifest_path(shard_index).is_file()
+
+
+def read_completion_manifests(
+    layout: CheckpointLayout, run: RunConfig
+) -> dict[int, tuple[Path, dict[str, Any]]]:
+    """Every valid manifest by shard; any manifest that contradicts run.json is an error."""
+    found: dict[int, tuple[Path, dict[str, Any]]] = {}
+    directory = layout.completion_dir
+    with os.scandir(directory) as entries:
+        names = [e.name for e in entries if e.name.startswith(MANIFEST_PREFIX) and e.name.endswith(".json")]
+    for name in sorted(names):
+        path = directory / name
+        payload = _load_json(path)
+        if not isinstance(payload, dict):
+            raise CorruptCheckpointError(f"{path}: expected a JSON object")
+        if payload.get("status") != "completed":
+            raise CorruptCheckpointError(f"{path}: status is {payload.get('status')!r}, not 'completed'")
+        total = _require_int(payload, "total_shards", path)
+        minimum = _require_int(payload, "minimum_shard_index", path)
+        shard_index = _require_int(payload, "shard_index", path)
+        if (total, minimum) != (run.total_shards, run.minimum_shard_index):
+            raise CorruptCheckpointError(
+                f"{path}: written for total_shards={total}, minimum_shard_index={minimum} but "
+                f"run.json has total_shards={run.total_shards}, "
+                f"minimum_shard_index={run.minimum_shard_index}: it belongs to another run"
+            )
+        if not run.minimum_shard_index <= shard_index < run.minimum_shard_index + run.total_shards:
+            raise CorruptCheckpointError(f"{path}: shard_index {shard_index} is outside the run's range")
+        found[shard_index] = (path, payload)
+    return found
+
+
+def write_failed_tasks(
+    layout: CheckpointLayout,
+    attempt: AttemptId,
+    shard: ShardConfig,
+    failures: Sequence[dict[str, Any]],
+    job: JobEnvironment,
+) -> Path:
+    """Record this attempt's FailedTask results (rewritten whole as more arrive)."""
+    directory = layout.attempt_dir(attempt, shard.shard_index)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / FAILED_TASKS_FILE
+    payload = {
+        "attempt": str(attempt),
+        "shard_index": shard.shard_index,
+        "total_shards": shard.total_shards,
+        "minimum_shard_index": shard.minimum_shard_index,
+        "job": job.describe(),
+        "failed_tasks": list(failures),
+        "written_at": utc_now(),
+    }
+    write_bytes_atomic(path, dump_json(payload))
+    return path
+
+
+def find_failed_task_records(layout: CheckpointLayout) -> list[tuple[Path, dict[str, Any]]]:
+    """Every failed_tasks.json of every attempt (unreadable ones reported, not fatal)."""
+    root = layout.failed_tasks_root
+    if not root.is_dir():
+        return []
+    records = []
+    for path in sorted(root.rglob(FAILED_TASKS_FILE)):
+        try:
+            payload = json.loads(path.read_bytes())
+        except (OSError, json.JSONDecodeError) as exc:
+            payload = {"unreadable": str(exc)}
+        records.append((path, payload))
+    return records

@@ -1,0 +1,162 @@
+"""The ``curator-array`` command line.
+
+Errors the user can act on are printed as one line on stderr (no traceback); exit code 2
+means a usage or configuration error, 1 any other failure. Set CURATOR_ARRAY_DEBUG=1 to
+see tracebacks.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+
+import click
+
+from . import __version__
+from .checkpoint import CheckpointLayout
+from .errors import CuratorArrayError
+from .retry import FORMATS, format_retry, plan_retry
+
+EPILOG_RETRY = """\b
+Examples:
+  curator-array retry --checkpoint-path /shared/ckpt
+  curator-array retry --checkpoint-path /shared/ckpt --format fields
+  curator-array retry --checkpoint-path /shared/ckpt --format fields --max-array-size 1000
+
+\b
+Resubmit with the preserved fields:
+  read -r ARRAY SHARD_INDEX_OFFSET MINIMUM_SHARD_INDEX TOTAL_SHARDS < <(
+    curator-array retry --checkpoint-path "$CHECKPOINT_PATH" --format fields)
+  SHARD_INDEX_OFFSET=$SHARD_INDEX_OFFSET MINIMUM_SHARD_INDEX=$MINIMUM_SHARD_INDEX \\
+  TOTAL_SHARDS=$TOTAL_SHARDS sbatch --array="$ARRAY" site_configs/<cluster>.sbatch
+"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="curator-array")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+def cli(verbose: int) -> None:
+    """Sharded data-curation pipelines on SLURM job arrays.
+
+    Every array element lists the same source tasks, keeps those whose hash falls in its
+    logical shard, runs the pipeline on a private Ray cluster and records a completion
+    manifest in the checkpoint directory. `retry` turns missing manifests into the array
+    expressions to resubmit.
+    """
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def checkpoint_option(func):
+    return click.option(
+        "--checkpoint-path",
+        required=True,
+        envvar="CHECKPOINT_PATH",
+        type=click.Path(file_okay=False),
+        help="Checkpoint directory of the logical run (env: CHECKPOINT_PATH).",
+    )(func)
+
+
+@cli.command(epilog=EPILOG_RETRY)
+@checkpoint_option
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="array", show_default=True,
+              help="array: one array expression per line; fields: "
+                   "ARRAY_EXPRESSION SHARD_INDEX_OFFSET MINIMUM_SHARD_INDEX TOTAL_SHARDS.")
+@click.option("--max-array-size", type=click.IntRange(min=1), default=None,
+              help="Split into windows whose array indices stay below this limit "
+                   "(offset = shard // M * M); needs --format fields.")
+def retry(checkpoint_path: str, output_format: str, max_array_size: int | None) -> None:
+    """Print the logical shards that have no completion manifest.
+
+    Empty output means every shard is complete. Run it after every submission of the
+    run has finished: a shard still running has no manifest yet.
+    """
+    plan = plan_retry(CheckpointLayout(checkpoint_path))
+    click.echo(format_retry(plan, output_format, max_array_size), nl=False)
+    if plan.complete:
+        click.echo(f"all {plan.total_shards} shards are complete", err=True)
+
+
+@cli.command(epilog="""\b
+Examples:
+  curator-array status --checkpoint-path /shared/ckpt
+  curator-array status --checkpoint-path /shared/ckpt --json | jq .incomplete
+""")
+@checkpoint_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def status(checkpoint_path: str, as_json: bool) -> None:
+    """Show what is complete, incomplete and failed in a logical run."""
+    from .status import collect_status, format_status
+
+    result = collect_status(CheckpointLayout(checkpoint_path))
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))
+    else:
+        click.echo(format_status(result), nl=False)
+
+
+@cli.command(epilog="""\b
+Examples:
+  curator-array plan --input-dir /shared/data --total-shards 20
+  curator-array plan --input-dir /shared/data --total-shards 20 --files-per-partition 4 --json
+""")
+@click.option("--input-dir", required=True, envvar="INPUT_DIR", type=click.Path(file_okay=False),
+              help="Input directory, listed recursively (env: INPUT_DIR).")
+@click.option("--total-shards", required=True, type=click.IntRange(min=1), envvar="TOTAL_SHARDS",
+              help="Number of logical shards (env: TOTAL_SHARDS).")
+@click.option("--minimum-shard-index", type=click.IntRange(min=0), default=0, show_default=True,
+              envvar="MINIMUM_SHARD_INDEX", help="First logical shard (env: MINIMUM_SHARD_INDEX).")
+@click.option("--files-per-partition", type=click.IntRange(min=1), default=1, show_default=True,
+              envvar="FILES_PER_PARTITION", help="Files grouped into one source task.")
+@click.option("--input-file-type", type=click.Choice(["jsonl", "parquet"]), default="jsonl",
+              show_default=True, envvar="INPUT_FILE_TYPE")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def plan(input_dir, total_shards, minimum_shard_index, files_per_partition, input_file_type, as_json):
+    """Show which logical shard each source task would go to, before submitting."""
+    from .plan import format_plan, plan_shards
+    from .stages.partition import FilePartitioningStage
+
+    source = FilePartitioningStage(input_dir, input_file_type, files_per_partition)
+    listing = [(t.task_id, t.metadata["relative_files"]) for t in source.list_tasks()]
+    result = plan_shards(listing, total_shards, minimum_shard_index)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(format_plan(result), nl=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry: run the CLI and map every failure to one line and an exit code."""
+    debug = os.environ.get("CURATOR_ARRAY_DEBUG", "") not in ("", "0")
+    try:
+        cli.main(args=argv, prog_name="curator-array", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("curator-array: aborted", err=True)
+        return 1
+    except click.UsageError as exc:
+        command = f" {exc.ctx.command_path.split(' ', 1)[1]}" if exc.ctx and " " in exc.ctx.command_path else ""
+        click.echo(f"curator-array: error: {exc.format_message()} (see curator-array{command} --help)", err=True)
+        return 2
+    except CuratorArrayError as exc:
+        if debug:
+            raise
+        click.echo(f"curator-array: error: {exc}", err=True)
+        return exc.exit_code
+    except Exception as exc:  # noqa: BLE001 - the last line of defence prints one line
+        if debug:
+            raise
+        click.echo(
+            f"curator-array: error: unexpected {type(exc).__name__}: {exc} "
+            "(set CURATOR_ARRAY_DEBUG=1 for a traceback)",
+            err=True,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

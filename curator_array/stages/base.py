@@ -1,0 +1,137 @@
+"""The stage API: what a user implements to add a step to a pipeline.
+
+A stage turns one task into zero or more tasks. It declares what it needs (CPUs, GPUs)
+and how it wants to be scaled (``ray_stage_spec``); the executor decides how that maps
+onto Ray. Stages never import Ray, so they can be unit-tested as plain Python.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..errors import ConfigError
+from ..tasks import Task
+
+SPEC_KEYS = frozenset(
+    {"is_actor_stage", "num_workers", "num_workers_per_node", "scheduling_strategy", "per_node_slot"}
+)
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpus: float = 1.0
+    gpus: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.cpus < 0 or self.gpus < 0:
+            raise ConfigError(f"stage resources must be non-negative, got cpus={self.cpus}, gpus={self.gpus}")
+
+
+@dataclass(frozen=True)
+class RayStageSpec:
+    """How a stage wants to be scaled.
+
+    ``num_workers`` is a fixed global pool; ``num_workers_per_node`` scales with the alive
+    nodes (for I/O bound stages such as downloads). They are alternatives, never both.
+    ``per_node_slot`` names a per-node custom resource each worker takes one unit of, for a
+    hard per-node cap on clusters that define it.
+    """
+
+    is_actor_stage: bool = False
+    num_workers: int | None = None
+    num_workers_per_node: float | None = None
+    scheduling_strategy: str | None = None
+    per_node_slot: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, stage_name: str, spec: Mapping[str, Any] | None) -> RayStageSpec:
+        spec = dict(spec or {})
+        unknown = sorted(set(spec) - SPEC_KEYS)
+        if unknown:
+            raise ConfigError(
+                f"stage {stage_name!r}: unknown ray_stage_spec key(s) {', '.join(unknown)}; "
+                f"known keys: {', '.join(sorted(SPEC_KEYS))}"
+            )
+        if spec.get("num_workers") is not None and spec.get("num_workers_per_node") is not None:
+            raise ConfigError(
+                f"stage {stage_name!r}: num_workers and num_workers_per_node conflict; "
+                "give a fixed pool or a per-node count, not both"
+            )
+        workers = spec.get("num_workers")
+        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+            raise ConfigError(f"stage {stage_name!r}: num_workers must be an integer >= 1, got {workers!r}")
+        per_node = spec.get("num_workers_per_node")
+        if per_node is not None and (
+            isinstance(per_node, bool) or not isinstance(per_node, (int, float)) or per_node <= 0
+        ):
+            raise ConfigError(
+                f"stage {stage_name!r}: num_workers_per_node must be a number > 0, got {per_node!r}"
+            )
+        return cls(
+            is_actor_stage=bool(spec.get("is_actor_stage", False)),
+            num_workers=workers,
+            num_workers_per_node=per_node,
+            scheduling_strategy=spec.get("scheduling_strategy"),
+            per_node_slot=spec.get("per_node_slot"),
+        )
+
+
+class ProcessingStage:
+    """Base class of every non-source stage.
+
+    Subclasses override ``process`` (one task in, a task, a list of tasks or None out) or,
+    for vectorised work, ``process_batch``. Actor stages get ``setup`` called once per
+    worker before any task, for expensive state such as models or connections.
+    """
+
+    name: ClassVar[str] = ""
+    resources: Resources = Resources()
+    batch_size: int = 1
+    ray_stage_spec: Mapping[str, Any] = {}
+
+    def __init__(self) -> None:
+        self.validate()
+
+    @property
+    def stage_name(self) -> str:
+        return self.name or type(self).__name__
+
+    def validate(self) -> RayStageSpec:
+        if self.batch_size < 1:
+            raise ConfigError(f"stage {self.stage_name!r}: batch_size must be >= 1")
+        return RayStageSpec.from_mapping(self.stage_name, self.ray_stage_spec)
+
+    def setup(self) -> None:
+        """Called once per worker before processing; override for expensive state."""
+
+    def process(self, task: Task) -> Task | list[Task] | None:
+        raise NotImplementedError(f"{type(self).__name__} must implement process()")
+
+    def process_batch(self, tasks: list[Task]) -> list[Task]:
+        out: list[Task] = []
+        for task in tasks:
+            result = self.process(task)
+            if result is None:
+                continue
+            out.extend(result if isinstance(result, list) else [result])
+        return out
+
+
+class SourceStage:
+    """The first stage: lists every source task of the run, deterministically, at the driver.
+
+    Every array element lists the full set and keeps its own shard, so ids must be the same
+    in every process and on every retry.
+    """
+
+    name: ClassVar[str] = ""
+
+    @property
+    def stage_name(self) -> str:
+        return self.name or type(self).__name__
+
+    def list_tasks(self) -> list[Task]:
+        raise NotImplementedError

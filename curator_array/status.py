@@ -1,0 +1,136 @@
+"""What a checkpoint says about a logical run: complete, incomplete, failed attempts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .arrays import format_array_expression
+from .checkpoint import (
+    CheckpointLayout,
+    find_failed_task_records,
+    read_completion_manifests,
+    read_run_config,
+)
+
+SUMMED_FIELDS = ("source_tasks", "rows_in", "rows_out", "output_file_count")
+
+
+@dataclass(frozen=True)
+class FailedAttempt:
+    path: Path
+    shard_index: int | None
+    attempt: str
+    failed_task_count: int
+    shard_completed_later: bool
+
+
+@dataclass
+class RunStatus:
+    checkpoint: Path
+    minimum_shard_index: int
+    total_shards: int
+    source_task_count: int | None
+    completed: list[int]
+    incomplete: list[int]
+    failed_attempts: list[FailedAttempt]
+    totals: dict[str, int] = field(default_factory=dict)
+    duration_s: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint_path": str(self.checkpoint),
+            "minimum_shard_index": self.minimum_shard_index,
+            "total_shards": self.total_shards,
+            "source_task_count": self.source_task_count,
+            "completed_count": len(self.completed),
+            "incomplete_count": len(self.incomplete),
+            "incomplete": format_array_expression(self.incomplete),
+            "failed_attempts": [
+                {
+                    "path": str(a.path),
+                    "shard_index": a.shard_index,
+                    "attempt": a.attempt,
+                    "failed_task_count": a.failed_task_count,
+                    "shard_completed_later": a.shard_completed_later,
+                }
+                for a in self.failed_attempts
+            ],
+            "totals": self.totals,
+            "duration_s": self.duration_s,
+        }
+
+
+def collect_status(layout: CheckpointLayout) -> RunStatus:
+    run = read_run_config(layout)
+    manifests = read_completion_manifests(layout, run)
+    everything = range(run.minimum_shard_index, run.minimum_shard_index + run.total_shards)
+    completed = [s for s in everything if s in manifests]
+    incomplete = [s for s in everything if s not in manifests]
+    totals = {name: 0 for name in SUMMED_FIELDS}
+    durations = []
+    for _, payload in manifests.values():
+        for name in SUMMED_FIELDS:
+            value = payload.get(name)
+            if isinstance(value, int) and not isinstance(value, bool):
+                totals[name] += value
+        if isinstance(payload.get("duration_s"), (int, float)):
+            durations.append(float(payload["duration_s"]))
+    failed = []
+    for path, payload in find_failed_task_records(layout):
+        shard = payload.get("shard_index")
+        failed.append(
+            FailedAttempt(
+                path=path,
+                shard_index=shard if isinstance(shard, int) else None,
+                attempt=str(payload.get("attempt", "?")),
+                failed_task_count=len(payload.get("failed_tasks") or []),
+                shard_completed_later=shard in manifests,
+            )
+        )
+    duration_summary = (
+        {"min": min(durations), "mean": sum(durations) / len(durations), "max": max(durations)}
+        if durations
+        else {}
+    )
+    return RunStatus(
+        checkpoint=layout.root,
+        minimum_shard_index=run.minimum_shard_index,
+        total_shards=run.total_shards,
+        source_task_count=run.source_task_count,
+        completed=completed,
+        incomplete=incomplete,
+        failed_attempts=failed,
+        totals=totals,
+        duration_s=duration_summary,
+    )
+
+
+def format_status(status: RunStatus) -> str:
+    last = status.minimum_shard_index + status.total_shards - 1
+    lines = [
+        f"checkpoint   {status.checkpoint}",
+        f"shards       {status.total_shards} (logical {status.minimum_shard_index}..{last})",
+        f"complete     {len(status.completed)}/{status.total_shards}",
+        f"incomplete   {format_array_expression(status.incomplete) or '-'}",
+    ]
+    if status.source_task_count is not None:
+        lines.append(f"source tasks {status.source_task_count} in the whole run")
+    t = status.totals
+    lines.append(
+        f"done so far  {t['source_tasks']} tasks, {t['rows_in']} rows in, {t['rows_out']} rows out, "
+        f"{t['output_file_count']} output files"
+    )
+    if status.duration_s:
+        d = status.duration_s
+        lines.append(f"shard time   min {d['min']:.1f}s, mean {d['mean']:.1f}s, max {d['max']:.1f}s")
+    if status.failed_attempts:
+        lines.append(f"failed attempts ({len(status.failed_attempts)}):")
+        for attempt in status.failed_attempts:
+            later = " (shard completed later)" if attempt.shard_completed_later else ""
+            lines.append(
+                f"  shard {attempt.shard_index}: {attempt.failed_task_count} failed task(s){later}  "
+                f"{attempt.path}"
+            )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,87 @@
+import json
+
+import pytest
+
+from curator_array.checkpoint import CheckpointLayout, completion_manifest, write_completion_manifest, write_failed_tasks, AttemptId
+from curator_array.cli import main
+from curator_array.jobenv import JobEnvironment
+from curator_array.sharding import ShardConfig
+
+
+def run_cli(capsys, *args):
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    layout = CheckpointLayout(tmp_path / "ckpt")
+    layout.completion_dir.mkdir(parents=True)
+    layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 6, "source_task_count": 30}))
+    for shard in (0, 1, 4):
+        write_completion_manifest(
+            layout,
+            completion_manifest(ShardConfig(shard, 6), source_tasks=5, rows_in=100, rows_out=90,
+                                output_file_count=5, duration_s=2.0 + shard),
+        )
+    job = JobEnvironment.from_env({"SLURM_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "3"}, hostname="n")
+    write_failed_tasks(layout, AttemptId.from_job(job), ShardConfig(3, 6), [{"task_id": "x", "reason": "boom"}], job)
+    return layout
+
+
+def test_retry_formats(capsys, checkpoint):
+    assert run_cli(capsys, "retry", "--checkpoint-path", str(checkpoint.root)) == (0, "2-3,5\n", "")
+    code, out, _ = run_cli(capsys, "retry", "--checkpoint-path", str(checkpoint.root), "--format", "fields",
+                           "--max-array-size", "4")
+    assert (code, out) == (0, "2-3 0 0 6\n1 4 0 6\n")
+
+
+def test_retry_reads_checkpoint_path_from_env(capsys, checkpoint, monkeypatch):
+    monkeypatch.setenv("CHECKPOINT_PATH", str(checkpoint.root))
+    assert run_cli(capsys, "retry")[1] == "2-3,5\n"
+
+
+def test_errors_are_one_line_with_exit_codes(capsys, tmp_path, checkpoint):
+    code, out, err = run_cli(capsys, "retry", "--checkpoint-path", str(tmp_path / "missing"))
+    assert code == 2 and out == "" and err.count("\n") == 1 and "no run configuration" in err
+    code, _, err = run_cli(capsys, "retry", "--checkpoint-path", str(checkpoint.root), "--max-array-size", "3")
+    assert code == 2 and "needs --format fields" in err and err.count("\n") == 1
+    code, _, err = run_cli(capsys, "retry", "--checkpoint-path", str(checkpoint.root), "--format", "xml")
+    assert code == 2 and err.count("\n") == 1 and "--help" in err
+    (checkpoint.completion_dir / "completed_slurm_array_9.json").write_text("{")
+    code, _, err = run_cli(capsys, "retry", "--checkpoint-path", str(checkpoint.root))
+    assert code == 1 and "completed_slurm_array_9.json" in err and "Traceback" not in err
+
+
+def test_status_text_and_json(capsys, checkpoint):
+    code, out, _ = run_cli(capsys, "status", "--checkpoint-path", str(checkpoint.root))
+    assert code == 0
+    assert "complete     3/6" in out and "incomplete   2-3,5" in out
+    assert "slurm_job_77/array_task_3/restart_0/shard_3/failed_tasks.json" in out
+    code, out, _ = run_cli(capsys, "status", "--checkpoint-path", str(checkpoint.root), "--json")
+    data = json.loads(out)
+    assert data["completed_count"] == 3 and data["incomplete"] == "2-3,5"
+    assert data["totals"] == {"source_tasks": 15, "rows_in": 300, "rows_out": 270, "output_file_count": 15}
+    assert data["duration_s"] == {"min": 2.0, "mean": pytest.approx(11 / 3), "max": 6.0}
+    assert data["failed_attempts"][0]["failed_task_count"] == 1
+    assert data["failed_attempts"][0]["shard_completed_later"] is False
+
+
+def test_plan_json(capsys, tmp_path):
+    for name in ("a.jsonl", "b.jsonl", "c.jsonl"):
+        (tmp_path / name).write_text("{}\n")
+    code, out, _ = run_cli(capsys, "plan", "--input-dir", str(tmp_path), "--total-shards", "2",
+                           "--minimum-shard-index", "3", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["total_shards"] == 2 and data["minimum_shard_index"] == 3
+    assert [t["files"] for t in data["tasks"]] == [["a.jsonl"], ["b.jsonl"], ["c.jsonl"]]
+    assert all(t["shard"] in (3, 4) for t in data["tasks"])
+    code, out, _ = run_cli(capsys, "plan", "--input-dir", str(tmp_path), "--total-shards", "2")
+    assert "3 source tasks over 2 shards" in out
+
+
+def test_every_command_has_help_with_examples(capsys):
+    for command in ("retry", "status", "plan"):
+        code, out, _ = run_cli(capsys, command, "--help")
+        assert code == 0 and "Examples:" in out

@@ -1,0 +1,110 @@
+import json
+
+import pytest
+
+from curator_array.checkpoint import CheckpointLayout, completion_manifest, write_completion_manifest
+from curator_array.errors import ConfigError, CorruptCheckpointError
+from curator_array.retry import format_retry, plan_retry
+from curator_array.sharding import ShardConfig
+
+
+def make_run(tmp_path, total, minimum=0, complete=()):
+    layout = CheckpointLayout(tmp_path)
+    layout.completion_dir.mkdir(parents=True)
+    layout.run_file.write_text(json.dumps({"minimum_shard_index": minimum, "total_shards": total}))
+    for shard in complete:
+        write_completion_manifest(layout, completion_manifest(ShardConfig(shard, total, minimum)))
+    return layout
+
+
+def retry_text(layout, fmt="array", max_size=None):
+    return format_retry(plan_retry(layout), fmt, max_size)
+
+
+def test_the_spec_example(tmp_path):
+    incomplete = {1, 2, 5, 6, 7, 8, 9, 10, 99}
+    layout = make_run(tmp_path, 100, complete=[s for s in range(100) if s not in incomplete])
+    assert retry_text(layout, "fields") == "1-2,5-10,99 0 0 100\n"
+    assert retry_text(layout, "array") == "1-2,5-10,99\n"
+
+
+def test_windows_with_offsets(tmp_path):
+    incomplete = {3, 999, 1000, 1001, 2500}
+    layout = make_run(tmp_path, 3000, complete=[s for s in range(3000) if s not in incomplete])
+    assert retry_text(layout, "fields", 1000) == (
+        "3,999 0 0 3000\n"
+        "0-1 1000 0 3000\n"
+        "500 2000 0 3000\n"
+    )
+
+
+def test_windows_keep_physical_indices_below_the_limit(tmp_path):
+    layout = make_run(tmp_path, 10, minimum=5, complete=[])
+    lines = retry_text(layout, "fields", 4).splitlines()
+    assert lines == ["1-3 4 5 10", "0-3 8 5 10", "0-2 12 5 10"]
+    covered = []
+    for line in lines:
+        expr, offset, _, _ = line.split()
+        low, high = map(int, expr.split("-"))
+        assert high < 4
+        covered += [i + int(offset) for i in range(low, high + 1)]
+    assert covered == list(range(5, 15))
+
+
+def test_minimum_index_not_zero(tmp_path):
+    layout = make_run(tmp_path, 20, minimum=1, complete=range(1, 20))
+    assert retry_text(layout, "fields") == "20 0 1 20\n"
+
+
+def test_one_total_shard(tmp_path):
+    assert retry_text(make_run(tmp_path, 1), "fields") == "0 0 0 1\n"
+
+
+def test_all_complete_prints_nothing(tmp_path):
+    layout = make_run(tmp_path, 5, complete=range(5))
+    assert retry_text(layout, "fields") == "" and retry_text(layout, "fields", 2) == ""
+
+
+def test_none_complete(tmp_path):
+    assert retry_text(make_run(tmp_path, 8)) == "0-7\n"
+
+
+def test_max_array_size_needs_fields(tmp_path):
+    with pytest.raises(ConfigError, match="needs --format fields"):
+        retry_text(make_run(tmp_path, 8), "array", 4)
+
+
+def test_missing_run_json_is_an_error(tmp_path):
+    with pytest.raises(ConfigError, match="no run configuration"):
+        plan_retry(CheckpointLayout(tmp_path))
+
+
+def test_manifest_from_another_run_is_an_error(tmp_path):
+    layout = make_run(tmp_path, 10, complete=[1])
+    write_completion_manifest(layout, completion_manifest(ShardConfig(2, 12)))
+    with pytest.raises(CorruptCheckpointError, match="completed_slurm_array_2.json: written for total_shards=12"):
+        plan_retry(layout)
+
+
+def test_corrupt_manifest_is_named(tmp_path):
+    layout = make_run(tmp_path, 10, complete=[1])
+    (layout.completion_dir / "completed_slurm_array_5.json").write_text('{"shard_index": 5, ')
+    with pytest.raises(CorruptCheckpointError, match="completed_slurm_array_5.json: not valid JSON"):
+        plan_retry(layout)
+
+
+def test_manifest_with_wrong_status_is_an_error(tmp_path):
+    layout = make_run(tmp_path, 10)
+    (layout.completion_dir / "completed_slurm_array_x.json").write_text(
+        json.dumps({"status": "running", "shard_index": 1, "total_shards": 10, "minimum_shard_index": 0})
+    )
+    with pytest.raises(CorruptCheckpointError, match="status is 'running'"):
+        plan_retry(layout)
+
+
+def test_reference_tool_manifest_names_are_read(tmp_path):
+    layout = make_run(tmp_path, 3)
+    (layout.completion_dir / "completed_slurm_array_3800bd4ecff9e7f6.json").write_text(
+        json.dumps({"status": "completed", "shard_index": 1, "total_shards": 3, "minimum_shard_index": 0})
+    )
+    assert retry_text(layout) == "0,2\n"

@@ -127,6 +127,69 @@ def plan(input_dir, total_shards, minimum_shard_index, files_per_partition, inpu
         click.echo(format_plan(result), nl=False)
 
 
+RUN_EPILOG = """\b
+Examples:
+  curator-array run --input-dir data/ --output-dir out/
+  curator-array run --input-dir data/ --output-dir out/ --output-file-type parquet \\
+      --drop-empty --min-words 5 --dedup
+  NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX=3 NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS=20 \\
+      curator-array run --input-dir data/ --output-dir out/
+  curator-array run --pipeline curator_array.examples.quality:build_pipeline \\
+      --input-dir data/ --output-dir out/
+
+\b
+Exit codes: 0 shard complete (or already complete), 3 FailedTasks recorded
+(see the attempt's failed_tasks.json), 2 configuration error, 1 crash.
+"""
+
+
+@cli.command(epilog=RUN_EPILOG)
+@click.option("--input-dir", required=True, envvar="INPUT_DIR", type=click.Path(file_okay=False),
+              help="Input directory (env: INPUT_DIR).")
+@click.option("--output-dir", required=True, envvar="OUTPUT_DIR", type=click.Path(file_okay=False),
+              help="Output directory (env: OUTPUT_DIR).")
+@click.option("--checkpoint-path", envvar="CHECKPOINT_PATH", type=click.Path(file_okay=False),
+              help="Checkpoint directory (env: CHECKPOINT_PATH; default: the output dir).")
+@click.option("--input-file-type", type=click.Choice(["jsonl", "parquet"]), default="jsonl",
+              show_default=True, envvar="INPUT_FILE_TYPE")
+@click.option("--output-file-type", type=click.Choice(["jsonl", "parquet"]), default="jsonl",
+              show_default=True, envvar="OUTPUT_FILE_TYPE")
+@click.option("--files-per-partition", type=click.IntRange(min=1), default=1, show_default=True,
+              envvar="FILES_PER_PARTITION", help="Input files per source task.")
+@click.option("--pipeline", "pipeline_ref", envvar="CURATOR_PIPELINE", metavar="MODULE:FUNCTION",
+              help="A function building the stage list (default: read, filters, write).")
+@click.option("--text-field", default="text", show_default=True, help="Field the filters look at.")
+@click.option("--drop-empty", is_flag=True, help="Drop documents with empty or missing text.")
+@click.option("--min-words", type=click.IntRange(min=0), help="Drop documents with fewer words.")
+@click.option("--max-words", type=click.IntRange(min=0), help="Drop documents with more words.")
+@click.option("--dedup", is_flag=True, help="Drop exact duplicate texts within each source task.")
+@click.option("--malformed", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
+              envvar="MALFORMED_RECORDS",
+              help="Malformed JSONL lines: fail the task, or skip and count them.")
+@click.option("--force", is_flag=True, help="Rerun a shard even if its manifest exists.")
+@click.option("--ray-address", envvar="RAY_ADDRESS",
+              help="Use this running Ray cluster instead of starting one (never stopped).")
+@click.option("--num-cpus", type=click.IntRange(min=1), help="CPUs for the private Ray node.")
+@click.option("--object-store-memory", type=click.IntRange(min=1), help="Object store bytes.")
+@click.option("--ray-temp-dir", envvar="CURATOR_ARRAY_RAY_TMPDIR", type=click.Path(file_okay=False),
+              help="Parent of Ray's session dir (default: TMPDIR); keep it short.")
+@click.option("--stall-timeout", type=click.FloatRange(min=1), envvar="CURATOR_ARRAY_STALL_TIMEOUT",
+              help="Fail when no operator progresses for this many seconds.")
+@click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
+def run(**kwargs) -> None:
+    """Run this process's logical shard of the pipeline.
+
+    The shard comes from NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX / _TOTAL_SHARDS /
+    _MINIMUM_SHARD_INDEX (falling back to SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT);
+    without them every task runs as one implicit shard. A completion manifest is written
+    only when every task succeeded.
+    """
+    from .app import RunRequest, run_single_node
+
+    logging.getLogger("curator_array").setLevel(logging.INFO)
+    raise click.exceptions.Exit(run_single_node(RunRequest(**kwargs), os.environ))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry: run the CLI and map every failure to one line and an exit code."""
     debug = os.environ.get("CURATOR_ARRAY_DEBUG", "") not in ("", "0")

@@ -1,0 +1,129 @@
+"""What `curator-array run` does, between parsing flags and exit codes.
+
+Kept out of ``cli.py`` so the entrypoint (which picks a different Ray client on several
+nodes) reuses exactly the same steps.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from .checkpoint import AttemptId
+from .jobenv import JobEnvironment
+from .pipeline import Pipeline, PipelineOptions, default_pipeline, load_pipeline
+from .ray_cluster import NodeOptions
+from .runner import ShardOutcome, prepare_shard, run_prepared
+from .sharding import ShardConfig, shard_config_from_env
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunRequest:
+    input_dir: str
+    output_dir: str
+    checkpoint_path: str | None = None
+    input_file_type: str = "jsonl"
+    output_file_type: str = "jsonl"
+    files_per_partition: int = 1
+    pipeline_ref: str | None = None
+    text_field: str = "text"
+    drop_empty: bool = False
+    min_words: int | None = None
+    max_words: int | None = None
+    dedup: bool = False
+    malformed: str = "fail"
+    force: bool = False
+    ray_address: str | None = None
+    num_cpus: int | None = None
+    object_store_memory: int | None = None
+    ray_temp_dir: str | None = None
+    stall_timeout: float | None = None
+    progress: bool | None = None
+
+    @property
+    def checkpoint(self) -> str:
+        return self.checkpoint_path or self.output_dir
+
+    def pipeline_options(self) -> PipelineOptions:
+        return PipelineOptions(
+            input_dir=self.input_dir,
+            output_dir=self.output_dir,
+            input_file_type=self.input_file_type,
+            output_file_type=self.output_file_type,
+            files_per_partition=self.files_per_partition,
+            text_field=self.text_field,
+            drop_empty=self.drop_empty,
+            min_words=self.min_words,
+            max_words=self.max_words,
+            dedup=self.dedup,
+            malformed=self.malformed,
+        )
+
+    def build_pipeline(self) -> Pipeline:
+        options = self.pipeline_options()
+        return load_pipeline(self.pipeline_ref, options) if self.pipeline_ref else default_pipeline(options)
+
+    def node_options(self, job: JobEnvironment) -> NodeOptions:
+        return NodeOptions(
+            num_cpus=self.num_cpus or job.cpus_on_node or job.cpus_per_task,
+            num_gpus=job.gpus_on_node,
+            object_store_memory=self.object_store_memory,
+            job_memory_mb=job.mem_per_node_mb,
+        )
+
+
+def describe_shard(shard: ShardConfig | None) -> str:
+    if shard is None:
+        return "no array configuration: every source task runs as one implicit shard"
+    return (
+        f"logical shard {shard.shard_index} of {shard.total_shards} "
+        f"(range {shard.minimum_shard_index}..{shard.last_shard_index})"
+    )
+
+
+def report(outcome: ShardOutcome) -> None:
+    stats = outcome.stats
+    if outcome.status == "completed":
+        logger.info(
+            "shard %d complete: %d tasks, %d rows in, %d rows out; manifest %s",
+            outcome.shard.shard_index, stats["source_tasks"], stats["rows_in"], stats["rows_out"], outcome.manifest_path,
+        )
+    else:
+        logger.error(
+            "shard %d incomplete: %d task(s) failed, listed in %s; no manifest written, rerun the shard "
+            "(curator-array retry)",
+            outcome.shard.shard_index, len(outcome.failures), outcome.failed_tasks_path,
+        )
+
+
+def run_single_node(request: RunRequest, env: Mapping[str, str], client_factory=None) -> int:
+    """Run one shard with a RayClient (or ``client_factory``); return the exit code."""
+    from .clients import RayClient
+    from .ray_data import RayDataExecutor, describe_cluster
+
+    job = JobEnvironment.from_env(env)
+    shard = shard_config_from_env(env)
+    logger.info(describe_shard(shard))
+    prepared = prepare_shard(request.build_pipeline(), request.checkpoint, shard, request.force)
+    if prepared.already_complete:
+        logger.info(
+            "shard %d is already complete (%s); nothing to do (--force reruns it)",
+            prepared.shard.shard_index, prepared.layout.manifest_path(prepared.shard.shard_index),
+        )
+        return 0
+    attempt = AttemptId.from_job(job)
+    executor = RayDataExecutor(stall_timeout_s=request.stall_timeout, progress_bars=request.progress)
+    if not prepared.tasks:
+        outcome = run_prepared(prepared, executor.execute, job, attempt, output_dir=request.output_dir)
+    else:
+        factory = client_factory or (
+            lambda: RayClient(address=request.ray_address, node_options=request.node_options(job),
+                              temp_root=request.ray_temp_dir)
+        )
+        with factory():
+            outcome = run_prepared(prepared, executor.execute, job, attempt, describe_cluster, request.output_dir)
+    report(outcome)
+    return outcome.exit_code

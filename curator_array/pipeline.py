@@ -1,0 +1,110 @@
+"""A pipeline is a source stage plus a list of processing stages.
+
+Users write a function ``build(options) -> list[stage]`` and pass it as
+``--pipeline package.module:function``. Without one, the default pipeline reads the
+inputs, applies the filters switched on by options, and writes the outputs; with no
+filters it copies every record unchanged.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .errors import ConfigError
+from .stages.base import ProcessingStage, SourceStage
+from .stages.filters import ExactDuplicateFilter, NonEmptyTextFilter, WordCountFilter
+from .stages.io import reader_for, writer_for
+from .stages.partition import FilePartitioningStage
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """What a pipeline builder may use; the submit-script variables map onto these."""
+
+    input_dir: str
+    output_dir: str
+    input_file_type: str = "jsonl"
+    output_file_type: str = "jsonl"
+    files_per_partition: int = 1
+    text_field: str = "text"
+    drop_empty: bool = False
+    min_words: int | None = None
+    max_words: int | None = None
+    dedup: bool = False
+    malformed: str = "fail"
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def source(self) -> SourceStage:
+        return FilePartitioningStage(self.input_dir, self.input_file_type, self.files_per_partition)
+
+    def filters(self) -> list[ProcessingStage]:
+        stages: list[ProcessingStage] = []
+        if self.drop_empty:
+            stages.append(NonEmptyTextFilter(self.text_field))
+        if self.min_words is not None or self.max_words is not None:
+            stages.append(WordCountFilter(self.min_words, self.max_words, self.text_field))
+        if self.dedup:
+            stages.append(ExactDuplicateFilter(self.text_field))
+        return stages
+
+    def reader(self) -> ProcessingStage:
+        return reader_for(self.input_file_type, self.malformed)
+
+    def writer(self) -> ProcessingStage:
+        return writer_for(self.output_file_type, self.output_dir)
+
+
+@dataclass
+class Pipeline:
+    source: SourceStage
+    stages: list[ProcessingStage]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, SourceStage):
+            raise ConfigError(f"the first stage must be a source stage, got {type(self.source).__name__}")
+        if not self.stages:
+            raise ConfigError("a pipeline needs at least one processing stage after its source")
+        names = set()
+        for stage in self.stages:
+            if not isinstance(stage, ProcessingStage):
+                raise ConfigError(f"{stage!r} is not a ProcessingStage")
+            stage.validate()
+            if stage.stage_name in names:
+                raise ConfigError(f"two stages are named {stage.stage_name!r}; give each a unique name")
+            names.add(stage.stage_name)
+
+    @classmethod
+    def from_stages(cls, stages: Sequence[object], options: PipelineOptions) -> Pipeline:
+        """A builder's list, with the default file source put first when it has none."""
+        items = list(stages)
+        if items and isinstance(items[0], SourceStage):
+            return cls(items[0], items[1:])
+        return cls(options.source(), items)
+
+
+def default_pipeline(options: PipelineOptions) -> Pipeline:
+    return Pipeline(options.source(), [options.reader(), *options.filters(), options.writer()])
+
+
+def load_pipeline(reference: str, options: PipelineOptions) -> Pipeline:
+    """Import ``package.module:function`` (the working directory is importable) and build."""
+    module_name, _, function_name = reference.partition(":")
+    if not module_name or not function_name:
+        raise ConfigError(f"--pipeline {reference!r}: expected the form package.module:function")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"--pipeline {reference!r}: cannot import {module_name!r} ({exc})") from None
+    builder = getattr(module, function_name, None)
+    if not callable(builder):
+        raise ConfigError(f"--pipeline {reference!r}: {module_name} has no function {function_name!r}")
+    stages = builder(options)
+    if isinstance(stages, Pipeline):
+        return stages
+    return Pipeline.from_stages(stages, options)

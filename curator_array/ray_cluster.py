@@ -1,0 +1,339 @@
+"""Start and stop private Ray nodes: one ``ray start --block`` process per node, owned by us.
+
+Each cluster gets free ports, a short temp dir, token auth with its own token file, a
+sized object store, no dashboard and no usage stats. Nodes run in their own process
+group, so stopping one signals exactly the processes it started; ``ray stop`` is never
+used because it stops every Ray cluster on the host, other users' too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import CuratorArrayError
+
+logger = logging.getLogger(__name__)
+
+MiB = 1024 * 1024
+MIN_OBJECT_STORE = 75 * MiB
+WORKER_PORT_RANGE = 64
+# Below Linux's default ephemeral range (32768-60999), so outgoing connections cannot take them.
+PORT_LOW, PORT_HIGH = 10000, 32000
+AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")
+
+
+class RayStartError(CuratorArrayError):
+    """A Ray node did not come up."""
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class NodePorts:
+    """Every port one Ray node listens on, so two nodes on one host never collide."""
+
+    gcs: int
+    node_manager: int
+    object_manager: int
+    runtime_env_agent: int
+    metrics_export: int
+    dashboard_agent_grpc: int
+    dashboard_agent_listen: int
+    dashboard: int
+    min_worker: int
+    max_worker: int
+
+    @classmethod
+    def allocate(cls, rng: random.Random | None = None) -> NodePorts:
+        """Pick a random free block; a collision with a concurrent start is retried by the caller."""
+        rng = rng or random.SystemRandom()
+        singles = 8
+        for _ in range(200):
+            base = rng.randrange(PORT_LOW, PORT_HIGH - singles - WORKER_PORT_RANGE)
+            wanted = range(base, base + singles + WORKER_PORT_RANGE)
+            if all(_port_free(p) for p in wanted):
+                first_worker = base + singles
+                return cls(*range(base, base + singles), first_worker, first_worker + WORKER_PORT_RANGE - 1)
+        raise RayStartError(f"no free block of {singles + WORKER_PORT_RANGE} ports in {PORT_LOW}-{PORT_HIGH}")
+
+    def arguments(self, head: bool) -> list[str]:
+        args = [
+            f"--node-manager-port={self.node_manager}",
+            f"--object-manager-port={self.object_manager}",
+            f"--runtime-env-agent-port={self.runtime_env_agent}",
+            f"--metrics-export-port={self.metrics_export}",
+            f"--dashboard-agent-grpc-port={self.dashboard_agent_grpc}",
+            f"--dashboard-agent-listen-port={self.dashboard_agent_listen}",
+            f"--min-worker-port={self.min_worker}",
+            f"--max-worker-port={self.max_worker}",
+        ]
+        # Even with --include-dashboard=false, Ray runs a minimal dashboard process (usage
+        # stats only, no UI); on its fixed default port two clusters on one host would clash.
+        head_args = [f"--port={self.gcs}", f"--dashboard-port={self.dashboard}", "--dashboard-host=127.0.0.1"]
+        return (head_args if head else []) + args
+
+
+def object_store_bytes(
+    requested: int | None = None,
+    job_memory_mb: int | None = None,
+    shm_free: int | None = None,
+    total_memory: int | None = None,
+) -> int:
+    """30% of the job's memory (or of RAM), capped by free ``/dev/shm``; at least 75 MiB.
+
+    Ray's default is 30% of *host* RAM per raylet, which overcommits shared nodes and fails
+    outright when ``/dev/shm`` is smaller than that.
+    """
+    if requested is not None:
+        return max(int(requested), MIN_OBJECT_STORE)
+    if shm_free is None:
+        try:
+            stat = os.statvfs("/dev/shm")
+            shm_free = stat.f_bavail * stat.f_frsize
+        except OSError:
+            shm_free = 0
+    if total_memory is None:
+        total_memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    budget = 0.3 * (job_memory_mb * MiB if job_memory_mb else total_memory)
+    if shm_free:
+        budget = min(budget, 0.8 * shm_free)
+    return max(int(budget), MIN_OBJECT_STORE)
+
+
+def available_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+@dataclass
+class NodeOptions:
+    """Per-node resources; ``custom_resources`` carries e.g. download slots for hard caps."""
+
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    object_store_memory: int | None = None
+    job_memory_mb: int | None = None
+    custom_resources: dict[str, float] = field(default_factory=dict)
+
+    def arguments(self) -> list[str]:
+        import json
+
+        args = [
+            f"--num-cpus={self.num_cpus if self.num_cpus is not None else available_cpus()}",
+            f"--object-store-memory={object_store_bytes(self.object_store_memory, self.job_memory_mb)}",
+        ]
+        if self.num_gpus is not None:
+            args.append(f"--num-gpus={self.num_gpus}")
+        if self.custom_resources:
+            args.append(f"--resources={json.dumps(self.custom_resources, sort_keys=True)}")
+        return args
+
+
+def new_session_dir(parent: str | os.PathLike | None = None) -> Path:
+    """A short, private temp dir: Ray's Unix socket paths must stay under 107 bytes."""
+    root = Path(parent) if parent else Path(tempfile.gettempdir())
+    root.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="ca-", dir=root))
+    if len(str(path / "session_2000-01-01_00-00-00_000000_00000/sockets/plasma_store")) > 107:
+        shutil.rmtree(path, ignore_errors=True)
+        raise RayStartError(
+            f"temp dir {path} is too long for Ray's Unix sockets (107 bytes); set TMPDIR to a shorter path"
+        )
+    return path
+
+
+def write_token(path: Path, token: str | None = None) -> Path:
+    """Write an auth token readable by the owner only (created 0600, never widened)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token or secrets.token_hex(32))
+    return path
+
+
+def ray_environment(token_path: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for every process of one cluster: token auth on, telemetry off."""
+    env = dict(base if base is not None else os.environ)
+    env.update(
+        RAY_AUTH_MODE="token",
+        RAY_AUTH_TOKEN_PATH=str(token_path),
+        RAY_USAGE_STATS_ENABLED="0",
+        RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S="0",
+    )
+    # Stages of a user pipeline loaded from the working directory must import on workers too.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def ray_executable() -> str:
+    candidate = Path(sys.executable).with_name("ray")
+    return str(candidate) if candidate.exists() else "ray"
+
+
+class RayNodeProcess:
+    """One ``ray start --block`` we launched, with everything it spawned in one process group."""
+
+    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path, node_ip: str | None):
+        self.args = args
+        self.log_path = log_path
+        self.node_ip = node_ip
+        with open(log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [ray_executable(), "start", "--block", *args],
+                env=dict(env),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def running(self) -> bool:
+        return self.process.poll() is None
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def members(self) -> list[int]:
+        """Live (non-zombie) processes of the session we created for this node.
+
+        Ray workers move to process groups of their own but stay in our session, so the
+        session, not the group, is what identifies everything this node started.
+        """
+        return session_members(self.pid)
+
+    def stop(self, grace_s: float = 1.0, timeout_s: float = 10.0) -> float:
+        """SIGTERM the session, SIGKILL what is left after ``grace_s``; returns seconds taken.
+
+        Only processes of our own session are signalled. The driver's results are already
+        safe on disk when this runs, so a fast kill loses nothing.
+        """
+        start = time.monotonic()
+        for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, timeout_s)):
+            for pid in self.members():
+                try:
+                    os.kill(pid, sig)
+                except ProcessLookupError:
+                    pass
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and self.members():
+                self.process.poll()
+                time.sleep(0.05)
+            if not self.members():
+                break
+        self.process.poll()
+        return time.monotonic() - start
+
+
+def session_members(session_id: int) -> list[int]:
+    """Non-zombie pids whose session id is ``session_id`` (Linux ``/proc``)."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        state, session = fields[0], int(fields[3])
+        if session == session_id and state not in (b"Z", b"X"):
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for_port(host: str, port: int, node: RayNodeProcess, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not node.running():
+            raise RayStartError(f"ray start exited with code {node.process.returncode}:\n{node.log_tail()}")
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise RayStartError(f"Ray GCS at {host}:{port} did not come up within {timeout_s:.0f}s:\n{node.log_tail()}")
+
+
+def start_head(
+    session_dir: Path,
+    token_path: Path,
+    options: NodeOptions,
+    node_ip: str | None = None,
+    timeout_s: float = 60.0,
+    attempts: int = 3,
+) -> tuple[RayNodeProcess, str]:
+    """Start a head node; returns it and its ``ip:port`` address. Port races are retried.
+
+    Without ``node_ip`` Ray advertises the host's reachable address (it rewrites loopback
+    on purpose); the GCS listens on every interface, which is why token auth is always on.
+    """
+    env = ray_environment(token_path)
+    last_error: Exception | None = None
+    for _ in range(attempts):
+        ports = NodePorts.allocate()
+        args = [
+            "--head",
+            *([f"--node-ip-address={node_ip}"] if node_ip else []),
+            f"--temp-dir={session_dir}",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            *ports.arguments(head=True),
+            *options.arguments(),
+        ]
+        node = RayNodeProcess(args, env, session_dir / "ray-head.log", node_ip)
+        host = node_ip or "127.0.0.1"
+        try:
+            wait_for_port(host, ports.gcs, node, timeout_s)
+            return node, f"{host}:{ports.gcs}"
+        except RayStartError as exc:
+            last_error = exc
+            node.stop()
+    raise RayStartError(f"could not start a Ray head after {attempts} attempts: {last_error}")
+
+
+def start_worker(
+    address: str,
+    session_dir: Path,
+    token_path: Path,
+    options: NodeOptions,
+    node_ip: str | None = None,
+    log_name: str = "ray-worker.log",
+) -> RayNodeProcess:
+    """Join an existing head as one more node (its own ports, so it can share a host)."""
+    args = [
+        f"--address={address}",
+        *([f"--node-ip-address={node_ip}"] if node_ip else []),
+        f"--temp-dir={session_dir}",
+        "--disable-usage-stats",
+        *NodePorts.allocate().arguments(head=False),
+        *options.arguments(),
+    ]
+    return RayNodeProcess(args, ray_environment(token_path), session_dir / log_name, node_ip)

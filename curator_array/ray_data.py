@@ -1,0 +1,184 @@
+"""Execute a list of stages on Ray Data: each stage becomes one ``map_batches``.
+
+Tasks travel as pickled bytes in a single column, so stages exchange arbitrary Python
+task objects (tables included) without Ray Data trying to infer a schema. Results,
+``FailedTask`` included, are read back at the driver from the dataset's output: nothing
+depends on state or environment variables on the workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import sys
+import traceback
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import ray
+import ray.data
+
+from .pools import ClusterShape, PoolChoice, choose_pool
+from .stages.base import ProcessingStage
+from .tasks import FailedTask, Task
+
+logger = logging.getLogger(__name__)
+
+COLUMN = "task"
+
+
+def _encode(tasks: Sequence[Task]) -> pa.Table:
+    return pa.table({COLUMN: pa.array([pickle.dumps(t, protocol=5) for t in tasks], type=pa.large_binary())})
+
+
+def _decode(batch: pa.Table) -> list[Task]:
+    return [pickle.loads(blob) for blob in batch.column(COLUMN).to_pylist()]
+
+
+def _failure(task: Task, stage: ProcessingStage, exc: BaseException) -> FailedTask:
+    logger.error("stage %s failed on %s:\n%s", stage.stage_name, task.task_id, traceback.format_exc())
+    return FailedTask(task_id=task.task_id, reason=f"{type(exc).__name__}: {exc}", stage=stage.stage_name)
+
+
+def run_stage_on(stage: ProcessingStage, tasks: list[Task]) -> list[Task]:
+    """Apply a stage, passing FailedTasks through and turning exceptions into FailedTasks.
+
+    One failing task must not hide the results of the others in its batch, so a batch that
+    raises is retried one task at a time to find the culprit.
+    """
+    failed = [t for t in tasks if isinstance(t, FailedTask)]
+    todo = [t for t in tasks if not isinstance(t, FailedTask)]
+    if not todo:
+        return failed
+    try:
+        return failed + _tag(stage.process_batch(todo), stage)
+    except Exception as exc:  # noqa: BLE001 - becomes a FailedTask with the reason
+        if len(todo) == 1:
+            return failed + [_failure(todo[0], stage, exc)]
+    out = list(failed)
+    for task in todo:
+        try:
+            out += _tag(stage.process_batch([task]), stage)
+        except Exception as exc:  # noqa: BLE001
+            out.append(_failure(task, stage, exc))
+    return out
+
+
+def _tag(results: list[Task], stage: ProcessingStage) -> list[Task]:
+    for result in results:
+        if isinstance(result, FailedTask) and not result.stage:
+            result.stage = stage.stage_name
+    return results
+
+
+def _task_stage_fn(stage: ProcessingStage):
+    def apply(batch: pa.Table) -> pa.Table:
+        stage.setup()
+        return _encode(run_stage_on(stage, _decode(batch)))
+
+    apply.__name__ = apply.__qualname__ = stage.stage_name
+    return apply
+
+
+class _StageActor:
+    """Holds one stage instance whose ``setup`` ran once, for actor stages."""
+
+    def __init__(self, stage: ProcessingStage):
+        self.stage = stage
+        stage.setup()
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return _encode(run_stage_on(self.stage, _decode(batch)))
+
+
+def cluster_shape() -> ClusterShape:
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    head = next((n for n in alive if "node:__internal_head__" in n.get("Resources", {})), None)
+    head_runs_workers = head is None or any(
+        head["Resources"].get(key, 0) > 0 for key in ("CPU", "GPU")
+    )
+    total_cpus = sum(n.get("Resources", {}).get("CPU", 0) for n in alive)
+    return ClusterShape(alive_nodes=len(alive), head_runs_workers=head_runs_workers, total_cpus=total_cpus)
+
+
+def describe_cluster() -> list[dict[str, Any]]:
+    """Alive nodes as recorded in completion manifests."""
+    return [
+        {"node_id": n["NodeID"], "hostname": n.get("NodeManagerHostname"), "address": n.get("NodeManagerAddress")}
+        for n in ray.nodes()
+        if n.get("Alive")
+    ]
+
+
+class RayDataExecutor:
+    """Runs stages on the Ray cluster this process is connected to.
+
+    ``stall_timeout_s`` fails a run whose operators make no progress for that long (Ray
+    Data's default is 30 minutes). Progress bars appear on a terminal, log lines otherwise.
+    """
+
+    def __init__(self, *, stall_timeout_s: float | None = None, progress_bars: bool | None = None):
+        self.stall_timeout_s = stall_timeout_s
+        self.progress_bars = sys.stderr.isatty() if progress_bars is None else progress_bars
+        self.pool_choices: dict[str, PoolChoice] = {}
+
+    def _configure_context(self) -> None:
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = self.progress_bars
+        if self.stall_timeout_s is not None:
+            context.execution_no_progress_timeout_s = self.stall_timeout_s
+
+    def _map_kwargs(self, stage: ProcessingStage, shape: ClusterShape) -> dict[str, Any]:
+        spec = stage.validate()
+        choice = choose_pool(spec, stage.resources.cpus, shape)
+        self.pool_choices[stage.stage_name] = choice
+        kwargs: dict[str, Any] = {
+            "batch_size": stage.batch_size,
+            "batch_format": "pyarrow",
+            "num_cpus": stage.resources.cpus,
+        }
+        if stage.resources.gpus:
+            kwargs["num_gpus"] = stage.resources.gpus
+        if choice.actor:
+            if choice.size is not None:
+                kwargs["compute"] = ray.data.ActorPoolStrategy(size=choice.size, max_tasks_in_flight_per_actor=1)
+            else:
+                kwargs["compute"] = ray.data.ActorPoolStrategy(
+                    min_size=choice.min_size, max_size=choice.max_size, max_tasks_in_flight_per_actor=1
+                )
+            kwargs["fn_constructor_kwargs"] = {"stage": stage}
+        elif choice.size is not None:
+            kwargs["compute"] = ray.data.TaskPoolStrategy(size=choice.size)
+        placement = "SPREAD (Ray Data default)"
+        if spec.scheduling_strategy is not None:
+            kwargs["ray_remote_args"] = {"scheduling_strategy": spec.scheduling_strategy}
+            placement = f"{spec.scheduling_strategy} (stage override)"
+        slot_note = ""
+        if spec.per_node_slot is not None:
+            if ray.cluster_resources().get(spec.per_node_slot, 0) > 0:
+                kwargs["resources"] = {spec.per_node_slot: 1}
+                slot_note = f"; hard per-node cap via resource {spec.per_node_slot!r}"
+            else:
+                slot_note = f"; cluster has no {spec.per_node_slot!r} resource, global cap only"
+        logger.info("stage %s: %s, placement %s%s", stage.stage_name, choice.describe(), placement, slot_note)
+        return kwargs
+
+    def execute(self, stages: Sequence[ProcessingStage], tasks: Sequence[Task]) -> Iterator[Task]:
+        """Yield every task that leaves the last stage, in completion order."""
+        if not tasks:
+            return
+        self._configure_context()
+        shape = cluster_shape()
+        dataset = ray.data.from_arrow(
+            [_encode([task]) for task in tasks]
+        )
+        for stage in stages:
+            kwargs = self._map_kwargs(stage, shape)
+            if stage.validate().is_actor_stage:
+                actor_cls = type(stage.stage_name, (_StageActor,), {})
+                dataset = dataset.map_batches(actor_cls, **kwargs)
+            else:
+                dataset = dataset.map_batches(_task_stage_fn(stage), **kwargs)
+        for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+            yield from _decode(batch)

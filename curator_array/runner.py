@@ -1,0 +1,164 @@
+"""Run one logical shard of a pipeline at the driver, and record the outcome.
+
+The order matters and is the heart of "correct by construction":
+list every source task → validate ids → create or check run.json → skip if this shard
+is already complete → run only this shard's tasks → write failed_tasks.json as soon as a
+failure is seen → write the completion manifest only if nothing failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import (
+    AttemptId,
+    CheckpointLayout,
+    completion_manifest,
+    ensure_run_config,
+    manifest_exists,
+    utc_now,
+    write_completion_manifest,
+    write_failed_tasks,
+)
+from .errors import CuratorArrayError
+from .jobenv import JobEnvironment
+from .pipeline import Pipeline
+from .sharding import ShardConfig, validate_source_ids
+from .tasks import FailedTask, Task, WrittenFiles
+
+logger = logging.getLogger(__name__)
+
+EXIT_OK = 0
+EXIT_FAILED_TASKS = 3
+
+
+class SourceFailedError(CuratorArrayError):
+    """A source stage produced a FailedTask, which has no stable identity to retry."""
+
+
+@dataclass
+class ShardOutcome:
+    status: str  # "completed", "skipped", "failed"
+    shard: ShardConfig
+    manifest_path: Path | None = None
+    failed_tasks_path: Path | None = None
+    failures: list[FailedTask] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_FAILED_TASKS if self.status == "failed" else EXIT_OK
+
+
+@dataclass
+class PreparedShard:
+    """Everything decided before Ray starts, so config errors and skips cost no cluster."""
+
+    pipeline: Pipeline
+    shard: ShardConfig
+    layout: CheckpointLayout
+    tasks: list[Task]
+    already_complete: bool
+    total_source_tasks: int
+
+
+def prepare_shard(
+    pipeline: Pipeline, checkpoint_path: str | Path, shard: ShardConfig | None, force: bool = False
+) -> PreparedShard:
+    shard = shard or ShardConfig.single()
+    listed = pipeline.source.list_tasks()
+    failed = [t for t in listed if isinstance(t, FailedTask)]
+    if failed:
+        raise SourceFailedError(
+            f"source stage {pipeline.source.stage_name!r} produced {len(failed)} FailedTask(s) "
+            f"(first: {failed[0].task_id}: {failed[0].reason}); a source must raise instead, "
+            "since its failures have no stable id to retry"
+        )
+    ids = [t.task_id for t in listed]
+    validate_source_ids(ids)
+    layout = CheckpointLayout(checkpoint_path)
+    ensure_run_config(layout, shard, ids)
+    complete = manifest_exists(layout, shard.shard_index) and not force
+    wanted = set(shard.select(ids))
+    mine = [t for t in listed if t.task_id in wanted]
+    if not listed:
+        logger.warning("the source listed no tasks: shard %d completes with 0 tasks", shard.shard_index)
+    elif not mine and shard.in_range:
+        logger.warning("shard %d owns none of the %d source tasks (more shards than tasks?)", shard.shard_index, len(ids))
+    return PreparedShard(pipeline, shard, layout, mine, complete, len(ids))
+
+
+def run_prepared(
+    prepared: PreparedShard,
+    execute: Callable[[Sequence, Sequence[Task]], Iterable[Task]],
+    job: JobEnvironment,
+    attempt: AttemptId,
+    cluster_nodes: Callable[[], list[dict[str, Any]]] = list,
+    output_dir: str | Path | None = None,
+) -> ShardOutcome:
+    """Execute the shard's tasks and write the manifest or the failed-task record."""
+    shard, layout = prepared.shard, prepared.layout
+    started_at, began = utc_now(), time.monotonic()
+    nodes = cluster_nodes() if prepared.tasks else []
+    failures: list[FailedTask] = []
+    failed_path: Path | None = None
+    written: list[WrittenFiles] = []
+    stray = 0
+    for result in execute(prepared.pipeline.stages, prepared.tasks):
+        if isinstance(result, FailedTask):
+            failures.append(result)
+            logger.error("task %s failed in stage %s: %s", result.task_id, result.stage, result.reason)
+            failed_path = write_failed_tasks(layout, attempt, shard, [f.to_record() for f in failures], job)
+        elif isinstance(result, WrittenFiles):
+            written.append(result)
+            logger.info("task %s: %d rows written to %s", result.task_id, result.rows_written, ", ".join(result.files))
+        else:
+            stray += 1
+    if stray:
+        logger.warning("%d result(s) left the last stage without being written (is the last stage a writer?)", stray)
+    stats = _shard_stats(prepared, written, output_dir)
+    if failures:
+        return ShardOutcome("failed", shard, failed_tasks_path=failed_path, failures=failures, stats=stats)
+    ended_at = utc_now()
+    manifest = completion_manifest(
+        shard,
+        **stats,
+        source_task_count_in_run=prepared.total_source_tasks,
+        started_at=started_at,
+        ended_at=ended_at,
+        duration_s=round(time.monotonic() - began, 3),
+        attempt=str(attempt),
+        **job.describe(),
+        hostnames=sorted({n.get("hostname") or "" for n in nodes} | {job.hostname}),
+        ray_nodes=nodes,
+    )
+    path = write_completion_manifest(layout, manifest)
+    return ShardOutcome("completed", shard, manifest_path=path, stats=stats)
+
+
+def _shard_stats(prepared: PreparedShard, written: list[WrittenFiles], output_dir) -> dict[str, Any]:
+    files = sorted(f for w in written for f in w.files)
+    if output_dir is not None:
+        root = Path(output_dir).resolve()
+        files = [Path(f).resolve().relative_to(root).as_posix() if Path(f).resolve().is_relative_to(root) else f for f in files]
+    dropped: dict[str, int] = {}
+    for w in written:
+        for stage, count in w.metadata.get("dropped", {}).items():
+            dropped[stage] = dropped.get(stage, 0) + count
+    return {
+        "source_tasks": len(prepared.tasks),
+        "source_task_ids": sorted(t.task_id for t in prepared.tasks),
+        "tasks_written": len(written),
+        "rows_in": sum(w.metadata.get("rows_read", 0) for w in written),
+        "rows_out": sum(w.rows_written for w in written),
+        "rows_dropped_by_stage": dropped,
+        "malformed_records_skipped": sum(w.metadata.get("malformed_skipped", 0) for w in written),
+        "output_dir": str(output_dir) if output_dir is not None else None,
+        "output_files": files,
+        "output_file_count": len(files),
+    }

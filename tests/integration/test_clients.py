@@ -1,0 +1,93 @@
+"""RayClient isolation on one host: auth, ports, concurrent clusters, clusters we do not own."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from curator_array.ray_cluster import NodeOptions, new_session_dir, ray_environment, start_head, write_token
+from tests.conftest import REPO, read_records, records_digest
+
+pytestmark = pytest.mark.ray
+
+CLI = [sys.executable, "-m", "curator_array.cli"]
+
+
+def run_cli(*args, env=None, timeout=180):
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+
+
+CLIENT_PROBE = r"""
+import json, os, stat, subprocess, sys
+from curator_array.clients import RayClient
+from curator_array.ray_cluster import NodeOptions
+with RayClient(node_options=NodeOptions(num_cpus=1, object_store_memory=100 * 2**20)) as client:
+    host, port = client.address.rsplit(":", 1)
+    mode = stat.S_IMODE(os.stat(client.token_path).st_mode)
+    members = client.head.members()
+    names = [open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").decode() for p in members]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env["RAY_AUTH_MODE"] = "disabled"
+    intruder = subprocess.run([sys.executable, "-c",
+        "import ray; ray.init(address=%r)" % client.address],
+        env=env, capture_output=True, text=True, timeout=60)
+    result = dict(port=int(port), mode=mode, session_dir=str(client.session_dir), names=names,
+                  intruder_rc=intruder.returncode, intruder_err=intruder.stderr)
+print("RESULT" + json.dumps(result))
+print("LEFT" + json.dumps(client.head.members()) + " " + str(client.teardown_s))
+"""
+
+
+def test_private_head_is_authenticated_isolated_and_stopped(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", CLIENT_PROBE], capture_output=True, text=True, timeout=180, cwd=REPO)
+    lines = {line[:4]: line[4:] for line in proc.stdout.splitlines() if line[:4] in ("RESU", "LEFT")}
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(lines["RESU"][2:])
+    assert result["port"] != 6379
+    assert result["mode"] == 0o600
+    assert len(result["session_dir"]) < 40
+    dashboards = [n for n in result["names"] if "dashboard/dashboard.py" in n]
+    assert all("--minimal" in n and "--disable-frontend" in n and "--host=127.0.0.1" in n for n in dashboards)
+    assert all("--port=8265" not in n for n in dashboards)
+    assert result["intruder_rc"] != 0, "a client without the token must be rejected"
+    assert "token-auth" in result["intruder_err"] or "Authentication" in result["intruder_err"]
+    left, teardown = lines["LEFT"].split(" ")
+    assert json.loads(left) == []
+    assert float(teardown) <= 2.0
+    assert not Path(result["session_dir"]).exists()
+
+
+def test_two_clients_at_once_do_not_interfere(sample_jsonl, tmp_path):
+    procs = []
+    for name in ("a", "b"):
+        args = ["run", "--input-dir", str(sample_jsonl), "--output-dir", str(tmp_path / name), "--num-cpus", "1",
+                "--object-store-memory", str(100 * 2**20), "--no-progress"]
+        procs.append(subprocess.Popen([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO))
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert records_digest(read_records(tmp_path / "a")) == records_digest(read_records(tmp_path / "b"))
+    assert len(read_records(tmp_path / "a")) == 1512
+
+
+def test_cluster_started_outside_survives(sample_jsonl, tmp_path):
+    session = new_session_dir()
+    token = write_token(session / "auth_token")
+    external, address = start_head(session, token, NodeOptions(num_cpus=2, object_store_memory=100 * 2**20))
+    try:
+        env = ray_environment(token)
+        result = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(tmp_path / "ext"),
+                         "--ray-address", address, "--no-progress", env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert external.running() and external.members()
+        own = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(tmp_path / "own"),
+                      "--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress")
+        assert own.returncode == 0, own.stderr[-3000:]
+        assert external.running() and external.members(), "our client's stop must not touch other clusters"
+        again = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(tmp_path / "ext2"),
+                        "--ray-address", address, "--no-progress", env=env)
+        assert again.returncode == 0, again.stderr[-3000:]
+    finally:
+        external.stop()
+    assert not external.members()

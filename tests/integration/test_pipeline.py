@@ -1,0 +1,167 @@
+"""The pipeline on a real Ray cluster: readers, filters, writers, sharding, failures."""
+
+import gzip
+import json
+import os
+from contextlib import nullcontext
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from curator_array.app import RunRequest, run_single_node
+from curator_array.checkpoint import CheckpointLayout
+from curator_array.errors import CheckpointMismatchError
+from curator_array.pipeline import Pipeline, PipelineOptions, default_pipeline
+from curator_array.runner import SourceFailedError, prepare_shard
+from curator_array.sharding import ShardConfig
+from curator_array.stages.base import SourceStage
+from curator_array.tasks import FailedTask, FileGroupTask
+from tests.conftest import read_records, records_digest, visible_files
+from tests.integration.helper_stages import FailSomeStage, SetupCountingStage
+from tests.integration.runs import run_shard
+
+pytestmark = pytest.mark.ray
+
+
+def input_records(directory: Path) -> dict[str, list[dict]]:
+    """Records per input file, read with the standard library only (independent of the code)."""
+    per_file = {}
+    for path in sorted(directory.iterdir()):
+        if path.name.endswith(".jsonl.gz"):
+            text = gzip.open(path, "rt").read()
+        elif path.suffix == ".jsonl":
+            text = path.read_text()
+        elif path.suffix == ".parquet":
+            per_file[path.name] = pq.read_table(path).to_pylist()
+            continue
+        else:
+            continue
+        per_file[path.name] = [json.loads(line) for line in text.splitlines() if line.strip()]
+    return per_file
+
+
+def test_jsonl_to_parquet_copies_every_record(ray_cluster, sample_jsonl, tmp_path):
+    out = tmp_path / "out"
+    options = PipelineOptions(str(sample_jsonl), str(out), output_file_type="parquet")
+    outcome = run_shard(default_pipeline(options), out, tmp_path / "ckpt")
+    expected = [r for records in input_records(sample_jsonl).values() for r in records]
+    assert outcome.status == "completed"
+    assert records_digest(read_records(out)) == records_digest(expected)
+    assert outcome.stats["rows_in"] == outcome.stats["rows_out"] == len(expected)
+    assert all(name.endswith(".parquet") for name in visible_files(out))
+
+
+def test_parquet_to_jsonl_copies_every_record(ray_cluster, sample_parquet, tmp_path):
+    out = tmp_path / "out"
+    options = PipelineOptions(str(sample_parquet), str(out), input_file_type="parquet", output_file_type="jsonl")
+    run_shard(default_pipeline(options), out, tmp_path / "ckpt")
+    expected = [r for records in input_records(sample_parquet).values() for r in records]
+    assert records_digest(read_records(out)) == records_digest(expected)
+
+
+def independent_filter(records, min_words, max_words):
+    kept, seen = [], set()
+    for record in records:
+        text = record.get("text")
+        if text is None or not text.strip():
+            continue
+        if not min_words <= len(text.split()) <= max_words:
+            continue
+        if text in seen:
+            continue
+        seen.add(text)
+        kept.append(record)
+    return kept
+
+
+def test_filters_match_an_independent_computation(ray_cluster, sample_jsonl, tmp_path):
+    out = tmp_path / "out"
+    options = PipelineOptions(str(sample_jsonl), str(out), drop_empty=True, min_words=5, max_words=100, dedup=True)
+    outcome = run_shard(default_pipeline(options), out, tmp_path / "ckpt")
+    expected = [r for records in input_records(sample_jsonl).values() for r in independent_filter(records, 5, 100)]
+    got = read_records(out)
+    assert len(got) < outcome.stats["rows_in"]
+    assert records_digest(got) == records_digest(expected)
+    dropped = outcome.stats["rows_dropped_by_stage"]
+    assert set(dropped) == {"non_empty_text", "word_count", "exact_dedup"} and all(dropped.values())
+
+
+def test_four_shards_union_equals_unsharded_run_and_replay_is_identical(ray_cluster, sample_jsonl, tmp_path):
+    kwargs = dict(output_file_type="parquet", drop_empty=True, min_words=3, dedup=True)
+    whole = tmp_path / "whole"
+    run_shard(default_pipeline(PipelineOptions(str(sample_jsonl), str(whole), **kwargs)), whole, tmp_path / "c1")
+    sharded = tmp_path / "sharded"
+    pipeline = default_pipeline(PipelineOptions(str(sample_jsonl), str(sharded), **kwargs))
+    owned = []
+    for index in range(4):
+        outcome = run_shard(pipeline, sharded, tmp_path / "c4", ShardConfig(index, 4))
+        assert outcome.status == "completed"
+        owned += outcome.stats["source_task_ids"]
+    assert sorted(owned) == sorted(set(owned)) and len(owned) == 12
+    union = read_records(sharded)
+    assert records_digest(union) == records_digest(read_records(whole))
+    assert len({r["id"] for r in union}) == len(union)
+    before = {name: (sharded / name).read_bytes() for name in visible_files(sharded)}
+    replay = run_shard(pipeline, sharded, tmp_path / "c4-replay", ShardConfig(2, 4))
+    assert replay.stats["output_files"]
+    assert {name: (sharded / name).read_bytes() for name in visible_files(sharded)} == before
+    assert not [p for p in os.listdir(sharded) if ".tmp-" in p]
+
+
+def test_failed_tasks_on_workers_block_the_manifest_and_are_recorded(ray_cluster, sample_jsonl, tmp_path):
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    options = PipelineOptions(str(sample_jsonl), str(out))
+    pipeline = Pipeline(options.source(), [options.reader(), FailSomeStage("part-003.jsonl", "part-007.jsonl"), options.writer()])
+    outcome = run_shard(pipeline, out, ckpt)
+    assert outcome.status == "failed" and outcome.exit_code == 3
+    layout = CheckpointLayout(ckpt)
+    assert not list(layout.completion_dir.glob("completed_slurm_array_*.json"))
+    record = json.loads(outcome.failed_tasks_path.read_text())
+    reasons = {f["reason"] for f in record["failed_tasks"]}
+    assert reasons == {"refusing part-003.jsonl", "RuntimeError: exploded on part-007.jsonl"}
+    assert {f["stage"] for f in record["failed_tasks"]} == {"fail_some"}
+    assert len(visible_files(out)) == 10  # the other tasks were still written
+
+
+def test_run_command_exit_code_3_for_failed_tasks(ray_cluster, sample_jsonl, tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    failing = tmp_path / "failing_pipeline.py"
+    failing.write_text(
+        "from tests.integration.helper_stages import FailSomeStage\n"
+        "def build(options):\n"
+        "    return [options.reader(), FailSomeStage('part-001.jsonl'), options.writer()]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    request = RunRequest(input_dir=str(sample_jsonl), output_dir=str(tmp_path / "out"), pipeline_ref="failing_pipeline:build")
+    assert run_single_node(request, {}, client_factory=nullcontext) == 3
+    request.pipeline_ref = None
+    assert run_single_node(request, {}, client_factory=nullcontext) == 0
+
+
+def test_actor_stage_runs_setup_once_per_actor(ray_cluster, sample_jsonl, tmp_path):
+    out, probe = tmp_path / "out", tmp_path / "probe"
+    options = PipelineOptions(str(sample_jsonl), str(out))
+    pipeline = Pipeline(options.source(), [options.reader(), SetupCountingStage(str(probe)), options.writer()])
+    assert run_shard(pipeline, out, tmp_path / "ckpt").status == "completed"
+    assert 1 <= len(list(probe.glob("setup-*"))) <= 2
+
+
+class FailingSource(SourceStage):
+    def list_tasks(self):
+        return [FileGroupTask("a1", files=["x"]), FailedTask("a2", reason="listing broke")]
+
+
+def test_source_failed_task_is_an_error(tmp_path):
+    pipeline = Pipeline(FailingSource(), [default_pipeline(PipelineOptions(str(tmp_path), str(tmp_path))).stages[0]])
+    with pytest.raises(SourceFailedError, match="a source must raise instead"):
+        prepare_shard(pipeline, tmp_path / "ckpt", None)
+
+
+def test_changed_input_list_on_second_attempt_is_an_error(sample_jsonl, tmp_path):
+    options = PipelineOptions(str(sample_jsonl), str(tmp_path / "out"))
+    prepare_shard(default_pipeline(options), tmp_path / "ckpt", ShardConfig(0, 4))
+    (sample_jsonl / "part-000.jsonl").unlink()
+    (sample_jsonl / "new.jsonl").write_text('{"text": "x"}\n')
+    with pytest.raises(CheckpointMismatchError, match=r"1 id\(s\) added, 1 removed"):
+        prepare_shard(default_pipeline(options), tmp_path / "ckpt", ShardConfig(1, 4))

@@ -1,0 +1,50 @@
+"""Per-node worker caps measured on real 1-node and 2-node Ray clusters on this host."""
+
+import time
+
+import pytest
+import ray
+
+from curator_array.pipeline import Pipeline, PipelineOptions
+from curator_array.ray_cluster import NodeOptions, start_worker
+from curator_array.ray_data import RayDataExecutor
+from tests.integration.helper_stages import SleepyStage, peak_concurrency
+from tests.integration.runs import run_shard
+
+pytestmark = pytest.mark.ray
+
+
+def sleepy_pipeline(input_dir, out, probe, **spec):
+    options = PipelineOptions(str(input_dir), str(out))
+    return Pipeline(options.source(), [options.reader(), SleepyStage(str(probe), **spec), options.writer()])
+
+
+def run_sleepy(tmp_path, name, input_dir, **spec):
+    out, probe = tmp_path / f"out-{name}", tmp_path / f"probe-{name}"
+    executor = RayDataExecutor(progress_bars=False)
+    outcome = run_shard(sleepy_pipeline(input_dir, out, probe, **spec), out, tmp_path / f"ckpt-{name}", executor=executor)
+    assert outcome.status == "completed"
+    return executor.pool_choices["sleepy"], peak_concurrency(str(probe)), probe
+
+
+def test_one_node_pool_of_two_is_never_exceeded(ray_cluster, sample_jsonl, tmp_path):
+    choice, peak, _ = run_sleepy(tmp_path, "capped", sample_jsonl, num_workers_per_node=2)
+    assert choice.size == 2
+    assert 1 <= peak <= 2
+    _, uncapped_peak, _ = run_sleepy(tmp_path, "uncapped", sample_jsonl, num_workers=8)
+    assert uncapped_peak > 2, "the probe must be able to see more than the cap"
+
+
+def test_two_node_pool_of_four(ray_cluster, sample_jsonl, tmp_path):
+    worker = start_worker(
+        ray_cluster.address, ray_cluster.session_dir, ray_cluster.token_path,
+        NodeOptions(num_cpus=8, object_store_memory=200 * 1024 * 1024), log_name="ray-worker-2.log",
+    )
+    ray_cluster.extra_nodes.append(worker)
+    deadline = time.monotonic() + 60
+    while sum(n["Alive"] for n in ray.nodes()) < 2:
+        assert time.monotonic() < deadline, worker.log_tail()
+        time.sleep(0.5)
+    choice, peak, probe = run_sleepy(tmp_path, "two-nodes", sample_jsonl, num_workers_per_node=2)
+    assert choice.size == 4
+    assert 1 <= peak <= 4

@@ -1,0 +1,48 @@
+import pytest
+
+from curator_array.errors import ConfigError
+from curator_array.pools import ClusterShape, choose_pool
+from curator_array.stages.base import ProcessingStage, RayStageSpec
+
+
+def spec(**keys):
+    return RayStageSpec.from_mapping("s", keys)
+
+
+@pytest.mark.parametrize(
+    "per_node,nodes,head_works,expected",
+    [(2, 1, True, 2), (2, 2, True, 4), (2, 3, False, 4), (0.5, 3, True, 2), (0.1, 1, True, 1), (1.5, 1, False, 2)],
+)
+def test_per_node_pool_size(per_node, nodes, head_works, expected):
+    choice = choose_pool(spec(num_workers_per_node=per_node), 1.0, ClusterShape(nodes, head_works, 8))
+    assert choice.size == expected
+    assert f"num_workers_per_node={per_node:g}" in choice.describe()
+    assert ("head excluded" in choice.reason) == (not head_works)
+
+
+def test_fixed_and_default_pools():
+    assert choose_pool(spec(num_workers=3), 1, ClusterShape(4)).size == 3
+    actor = choose_pool(spec(is_actor_stage=True), 2.0, ClusterShape(2, True, 8))
+    assert (actor.actor, actor.min_size, actor.max_size) == (True, 1, 4)
+    task = choose_pool(spec(), 1, ClusterShape(1))
+    assert task.size is None and not task.actor
+
+
+@pytest.mark.parametrize(
+    "keys,message",
+    [
+        ({"num_workers": 2, "num_workers_per_node": 1}, "conflict"),
+        ({"num_workers": 0}, "num_workers must be an integer >= 1"),
+        ({"num_workers_per_node": -1}, "must be a number > 0"),
+        ({"num_worker": 2}, "unknown ray_stage_spec key"),
+    ],
+)
+def test_bad_specs_are_rejected_when_the_stage_is_built(keys, message):
+    class Stage(ProcessingStage):
+        ray_stage_spec = keys
+
+        def process(self, task):
+            return task
+
+    with pytest.raises(ConfigError, match=message):
+        Stage()

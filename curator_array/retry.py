@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .arrays import format_array_expression
-from .checkpoint import CheckpointLayout, read_completion_manifests, read_run_config
+from .checkpoint import CheckpointLayout, read_run_config, scan_completion_manifests
 from .errors import ConfigError
 
 FORMATS = ("array", "fields")
@@ -56,7 +56,7 @@ class RetryPlan:
 
 def plan_retry(layout: CheckpointLayout) -> RetryPlan:
     run = read_run_config(layout)
-    done = read_completion_manifests(layout, run)
+    done = scan_completion_manifests(layout, run).shards
     everything = range(run.minimum_shard_index, run.minimum_shard_index + run.total_shards)
     return RetryPlan(
         minimum_shard_index=run.minimum_shard_index,

@@ -7,14 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .arrays import format_array_expression
-from .checkpoint import (
-    CheckpointLayout,
-    find_failed_task_records,
-    read_completion_manifests,
-    read_run_config,
-)
-
-SUMMED_FIELDS = ("source_tasks", "rows_in", "rows_out", "output_file_count")
+from .checkpoint import CheckpointLayout, find_failed_task_records, read_run_config, scan_completion_manifests
 
 
 @dataclass(frozen=True)
@@ -64,19 +57,12 @@ class RunStatus:
 
 def collect_status(layout: CheckpointLayout) -> RunStatus:
     run = read_run_config(layout)
-    manifests = read_completion_manifests(layout, run)
+    scan = scan_completion_manifests(layout, run)
+    manifests = scan.shards
     everything = range(run.minimum_shard_index, run.minimum_shard_index + run.total_shards)
     completed = [s for s in everything if s in manifests]
     incomplete = [s for s in everything if s not in manifests]
-    totals = {name: 0 for name in SUMMED_FIELDS}
-    durations = []
-    for _, payload in manifests.values():
-        for name in SUMMED_FIELDS:
-            value = payload.get(name)
-            if isinstance(value, int) and not isinstance(value, bool):
-                totals[name] += value
-        if isinstance(payload.get("duration_s"), (int, float)):
-            durations.append(float(payload["duration_s"]))
+    totals, durations = scan.totals, scan.durations
     failed = []
     for path, payload in find_failed_task_records(layout):
         shard = payload.get("shard_index")

@@ -108,3 +108,16 @@ def test_reference_tool_manifest_names_are_read(tmp_path):
         json.dumps({"status": "completed", "shard_index": 1, "total_shards": 3, "minimum_shard_index": 0})
     )
     assert retry_text(layout) == "0,2\n"
+
+
+def test_parallel_scan_gives_the_same_answer_and_names_a_bad_file(tmp_path, monkeypatch):
+    from curator_array import checkpoint
+
+    incomplete = {0, 17, 18, 19, 150, 299}
+    layout = make_run(tmp_path, 300, complete=[s for s in range(300) if s not in incomplete])
+    serial = retry_text(layout, "fields", 100)
+    monkeypatch.setattr(checkpoint, "PARALLEL_READ_THRESHOLD", 10)
+    assert retry_text(layout, "fields", 100) == serial == "0,17-19 0 0 300\n50 100 0 300\n99 200 0 300\n"
+    (layout.completion_dir / "completed_slurm_array_x7.json").write_text("[1, 2")
+    with pytest.raises(CorruptCheckpointError, match="completed_slurm_array_x7.json: not valid JSON"):
+        plan_retry(layout)

@@ -1,0 +1,39 @@
+# curator-array: every target installs what it needs into .venv first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+BENCH_STAMP := $(VENV)/.bench-stamp
+DEMO_DIR ?= demo_output
+PYTEST_ARGS ?=
+
+.PHONY: demo test bench install clean-demo
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(STAMP)
+
+## The main job: a 4-shard array on the bundled sample data, then its status.
+demo: $(STAMP)
+	PATH="$(CURDIR)/$(BIN):$$PATH" DEMO_DIR="$(DEMO_DIR)" scripts/demo.sh
+
+## The whole test suite (unit, real Ray, real SLURM, containers).
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install --quiet 'datatrove>=0.4'
+	touch $@
+
+## Benchmarks: ratios measured side by side in one run (never pass/fail).
+bench: $(BENCH_STAMP)
+	$(BIN)/python bench/bench_core.py
+	$(BIN)/python bench/bench_pipeline.py
+
+clean-demo:
+	rm -rf $(DEMO_DIR)

@@ -1,0 +1,1 @@
+"""Example user pipelines, runnable with ``curator-array run --pipeline MODULE:FUNCTION``."""

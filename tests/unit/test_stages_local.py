@@ -1,0 +1,95 @@
+"""Stages are plain Python: they can be tested without Ray."""
+
+import gzip
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curator_array.examples.quality import AlphabeticRatioFilter, build_pipeline
+from curator_array.pipeline import Pipeline, PipelineOptions, load_pipeline
+from curator_array.errors import ConfigError
+from curator_array.stages.filters import ExactDuplicateFilter, NonEmptyTextFilter, WordCountFilter
+from curator_array.stages.io import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
+from curator_array.tasks import DocumentBatch, FailedTask, FileGroupTask, WrittenFiles
+
+
+def batch(texts):
+    return DocumentBatch("t1", {}, table=pa.table({"text": texts, "n": list(range(len(texts)))}))
+
+
+def test_filters_on_awkward_values():
+    texts = ["", "  \n", None, "one", "two words", "two words", "trois mots ici", "über straße ünïcode"]
+    assert NonEmptyTextFilter().process(batch(texts)).table.column("n").to_pylist() == [3, 4, 5, 6, 7]
+    assert WordCountFilter(2, 2).process(batch(texts)).table.column("n").to_pylist() == [4, 5]
+    kept = ExactDuplicateFilter().process(batch(texts))
+    assert kept.table.column("n").to_pylist() == [0, 1, 2, 3, 4, 6, 7]
+    assert kept.metadata["dropped"] == {"exact_dedup": 1}
+
+
+def test_filter_without_text_field_fails_the_task():
+    task = DocumentBatch("t9", {"source_files": ["/x/a.jsonl"]}, table=pa.table({"body": ["a"]}))
+    result = NonEmptyTextFilter().process(task)
+    assert isinstance(result, FailedTask) and "'text'" in result.reason and "a.jsonl" in result.reason
+
+
+def test_word_count_bounds_validation():
+    with pytest.raises(ConfigError, match="inverted"):
+        WordCountFilter(5, 2)
+    with pytest.raises(ConfigError, match="needs a minimum"):
+        WordCountFilter()
+
+
+def test_jsonl_reader_gz_empty_and_malformed(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"text": "x"}\n\n{"text": "y"}\n')
+    with gzip.open(tmp_path / "b.jsonl.gz", "wt") as fh:
+        fh.write('{"text": "z"}\n')
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "bad.jsonl").write_text('{"text": "ok"}\n{"text": \n{"text": "ok2"}\n')
+    files = [str(tmp_path / n) for n in ("a.jsonl", "b.jsonl.gz", "empty.jsonl")]
+    result = JsonlReader().process(FileGroupTask("t1", files=files))
+    assert result.table.column("text").to_pylist() == ["x", "y", "z"]
+    assert result.metadata["rows_read"] == 3
+    failed = JsonlReader().process(FileGroupTask("t2", files=[str(tmp_path / "bad.jsonl")]))
+    assert isinstance(failed, FailedTask)
+    assert "bad.jsonl: line 2: malformed JSON record" in failed.reason
+    skipped = JsonlReader("skip").process(FileGroupTask("t2", files=[str(tmp_path / "bad.jsonl")]))
+    assert skipped.table.column("text").to_pylist() == ["ok", "ok2"]
+    assert skipped.metadata["malformed_skipped"] == 1
+
+
+def test_truncated_parquet_fails_naming_the_file(tmp_path):
+    pq.write_table(pa.table({"text": ["a"] * 1000}), tmp_path / "t.parquet")
+    data = (tmp_path / "t.parquet").read_bytes()
+    (tmp_path / "t.parquet").write_bytes(data[: len(data) // 2])
+    result = ParquetReader().process(FileGroupTask("t1", files=[str(tmp_path / "t.parquet")]))
+    assert isinstance(result, FailedTask) and "t.parquet: unreadable Parquet file" in result.reason
+
+
+@pytest.mark.parametrize("writer_cls,reader", [(JsonlWriter, None), (ParquetWriter, pq.read_table)])
+def test_writers_are_atomic_deterministic_and_overwrite(tmp_path, writer_cls, reader):
+    writer = writer_cls(tmp_path / "out")
+    first = writer.process(batch(["a", "é", "c"]))
+    assert isinstance(first, WrittenFiles) and first.rows_written == 3
+    data = open(first.files[0], "rb").read()
+    again = writer.process(batch(["a", "é", "c"]))
+    assert again.files == first.files and open(again.files[0], "rb").read() == data
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"t1{writer_cls.suffix}"]
+    if reader is None:
+        assert [json.loads(l)["text"] for l in data.decode().splitlines()] == ["a", "é", "c"]
+
+
+def test_example_pipeline_and_loader(tmp_path):
+    options = PipelineOptions(str(tmp_path), str(tmp_path / "out"), dedup=True)
+    pipeline = load_pipeline("curator_array.examples.quality:build_pipeline", options)
+    assert [s.stage_name for s in pipeline.stages] == ["jsonl_reader", "exact_dedup", "alphabetic_ratio", "jsonl_writer"]
+    kept = AlphabeticRatioFilter(0.8).process(batch(["plain words here", "1234 5678 ||| <>", ""]))
+    assert kept.table.column("n").to_pylist() == [0]
+    assert kept.table.column("alphabetic_ratio").to_pylist() == [1.0]
+    with pytest.raises(ConfigError, match="expected the form"):
+        load_pipeline("no_colon", options)
+    with pytest.raises(ConfigError, match="cannot import"):
+        load_pipeline("not_a_module_xyz:build", options)
+    with pytest.raises(ConfigError, match="two stages are named"):
+        Pipeline(options.source(), [options.reader(), options.reader()])

@@ -72,13 +72,39 @@ def _tag(results: list[Task], stage: ProcessingStage) -> list[Task]:
     return results
 
 
-def _task_stage_fn(stage: ProcessingStage):
-    def apply(batch: pa.Table) -> pa.Table:
-        stage.setup()
-        return _encode(run_stage_on(stage, _decode(batch)))
+def _task_chain_fn(stages: Sequence[ProcessingStage]):
+    """One Ray task function running several stages in turn, without pickling in between."""
 
-    apply.__name__ = apply.__qualname__ = stage.stage_name
+    def apply(batch: pa.Table) -> pa.Table:
+        tasks = _decode(batch)
+        for stage in stages:
+            stage.setup()
+            tasks = run_stage_on(stage, tasks)
+        return _encode(tasks)
+
+    apply.__name__ = apply.__qualname__ = "->".join(stage.stage_name for stage in stages)
     return apply
+
+
+def _chainable(first: ProcessingStage, second: ProcessingStage) -> bool:
+    """Plain task stages with the same needs share one Ray task (Ray Data would fuse them anyway)."""
+    a, b = first.validate(), second.validate()
+    plain = all(
+        not spec.is_actor_stage and spec.num_workers is None and spec.num_workers_per_node is None
+        and spec.scheduling_strategy is None and spec.per_node_slot is None
+        for spec in (a, b)
+    )
+    return plain and first.resources == second.resources and first.batch_size == second.batch_size
+
+
+def chain_stages(stages: Sequence[ProcessingStage]) -> list[list[ProcessingStage]]:
+    segments: list[list[ProcessingStage]] = []
+    for stage in stages:
+        if segments and _chainable(segments[-1][-1], stage):
+            segments[-1].append(stage)
+        else:
+            segments.append([stage])
+    return segments
 
 
 class _StageActor:
@@ -173,12 +199,14 @@ class RayDataExecutor:
         dataset = ray.data.from_arrow(
             [_encode([task]) for task in tasks]
         )
-        for stage in stages:
-            kwargs = self._map_kwargs(stage, shape)
-            if stage.validate().is_actor_stage:
-                actor_cls = type(stage.stage_name, (_StageActor,), {})
+        for segment in chain_stages(stages):
+            kwargs = self._map_kwargs(segment[0], shape)
+            for chained in segment[1:]:
+                logger.info("stage %s: runs in the same Ray task as %s", chained.stage_name, segment[0].stage_name)
+            if segment[0].validate().is_actor_stage:
+                actor_cls = type(segment[0].stage_name, (_StageActor,), {})
                 dataset = dataset.map_batches(actor_cls, **kwargs)
             else:
-                dataset = dataset.map_batches(_task_stage_fn(stage), **kwargs)
+                dataset = dataset.map_batches(_task_chain_fn(segment), **kwargs)
         for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
             yield from _decode(batch)

@@ -165,3 +165,16 @@ def test_changed_input_list_on_second_attempt_is_an_error(sample_jsonl, tmp_path
     (sample_jsonl / "new.jsonl").write_text('{"text": "x"}\n')
     with pytest.raises(CheckpointMismatchError, match=r"1 id\(s\) added, 1 removed"):
         prepare_shard(default_pipeline(options), tmp_path / "ckpt", ShardConfig(1, 4))
+
+
+def test_plain_stages_share_one_ray_task_and_sized_stages_do_not(tmp_path):
+    from curator_array.ray_data import chain_stages
+    from tests.integration.helper_stages import SleepyStage
+
+    options = PipelineOptions(str(tmp_path), str(tmp_path / "o"), drop_empty=True, min_words=2)
+    reader, *filters, writer = default_pipeline(options).stages
+    sized = SleepyStage(str(tmp_path), num_workers_per_node=2)
+    segments = chain_stages([reader, *filters, sized, writer])
+    assert [[s.stage_name for s in seg] for seg in segments] == [
+        ["jsonl_reader", "non_empty_text", "word_count"], ["sleepy"], ["jsonl_writer"],
+    ]

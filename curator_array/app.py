@@ -42,6 +42,10 @@ class RunRequest:
     ray_temp_dir: str | None = None
     stall_timeout: float | None = None
     progress: bool | None = None
+    cluster: str = "local"
+    rendezvous_dir: str | None = None
+    worker_join_timeout: float = 300.0
+    node_ip: str | None = None
 
     @property
     def checkpoint(self) -> str:
@@ -99,15 +103,42 @@ def report(outcome: ShardOutcome) -> None:
         )
 
 
-def run_single_node(request: RunRequest, env: Mapping[str, str], client_factory=None) -> int:
-    """Run one shard with a RayClient (or ``client_factory``); return the exit code."""
+def make_client(request: RunRequest, job: JobEnvironment):
+    """The Ray client the entrypoint chose: one node (RayClient) or the job's nodes."""
+    from .checkpoint import CheckpointLayout
     from .clients import RayClient
+    from .slurm_client import SlurmRayClient
+
+    if request.cluster == "slurm":
+        root = request.rendezvous_dir or CheckpointLayout(request.checkpoint).metadata_dir / ".ray_rendezvous"
+        return SlurmRayClient(
+            job, root, node_options=request.node_options(job), temp_root=request.ray_temp_dir,
+            join_timeout_s=request.worker_join_timeout, node_ip=request.node_ip,
+        )
+    return RayClient(address=request.ray_address, node_options=request.node_options(job), temp_root=request.ray_temp_dir)
+
+
+def run_shard_command(request: RunRequest, env: Mapping[str, str], client_factory=None) -> int:
+    """Run one shard (or, on a non-driver node of a multi-node job, serve it); the exit code.
+
+    On several nodes every node runs this same command: node 0 is the driver, the others
+    only contribute their Ray node and return when the driver is done.
+    """
     from .ray_data import RayDataExecutor, describe_cluster
 
     job = JobEnvironment.from_env(env)
-    shard = shard_config_from_env(env)
-    logger.info(describe_shard(shard))
-    prepared = prepare_shard(request.build_pipeline(), request.checkpoint, shard, request.force)
+    client = client_factory() if client_factory else make_client(request, job)
+    if request.cluster == "slurm" and not job.is_driver:
+        return client.run_worker()
+    try:
+        shard = shard_config_from_env(env)
+        logger.info(describe_shard(shard))
+        prepared = prepare_shard(request.build_pipeline(), request.checkpoint, shard, request.force)
+    except BaseException:
+        client.finish("failed")
+        raise
+    if prepared.already_complete or not prepared.tasks:
+        client.finish("ok")
     if prepared.already_complete:
         logger.info(
             "shard %d is already complete (%s); nothing to do (--force reruns it)",
@@ -119,11 +150,22 @@ def run_single_node(request: RunRequest, env: Mapping[str, str], client_factory=
     if not prepared.tasks:
         outcome = run_prepared(prepared, executor.execute, job, attempt, output_dir=request.output_dir)
     else:
-        factory = client_factory or (
-            lambda: RayClient(address=request.ray_address, node_options=request.node_options(job),
-                              temp_root=request.ray_temp_dir)
-        )
-        with factory():
-            outcome = run_prepared(prepared, executor.execute, job, attempt, describe_cluster, request.output_dir)
+        with client:
+            health = getattr(client, "lost_nodes", None)
+            outcome = run_prepared(
+                prepared, executor.execute, job, attempt, describe_cluster, request.output_dir,
+                health_check=(lambda: _check_nodes(health)) if health else None,
+            )
     report(outcome)
     return outcome.exit_code
+
+
+def _check_nodes(lost_nodes) -> None:
+    from .errors import CuratorArrayError
+
+    lost = lost_nodes()
+    if lost:
+        raise CuratorArrayError(
+            f"{lost} Ray node(s) of this job died during the run: the attempt is incomplete and no "
+            "completion manifest is written; rerun the shard (curator-array retry)"
+        )

@@ -176,6 +176,16 @@ Exit codes: 0 shard complete (or already complete), 3 FailedTasks recorded
 @click.option("--stall-timeout", type=click.FloatRange(min=1), envvar="CURATOR_ARRAY_STALL_TIMEOUT",
               help="Fail when no operator progresses for this many seconds.")
 @click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
+@click.option("--cluster", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
+              help="local: a private Ray head on this node; slurm: one Ray cluster over the job's "
+                   "nodes (every node runs this command; node 0 drives). The entrypoint chooses.")
+@click.option("--rendezvous-dir", envvar="CURATOR_ARRAY_RENDEZVOUS_DIR", type=click.Path(file_okay=False),
+              help="Shared directory where the nodes of a multi-node job meet "
+                   "(default: under the checkpoint's metadata dir).")
+@click.option("--worker-join-timeout", type=click.FloatRange(min=1), default=300, show_default=True,
+              envvar="CURATOR_ARRAY_WORKER_JOIN_TIMEOUT", help="Seconds the head waits for every node.")
+@click.option("--node-ip", envvar="CURATOR_ARRAY_NODE_IP",
+              help="Address other nodes reach this one at (default: the default route's interface).")
 def run(**kwargs) -> None:
     """Run this process's logical shard of the pipeline.
 
@@ -184,10 +194,10 @@ def run(**kwargs) -> None:
     without them every task runs as one implicit shard. A completion manifest is written
     only when every task succeeded.
     """
-    from .app import RunRequest, run_single_node
+    from .app import RunRequest, run_shard_command
 
     logging.getLogger("curator_array").setLevel(logging.INFO)
-    raise click.exceptions.Exit(run_single_node(RunRequest(**kwargs), os.environ))
+    raise click.exceptions.Exit(run_shard_command(RunRequest(**kwargs), os.environ))
 
 
 def main(argv: list[str] | None = None) -> int:

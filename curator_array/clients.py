@@ -95,6 +95,9 @@ class RayClient:
         self._saved_env.clear()
         reload_ray_auth()
 
+    def finish(self, status: str) -> None:
+        """Announce that the driver is done without having started Ray (one node: nothing to do)."""
+
     def stop(self, keep_logs: bool = False) -> None:
         import ray
 

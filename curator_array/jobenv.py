@@ -49,6 +49,7 @@ class JobEnvironment:
     """What SLURM told this process about its job (all None/defaults outside SLURM)."""
 
     job_id: str | None = None
+    step_id: str | None = None
     array_job_id: str | None = None
     array_task_id: int | None = None
     array_task_count: int | None = None
@@ -76,6 +77,7 @@ class JobEnvironment:
             )
         return cls(
             job_id=env_str(env, "SLURM_JOB_ID"),
+            step_id=env_str(env, "SLURM_STEP_ID"),
             array_job_id=env_str(env, "SLURM_ARRAY_JOB_ID"),
             array_task_id=env_int(env, "SLURM_ARRAY_TASK_ID", minimum=0),
             array_task_count=env_int(env, "SLURM_ARRAY_TASK_COUNT", minimum=1),
@@ -107,5 +109,7 @@ class JobEnvironment:
             "slurm_array_task_id": self.array_task_id,
             "slurm_restart_count": self.restart_count,
             "slurm_node_name": self.node_name,
+            "slurm_nodelist": self.nodelist,
+            "slurm_num_nodes": self.num_nodes,
             "hostname": self.hostname,
         }

@@ -120,6 +120,20 @@ def object_store_bytes(
     return max(int(budget), MIN_OBJECT_STORE)
 
 
+def routable_ip() -> str:
+    """This host's address on its default route, which other nodes can reach.
+
+    Connecting a UDP socket sends nothing; it only asks the kernel which interface it
+    would use. Loopback is the answer on a host without any route.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.254.254.254", 1))
+            return probe.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+
+
 def available_cpus() -> int:
     try:
         return len(os.sched_getaffinity(0))

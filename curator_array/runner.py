@@ -100,6 +100,7 @@ def run_prepared(
     attempt: AttemptId,
     cluster_nodes: Callable[[], list[dict[str, Any]]] = list,
     output_dir: str | Path | None = None,
+    health_check: Callable[[], None] | None = None,
 ) -> ShardOutcome:
     """Execute the shard's tasks and write the manifest or the failed-task record."""
     shard, layout = prepared.shard, prepared.layout
@@ -119,9 +120,13 @@ def run_prepared(
             logger.info("task %s: %d rows written to %s", result.task_id, result.rows_written, ", ".join(result.files))
         else:
             stray += 1
+        if health_check is not None:
+            health_check()
     if stray:
         logger.warning("%d result(s) left the last stage without being written (is the last stage a writer?)", stray)
     stats = _shard_stats(prepared, written, output_dir)
+    if health_check is not None:
+        health_check()
     if failures:
         return ShardOutcome("failed", shard, failed_tasks_path=failed_path, failures=failures, stats=stats)
     ended_at = utc_now()

@@ -4,12 +4,13 @@ import gzip
 import json
 import os
 from contextlib import nullcontext
+
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from curator_array.app import RunRequest, run_single_node
+from curator_array.app import RunRequest, run_shard_command
 from curator_array.checkpoint import CheckpointLayout
 from curator_array.errors import CheckpointMismatchError
 from curator_array.pipeline import Pipeline, PipelineOptions, default_pipeline
@@ -22,6 +23,13 @@ from tests.integration.helper_stages import FailSomeStage, SetupCountingStage
 from tests.integration.runs import run_shard
 
 pytestmark = pytest.mark.ray
+
+
+class AlreadyConnected(nullcontext):
+    """Stands in for a client when the test process is already connected to a cluster."""
+
+    def finish(self, status):
+        pass
 
 
 def input_records(directory: Path) -> dict[str, list[dict]]:
@@ -134,9 +142,9 @@ def test_run_command_exit_code_3_for_failed_tasks(ray_cluster, sample_jsonl, tmp
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     request = RunRequest(input_dir=str(sample_jsonl), output_dir=str(tmp_path / "out"), pipeline_ref="failing_pipeline:build")
-    assert run_single_node(request, {}, client_factory=nullcontext) == 3
+    assert run_shard_command(request, {}, client_factory=AlreadyConnected) == 3
     request.pipeline_ref = None
-    assert run_single_node(request, {}, client_factory=nullcontext) == 0
+    assert run_shard_command(request, {}, client_factory=AlreadyConnected) == 0
 
 
 def test_actor_stage_runs_setup_once_per_actor(ray_cluster, sample_jsonl, tmp_path):

@@ -1,0 +1,82 @@
+"""The throwaway SLURM cluster, started once per test session (scripts/slurm_cluster.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, need
+
+ENTRYPOINT = REPO / "entrypoints" / "curator-array-entrypoint"
+CLUSTER_SCRIPT = REPO / "scripts" / "slurm_cluster.py"
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    can_install = os.geteuid() == 0 and shutil.which("apt-get") is not None
+    need(shutil.which("slurmctld") is not None or can_install, "SLURM is not installed and cannot be (needs root + apt)")
+    started = subprocess.run([sys.executable, str(CLUSTER_SCRIPT), "start", "--nodes", "3"], capture_output=True, text=True)
+    need(started.returncode == 0, f"the throwaway SLURM cluster did not start: {started.stderr.strip()}")
+    config = started.stdout.strip().split("=", 1)[1]
+    previous = os.environ.get("SLURM_CONF")
+    os.environ["SLURM_CONF"] = config
+    yield config
+    if previous is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = previous
+
+
+def sbatch(script: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    from curator_array.slurm import submit
+
+    full_env = dict(os.environ, **(env or {}))
+    return submit(str(script), args, env=full_env)
+
+
+def job_states(job_id: str) -> dict[str, str]:
+    """Array element (or job) → state, from squeue while queued and the jobcomp log after."""
+    states: dict[str, str] = {}
+    comp = Path(os.environ["SLURM_CONF"]).parent.parent / "log" / "jobcomp.txt"
+    if comp.exists():
+        for line in comp.read_text().splitlines():
+            fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
+            if fields.get("ArrayJobId") == job_id or fields.get("JobId") == job_id:
+                key = fields.get("ArrayTaskId") if fields.get("ArrayJobId") == job_id else job_id
+                states[key or job_id] = fields["JobState"]
+    out = subprocess.run(["squeue", "-h", "-r", "-j", job_id, "-o", "%i %T"], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        ident, state = line.split()
+        states[ident.split("_", 1)[1] if "_" in ident else ident] = state
+    return states
+
+
+def wait_for(job_id: str, count: int, timeout: float = 300.0) -> dict[str, str]:
+    """Wait until ``count`` elements of the job are finished; returns their final states."""
+    deadline = time.monotonic() + timeout
+    final = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
+    while time.monotonic() < deadline:
+        states = job_states(job_id)
+        done = {k: v for k, v in states.items() if v.split()[0] in final}
+        if len(done) >= count and len(states) == len(done):
+            return done
+        time.sleep(1)
+    raise AssertionError(f"job {job_id} not finished after {timeout:.0f}s: {job_states(job_id)}")
+
+
+def job_script(path: Path, body: str, sbatch_lines: tuple[str, ...] = ()) -> Path:
+    lines = ["#!/bin/bash", "#SBATCH --cpus-per-task=1", f"#SBATCH --output={path.parent}/slurm_%A_%a.out", *sbatch_lines, body]
+    path.write_text("\n".join(lines) + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def entrypoint_line(*extra: str, nodes_arg: str = "") -> str:
+    args = " ".join(["--num-cpus 1", f"--object-store-memory {100 * 2**20}", "--no-progress", *extra])
+    return f"srun --ntasks-per-node=1 {ENTRYPOINT} {args}"

@@ -30,6 +30,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/bench_core.py
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_startup.py
 
 clean-demo:
 	rm -rf $(DEMO_DIR)

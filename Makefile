@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_core.py
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_startup.py
+	$(BIN)/python bench/bench_download.py
 
 clean-demo:
 	rm -rf $(DEMO_DIR)

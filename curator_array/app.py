@@ -7,6 +7,7 @@ nodes) reuses exactly the same steps.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from .jobenv import JobEnvironment
 from .pipeline import Pipeline, PipelineOptions, default_pipeline, load_pipeline
 from .ray_cluster import NodeOptions
 from .runner import ShardOutcome, prepare_shard, run_prepared
+from .stages.download import DEFAULT_WORKERS_PER_NODE, DOWNLOAD_SLOT
 from .sharding import ShardConfig, shard_config_from_env
 
 logger = logging.getLogger(__name__)
@@ -22,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RunRequest:
-    input_dir: str
+    input_dir: str | None
     output_dir: str
     checkpoint_path: str | None = None
     input_file_type: str = "jsonl"
@@ -46,6 +48,11 @@ class RunRequest:
     rendezvous_dir: str | None = None
     worker_join_timeout: float = 300.0
     node_ip: str | None = None
+    input_urls: tuple[str, ...] = ()
+    download_dir: str | None = None
+    download_workers_per_node: float = DEFAULT_WORKERS_PER_NODE
+    download_retries: int = 5
+    download_timeout: float = 60.0
 
     @property
     def checkpoint(self) -> str:
@@ -53,7 +60,7 @@ class RunRequest:
 
     def pipeline_options(self) -> PipelineOptions:
         return PipelineOptions(
-            input_dir=self.input_dir,
+            input_dir=self.input_dir or "",
             output_dir=self.output_dir,
             input_file_type=self.input_file_type,
             output_file_type=self.output_file_type,
@@ -64,6 +71,11 @@ class RunRequest:
             max_words=self.max_words,
             dedup=self.dedup,
             malformed=self.malformed,
+            input_urls=tuple(self.input_urls),
+            download_dir=self.download_dir,
+            download_workers_per_node=self.download_workers_per_node,
+            download_retries=self.download_retries,
+            download_timeout_s=self.download_timeout,
         )
 
     def build_pipeline(self) -> Pipeline:
@@ -76,6 +88,8 @@ class RunRequest:
             num_gpus=job.gpus_on_node,
             object_store_memory=self.object_store_memory,
             job_memory_mb=job.mem_per_node_mb,
+            # Download slots make the per-node download cap hard on clusters we start.
+            custom_resources={DOWNLOAD_SLOT: float(max(1, math.ceil(self.download_workers_per_node)))},
         )
 
 

@@ -144,12 +144,25 @@ Exit codes: 0 shard complete (or already complete), 3 FailedTasks recorded
 
 
 @cli.command(epilog=RUN_EPILOG)
-@click.option("--input-dir", required=True, envvar="INPUT_DIR", type=click.Path(file_okay=False),
-              help="Input directory (env: INPUT_DIR).")
+@click.option("--input-dir", envvar="INPUT_DIR", type=click.Path(file_okay=False),
+              help="Input directory (env: INPUT_DIR); not needed with --input-urls.")
 @click.option("--output-dir", required=True, envvar="OUTPUT_DIR", type=click.Path(file_okay=False),
               help="Output directory (env: OUTPUT_DIR).")
 @click.option("--checkpoint-path", envvar="CHECKPOINT_PATH", type=click.Path(file_okay=False),
               help="Checkpoint directory (env: CHECKPOINT_PATH; default: the output dir).")
+@click.option("--input-urls", multiple=True, envvar="INPUT_URLS", type=click.Path(exists=True),
+              help="URL list(s) to download first: one URL per line or JSONL with a 'url' field "
+                   "(optional 'sha256', 'size'); a file or a directory, repeatable. INPUT_DIR is "
+                   "then ignored.")
+@click.option("--download-dir", envvar="DOWNLOAD_DIR", type=click.Path(file_okay=False),
+              help="Where downloads go (shared or node-local; default OUTPUT_DIR/.downloads).")
+@click.option("--download-workers-per-node", type=click.FloatRange(min=0, min_open=True),
+              default=2, show_default=True, envvar="DOWNLOAD_WORKERS_PER_NODE",
+              help="Concurrent downloads per node (pool = this x alive nodes).")
+@click.option("--download-retries", type=click.IntRange(min=0), default=5, show_default=True,
+              help="Further attempts per URL after the first.")
+@click.option("--download-timeout", type=click.FloatRange(min=0.1), default=60, show_default=True,
+              help="Seconds without data before a download attempt is abandoned.")
 @click.option("--input-file-type", type=click.Choice(["jsonl", "parquet"]), default="jsonl",
               show_default=True, envvar="INPUT_FILE_TYPE")
 @click.option("--output-file-type", type=click.Choice(["jsonl", "parquet"]), default="jsonl",
@@ -196,6 +209,8 @@ def run(**kwargs) -> None:
     """
     from .app import RunRequest, run_shard_command
 
+    if not kwargs["input_dir"] and not kwargs["input_urls"]:
+        raise click.UsageError("give --input-dir (or INPUT_DIR), or --input-urls")
     logging.getLogger("curator_array").setLevel(logging.INFO)
     raise click.exceptions.Exit(run_shard_command(RunRequest(**kwargs), os.environ))
 

@@ -13,12 +13,15 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .errors import ConfigError
 from .stages.base import ProcessingStage, SourceStage
+from .stages.download import DEFAULT_WORKERS_PER_NODE, DownloadStage
 from .stages.filters import ExactDuplicateFilter, NonEmptyTextFilter, WordCountFilter
 from .stages.io import reader_for, writer_for
 from .stages.partition import FilePartitioningStage
+from .stages.urls import UrlListStage
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,29 @@ class PipelineOptions:
     max_words: int | None = None
     dedup: bool = False
     malformed: str = "fail"
+    input_urls: tuple[str, ...] = ()
+    download_dir: str | None = None
+    download_workers_per_node: float = DEFAULT_WORKERS_PER_NODE
+    download_retries: int = 5
+    download_timeout_s: float = 60.0
     extra: dict[str, str] = field(default_factory=dict)
 
     def source(self) -> SourceStage:
+        if self.input_urls:
+            return UrlListStage(self.input_urls, self.files_per_partition)
         return FilePartitioningStage(self.input_dir, self.input_file_type, self.files_per_partition)
+
+    def downloads(self) -> list[ProcessingStage]:
+        """The download stage when the inputs are URLs (downloaded files then go to the reader)."""
+        if not self.input_urls:
+            return []
+        directory = self.download_dir or str(Path(self.output_dir) / ".downloads")
+        return [
+            DownloadStage(
+                directory, workers_per_node=self.download_workers_per_node, retries=self.download_retries,
+                read_timeout_s=self.download_timeout_s,
+            )
+        ]
 
     def filters(self) -> list[ProcessingStage]:
         stages: list[ProcessingStage] = []
@@ -87,7 +109,7 @@ class Pipeline:
 
 
 def default_pipeline(options: PipelineOptions) -> Pipeline:
-    return Pipeline(options.source(), [options.reader(), *options.filters(), options.writer()])
+    return Pipeline(options.source(), [*options.downloads(), options.reader(), *options.filters(), options.writer()])
 
 
 def load_pipeline(reference: str, options: PipelineOptions) -> Pipeline:

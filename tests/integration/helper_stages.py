@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from curator_array.stages.base import ProcessingStage
+from curator_array.stages.download import DownloadStage
 from curator_array.tasks import FailedTask
 
 
@@ -102,3 +103,18 @@ class SetupCountingStage(ProcessingStage):
     def process(self, task):
         assert self.ready
         return task
+
+
+class ProbedDownloadStage(DownloadStage):
+    """A DownloadStage that records how many downloads run at once, overall and per Ray node."""
+
+    def __init__(self, download_dir: str, probe_dir: str, **kwargs):
+        self.probe_dir = probe_dir
+        super().__init__(download_dir, **kwargs)
+
+    def fetch(self, url, expected):
+        import ray
+
+        node = ray.get_runtime_context().get_node_id()
+        with concurrency_probe(self.probe_dir), concurrency_probe(os.path.join(self.probe_dir, node)):
+            return super().fetch(url, expected)

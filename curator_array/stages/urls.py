@@ -1,0 +1,104 @@
+"""``UrlListStage``: a source that turns URL lists into deterministic download tasks.
+
+A list is a text file with one URL per line, or JSONL with a ``url`` field (and optional
+``sha256``/``size`` to verify against). Several files or a directory of them may be given.
+Task ids come from the URLs themselves, never their position, so adding a line elsewhere
+does not move other tasks to other shards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, InputError
+from ..tasks import Task
+from .base import SourceStage
+
+URL_SCHEMES = ("http://", "https://", "file://")
+LIST_SUFFIXES = (".txt", ".urls", ".jsonl", ".list")
+
+
+@dataclass
+class UrlGroupTask(Task):
+    """URLs downloaded (and then read) as one unit; ``expected`` holds optional checksums."""
+
+    urls: list[str] = field(default_factory=list)
+    expected: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def url_group_id(urls: Sequence[str]) -> str:
+    return "url-" + hashlib.sha256("\n".join(sorted(urls)).encode()).hexdigest()[:32]
+
+
+def _list_files(paths: Sequence[str | Path]) -> list[Path]:
+    found: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in LIST_SUFFIXES and not p.name.startswith("."))
+        elif path.is_file():
+            found.append(path)
+        else:
+            raise ConfigError(f"URL list {path} does not exist")
+    return found
+
+
+def read_url_lists(paths: Sequence[str | Path]) -> list[tuple[str, dict[str, Any], str]]:
+    """(url, expected, where) for every entry; ``where`` is ``file:line`` for error messages."""
+    entries = []
+    for path in _list_files(paths):
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"cannot read URL list {path}: {exc}") from None
+        for number, line in enumerate(lines, start=1):
+            text = line.strip()
+            if not text or text.startswith("#"):
+                continue
+            where = f"{path}:{number}"
+            expected: dict[str, Any] = {}
+            if text.startswith("{"):
+                try:
+                    record = json.loads(text)
+                except ValueError as exc:
+                    raise InputError(f"{where}: malformed JSON ({exc})") from None
+                url = record.get("url") if isinstance(record, dict) else None
+                if not isinstance(url, str):
+                    raise InputError(f"{where}: JSON record without a string 'url' field")
+                expected = {k: record[k] for k in ("sha256", "size") if record.get(k) is not None}
+            else:
+                url = text
+            if not url.startswith(URL_SCHEMES):
+                raise InputError(f"{where}: {url!r} is not an http://, https:// or file:// URL")
+            entries.append((url, expected, where))
+    return entries
+
+
+class UrlListStage(SourceStage):
+    name = "url_list"
+
+    def __init__(self, url_lists: Sequence[str | Path], urls_per_partition: int = 1):
+        if urls_per_partition < 1:
+            raise ConfigError(f"urls per partition must be >= 1, got {urls_per_partition}")
+        self.url_lists = list(url_lists)
+        self.urls_per_partition = urls_per_partition
+
+    def list_tasks(self) -> list[UrlGroupTask]:
+        entries = read_url_lists(self.url_lists)
+        seen: dict[str, str] = {}
+        for url, _, where in entries:
+            if url in seen:
+                raise ConfigError(f"URL {url} is listed twice ({seen[url]} and {where}); each URL must appear once")
+            seen[url] = where
+        entries.sort(key=lambda entry: entry[0])
+        tasks = []
+        for start in range(0, len(entries), self.urls_per_partition):
+            group = entries[start : start + self.urls_per_partition]
+            urls = [url for url, _, _ in group]
+            tasks.append(UrlGroupTask(url_group_id(urls), urls=urls, expected={u: e for u, e, _ in group if e}))
+        return tasks

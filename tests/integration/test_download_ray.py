@@ -1,0 +1,101 @@
+"""Per-node download caps on a real 2-node Ray cluster (two raylets on this host)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+from curator_array.clients import RayClient
+from curator_array.pipeline import Pipeline, PipelineOptions, default_pipeline
+from curator_array.ray_cluster import NodeOptions, start_worker
+from curator_array.ray_data import RayDataExecutor
+from curator_array.stages.download import DOWNLOAD_SLOT
+from curator_array.stages.urls import UrlListStage
+from tests.conftest import read_records, records_digest
+from tests.http_faults import FaultServer, random_bytes
+from tests.integration.helper_stages import ProbedDownloadStage, peak_concurrency
+from tests.integration.runs import run_shard
+
+pytestmark = pytest.mark.ray
+MiB = 2**20
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster():
+    options = NodeOptions(num_cpus=8, object_store_memory=150 * MiB, custom_resources={DOWNLOAD_SLOT: 2})
+    with RayClient(node_options=options) as client:
+        client.extra_nodes.append(start_worker(client.address, client.session_dir, client.token_path, options,
+                                               log_name="ray-worker-2.log"))
+        deadline = time.monotonic() + 60
+        while sum(n["Alive"] for n in ray.nodes()) < 2:
+            assert time.monotonic() < deadline, client.extra_nodes[0].log_tail()
+            time.sleep(0.5)
+        yield client
+
+
+@pytest.fixture(scope="module")
+def slow_server():
+    files = {f"f{i:02d}.bin": random_bytes(200_000, i) for i in range(24)}
+    server = FaultServer(files, per_connection_rate=500_000).start()
+    yield server, files
+    server.stop()
+
+
+def download_pipeline(tmp_path, server, files, name, **stage_kwargs):
+    lists = tmp_path / f"urls-{name}.txt"
+    lists.write_text("".join(server.url("ok", f) + "\n" for f in files))
+    probe = tmp_path / f"probe-{name}"
+    stage = ProbedDownloadStage(str(tmp_path / f"dl-{name}"), str(probe), **stage_kwargs)
+    return Pipeline(UrlListStage([lists]), [stage]), probe
+
+
+def run_downloads(tmp_path, server, files, name, **stage_kwargs):
+    pipeline, probe = download_pipeline(tmp_path, server, files, name, **stage_kwargs)
+    server.peak_active = 0
+    executor = RayDataExecutor(progress_bars=False)
+    run_shard(pipeline, tmp_path / f"out-{name}", tmp_path / f"ckpt-{name}", executor=executor)
+    per_node = {p.name: peak_concurrency(str(p)) for p in probe.iterdir() if p.is_dir()}
+    return executor.pool_choices["download"], server.peak_active, per_node
+
+
+def test_global_cap_two_per_node(two_node_cluster, slow_server, tmp_path):
+    server, files = slow_server
+    choice, peak, _ = run_downloads(tmp_path, server, files, "global", hard_cap=False)
+    assert choice.size == 4
+    assert 1 <= peak <= 4
+
+
+def test_hard_cap_no_node_exceeds_two(two_node_cluster, slow_server, tmp_path):
+    server, files = slow_server
+    choice, peak, per_node = run_downloads(tmp_path, server, files, "hard")
+    assert choice.size == 4 and peak <= 4
+    assert len(per_node) == 2, f"both nodes should download: {per_node}"
+    assert all(1 <= p <= 2 for p in per_node.values()), per_node
+
+
+def test_without_the_cap_downloads_pile_up(two_node_cluster, slow_server, tmp_path):
+    server, files = slow_server
+    _, peak, _ = run_downloads(tmp_path, server, files, "uncapped", workers_per_node=8, hard_cap=False)
+    assert peak > 4, "the probe must be able to see more than the cap"
+
+
+def test_urls_flow_through_download_read_filter_write(two_node_cluster, tmp_path):
+    sources = {f"part-{i}.jsonl": "".join(json.dumps({"id": f"{i}-{j}", "text": f"doc {i} {j} " * (j % 4)}) + "\n"
+                                          for j in range(30)).encode() for i in range(5)}
+    server = FaultServer(sources).start()
+    try:
+        lists = tmp_path / "urls.txt"
+        lists.write_text("".join(server.url("flaky503", name) + "\n" for name in sources))
+        out = tmp_path / "out"
+        options = PipelineOptions("", str(out), input_urls=(str(lists),), drop_empty=True)
+        outcome = run_shard(default_pipeline(options), out, tmp_path / "ckpt")
+        assert outcome.status == "completed"
+        expected = [r for body in sources.values() for r in map(json.loads, body.decode().splitlines()) if r["text"].strip()]
+        assert records_digest(read_records(out)) == records_digest(expected)
+        assert not [p for p in Path(out / ".downloads").iterdir() if p.name.endswith(".part")]
+    finally:
+        server.stop()

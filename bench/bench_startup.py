@@ -5,7 +5,7 @@ The two nodes run as two entrypoint processes with the variables srun gives each
 (SLURM_NODEID 0 and 1), on this host. Beside it, the naive pattern measured in the same run:
 `ray start --head` with defaults, a driver connecting with address="auto", then stopping
 with Ray's default drain (emulated by SIGTERM to that head's own processes only, because
-`ray stop` would stop every Ray cluster on the host). Prints figures; asserts nothing.
+the CLI's stop command would stop every Ray cluster on the host). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations

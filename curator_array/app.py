@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .checkpoint import AttemptId
 from .jobenv import JobEnvironment
 from .pipeline import Pipeline, PipelineOptions, default_pipeline, load_pipeline
 from .ray_cluster import NodeOptions
 from .runner import ShardOutcome, prepare_shard, run_prepared
-from .stages.download import DEFAULT_WORKERS_PER_NODE, DOWNLOAD_SLOT
+from .stages.download import DOWNLOAD_SLOT
 from .sharding import ShardConfig, shard_config_from_env
 
 logger = logging.getLogger(__name__)
@@ -24,19 +24,11 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class RunRequest:
-    input_dir: str | None
-    output_dir: str
+    """What to run (``options``) and how: checkpoint, pipeline, Ray and multi-node settings."""
+
+    options: PipelineOptions
     checkpoint_path: str | None = None
-    input_file_type: str = "jsonl"
-    output_file_type: str = "jsonl"
-    files_per_partition: int = 1
     pipeline_ref: str | None = None
-    text_field: str = "text"
-    drop_empty: bool = False
-    min_words: int | None = None
-    max_words: int | None = None
-    dedup: bool = False
-    malformed: str = "fail"
     force: bool = False
     ray_address: str | None = None
     num_cpus: int | None = None
@@ -48,39 +40,24 @@ class RunRequest:
     rendezvous_dir: str | None = None
     worker_join_timeout: float = 300.0
     node_ip: str | None = None
-    input_urls: tuple[str, ...] = ()
-    download_dir: str | None = None
-    download_workers_per_node: float = DEFAULT_WORKERS_PER_NODE
-    download_retries: int = 5
-    download_timeout: float = 60.0
+
+    @classmethod
+    def from_flags(cls, flags: Mapping[str, object]) -> RunRequest:
+        """Split the flat ``run`` flags into pipeline options and run settings."""
+        names = {f.name for f in fields(PipelineOptions)}
+        options = {k: v for k, v in flags.items() if k in names}
+        options["input_dir"] = options.get("input_dir") or ""
+        options["input_urls"] = tuple(options.get("input_urls") or ())
+        return cls(PipelineOptions(**options), **{k: v for k, v in flags.items() if k not in names})
 
     @property
     def checkpoint(self) -> str:
-        return self.checkpoint_path or self.output_dir
-
-    def pipeline_options(self) -> PipelineOptions:
-        return PipelineOptions(
-            input_dir=self.input_dir or "",
-            output_dir=self.output_dir,
-            input_file_type=self.input_file_type,
-            output_file_type=self.output_file_type,
-            files_per_partition=self.files_per_partition,
-            text_field=self.text_field,
-            drop_empty=self.drop_empty,
-            min_words=self.min_words,
-            max_words=self.max_words,
-            dedup=self.dedup,
-            malformed=self.malformed,
-            input_urls=tuple(self.input_urls),
-            download_dir=self.download_dir,
-            download_workers_per_node=self.download_workers_per_node,
-            download_retries=self.download_retries,
-            download_timeout_s=self.download_timeout,
-        )
+        return self.checkpoint_path or self.options.output_dir
 
     def build_pipeline(self) -> Pipeline:
-        options = self.pipeline_options()
-        return load_pipeline(self.pipeline_ref, options) if self.pipeline_ref else default_pipeline(options)
+        if self.pipeline_ref:
+            return load_pipeline(self.pipeline_ref, self.options)
+        return default_pipeline(self.options)
 
     def node_options(self, job: JobEnvironment) -> NodeOptions:
         return NodeOptions(
@@ -89,7 +66,7 @@ class RunRequest:
             object_store_memory=self.object_store_memory,
             job_memory_mb=job.mem_per_node_mb,
             # Download slots make the per-node download cap hard on clusters we start.
-            custom_resources={DOWNLOAD_SLOT: float(max(1, math.ceil(self.download_workers_per_node)))},
+            custom_resources={DOWNLOAD_SLOT: float(max(1, math.ceil(self.options.download_workers_per_node)))},
         )
 
 
@@ -162,12 +139,12 @@ def run_shard_command(request: RunRequest, env: Mapping[str, str], client_factor
     attempt = AttemptId.from_job(job)
     executor = RayDataExecutor(stall_timeout_s=request.stall_timeout, progress_bars=request.progress)
     if not prepared.tasks:
-        outcome = run_prepared(prepared, executor.execute, job, attempt, output_dir=request.output_dir)
+        outcome = run_prepared(prepared, executor.execute, job, attempt, output_dir=request.options.output_dir)
     else:
         with client:
             health = getattr(client, "lost_nodes", None)
             outcome = run_prepared(
-                prepared, executor.execute, job, attempt, describe_cluster, request.output_dir,
+                prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
                 health_check=(lambda: _check_nodes(health)) if health else None,
             )
     report(outcome)

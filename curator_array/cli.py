@@ -212,7 +212,7 @@ def run(**kwargs) -> None:
     if not kwargs["input_dir"] and not kwargs["input_urls"]:
         raise click.UsageError("give --input-dir (or INPUT_DIR), or --input-urls")
     logging.getLogger("curator_array").setLevel(logging.INFO)
-    raise click.exceptions.Exit(run_shard_command(RunRequest(**kwargs), os.environ))
+    raise click.exceptions.Exit(run_shard_command(RunRequest.from_flags(kwargs), os.environ))
 
 
 def main(argv: list[str] | None = None) -> int:

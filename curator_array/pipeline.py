@@ -43,7 +43,7 @@ class PipelineOptions:
     download_dir: str | None = None
     download_workers_per_node: float = DEFAULT_WORKERS_PER_NODE
     download_retries: int = 5
-    download_timeout_s: float = 60.0
+    download_timeout: float = 60.0
     extra: dict[str, str] = field(default_factory=dict)
 
     def source(self) -> SourceStage:
@@ -59,7 +59,7 @@ class PipelineOptions:
         return [
             DownloadStage(
                 directory, workers_per_node=self.download_workers_per_node, retries=self.download_retries,
-                read_timeout_s=self.download_timeout_s,
+                read_timeout_s=self.download_timeout,
             )
         ]
 

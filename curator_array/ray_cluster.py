@@ -1,9 +1,9 @@
 """Start and stop private Ray nodes: one ``ray start --block`` process per node, owned by us.
 
 Each cluster gets free ports, a short temp dir, token auth with its own token file, a
-sized object store, no dashboard and no usage stats. Nodes run in their own process
-group, so stopping one signals exactly the processes it started; ``ray stop`` is never
-used because it stops every Ray cluster on the host, other users' too.
+sized object store, no dashboard and no usage stats. Each node runs in a session of its
+own, so stopping one signals exactly the processes it started. The Ray CLI's stop command
+is never used: it stops every Ray cluster on the host, other users' too.
 """
 
 from __future__ import annotations

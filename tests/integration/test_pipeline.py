@@ -141,7 +141,9 @@ def test_run_command_exit_code_3_for_failed_tasks(ray_cluster, sample_jsonl, tmp
         "    return [options.reader(), FailSomeStage('part-001.jsonl'), options.writer()]\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    request = RunRequest(input_dir=str(sample_jsonl), output_dir=str(tmp_path / "out"), pipeline_ref="failing_pipeline:build")
+    request = RunRequest.from_flags(
+        {"input_dir": str(sample_jsonl), "output_dir": str(tmp_path / "out"), "pipeline_ref": "failing_pipeline:build"}
+    )
     assert run_shard_command(request, {}, client_factory=AlreadyConnected) == 3
     request.pipeline_ref = None
     assert run_shard_command(request, {}, client_factory=AlreadyConnected) == 0

@@ -7,7 +7,11 @@ STAMP := $(VENV)/.installed-stamp
 DEMO_DIR ?= demo_output
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench install clean-demo
+IMAGE ?= curator-array:latest
+BASE_IMAGE ?=
+export DOCKER_BUILDKIT ?= 0
+
+.PHONY: demo test bench install clean-demo image base-image sqsh sif
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +36,23 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_download.py
+
+## Container image (DOCKER_HOST, the default socket, or a throwaway dockerd when root).
+## BASE_IMAGE=curator-array-base:bookworm after `make base-image` needs no registry.
+image: $(STAMP)
+	$(BIN)/python container/build_image.py image --tag $(IMAGE) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE))
+
+## A Debian base built from packages (mmdebstrap + docker import), for sites without a registry.
+base-image: $(STAMP)
+	$(BIN)/python container/build_image.py base
+
+## enroot/pyxis squashfs of $(IMAGE) in build/ (also runs with Charliecloud); reused per image id.
+sqsh: $(STAMP)
+	$(BIN)/python container/build_image.py sqsh --tag $(IMAGE)
+
+## Apptainer .sif of $(IMAGE); without Apptainer, saves the image and prints the command to run.
+sif: $(STAMP)
+	$(BIN)/python container/build_image.py sif --tag $(IMAGE)
 
 clean-demo:
 	rm -rf $(DEMO_DIR)

@@ -219,7 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry: run the CLI and map every failure to one line and an exit code."""
     debug = os.environ.get("CURATOR_ARRAY_DEBUG", "") not in ("", "0")
     try:
-        cli.main(args=argv, prog_name="curator-array", standalone_mode=False)
+        # Without standalone mode click returns (not raises) the code of a command's Exit.
+        result = cli.main(args=argv, prog_name="curator-array", standalone_mode=False)
+        if isinstance(result, int):
+            return result
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.exceptions.Abort:

@@ -91,3 +91,16 @@ def test_cluster_started_outside_survives(sample_jsonl, tmp_path):
     finally:
         external.stop()
     assert not external.members()
+
+
+def test_cli_exit_codes_reach_the_shell(sample_jsonl, tmp_path):
+    (sample_jsonl / "zz-bad.jsonl").write_text('{"text": "ok"}\n{"text": oops\n')
+    args = ["run", "--input-dir", str(sample_jsonl), "--output-dir", str(tmp_path / "out"), "--num-cpus", "1",
+            "--object-store-memory", str(100 * 2**20), "--no-progress"]
+    failed = run_cli(*args)
+    assert failed.returncode == 3, failed.stderr[-2000:]
+    assert "zz-bad.jsonl: line 2: malformed JSON record" in failed.stderr
+    (sample_jsonl / "zz-bad.jsonl").unlink()
+    changed = run_cli(*args)
+    assert changed.returncode == 2 and "the source-task listing changed" in changed.stderr
+    assert "Traceback" not in changed.stderr

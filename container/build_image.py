@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""Build the curator-array image and convert it for HPC runtimes (the Makefile's backend).
+
+    build_image.py base   [--tag T]          Debian base from packages (mmdebstrap + import)
+    build_image.py image  [--base-image B]   the image, from container/Dockerfile
+    build_image.py sqsh   [--output F]       enroot/pyxis squashfs (also runs with Charliecloud)
+    build_image.py sif    [--output F]       Apptainer image (or the exact command to run)
+
+Talks to the daemon in DOCKER_HOST with the `docker` package (build time only; nothing of
+this is in the image). Builds behind proxies: pip index settings (PIP_INDEX_URL,
+PIP_EXTRA_INDEX_URL, PIP_TRUSTED_HOST) are forwarded, and an extra CA bundle
+(CURATOR_ARRAY_BUILD_CA, default the host's system bundle) is given to pip in the build.
+A daemon without a bridge network builds with host networking.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD_DIR = REPO / "build"
+DEFAULT_TAG = "curator-array:latest"
+DEFAULT_BASE_TAG = "curator-array-base:bookworm"
+SYSTEM_CA = Path("/etc/ssl/certs/ca-certificates.crt")
+SQSH_FORMAT = "v2"  # bump when the conversion changes, so old .sqsh files are rebuilt
+MOUNT_POINTS = ("scratch", "lustre", "gpfs", "shared", "data", "work", "checkpoint")
+
+
+def ensure_daemon() -> None:
+    """Use DOCKER_HOST or the default socket; else (root) start the throwaway daemon."""
+    if os.environ.get("DOCKER_HOST") or Path("/var/run/docker.sock").exists():
+        return
+    if os.geteuid() == 0:
+        started = subprocess.run([sys.executable, str(REPO / "scripts" / "dockerd.py"), "start"],
+                                 capture_output=True, text=True)
+        if started.returncode == 0:
+            os.environ["DOCKER_HOST"] = started.stdout.strip().split("=", 1)[1]
+            print(f"using the throwaway Docker daemon at {os.environ['DOCKER_HOST']}", file=sys.stderr)
+
+
+def docker_client():
+    try:
+        import docker
+    except ImportError:
+        sys.exit("the 'docker' Python package is missing: pip install 'curator-array[build]'")
+    ensure_daemon()
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - one clear line instead of a docker-py traceback
+        sys.exit(f"no Docker daemon at {os.environ.get('DOCKER_HOST', 'the default socket')} ({exc}); "
+                 "start one with: eval \"$(scripts/dockerd.py start)\"")
+    return client
+
+
+def version() -> str:
+    for line in (REPO / "pyproject.toml").read_text().splitlines():
+        if line.startswith("version"):
+            return line.split("=", 1)[1].strip().strip('"')
+    return "0.0.0"
+
+
+def git_commit() -> str:
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True).stdout.strip()
+        return commit + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def build_base(tag: str) -> str:
+    """A Debian bookworm base with python3 and venv, from packages: no registry needed."""
+    if not shutil.which("mmdebstrap"):
+        sys.exit("mmdebstrap is missing: apt-get install -y mmdebstrap")
+    client = docker_client()
+    with tempfile.TemporaryDirectory() as tmp:
+        rootfs = Path(tmp) / "rootfs.tar"
+        subprocess.run(["mmdebstrap", "--variant=minbase", "--quiet",
+                        "--include=python3,python3-venv,ca-certificates", "bookworm", str(rootfs)], check=True)
+        repository, _, name = tag.partition(":")
+        with open(rootfs, "rb") as data:
+            client.api.import_image_from_data(data, repository=repository, tag=name or "latest",
+                                              changes=["ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"])
+    print(f"built base image {tag}")
+    return tag
+
+
+def stage_ca_bundle() -> None:
+    """Put the extra CA bundle into the build context (an empty file means none)."""
+    source = os.environ.get("CURATOR_ARRAY_BUILD_CA")
+    path = Path(source) if source else SYSTEM_CA
+    target = REPO / "container" / "build-ca.pem"
+    target.write_bytes(path.read_bytes() if source != "" and path.is_file() else b"")
+
+
+def build_image(tag: str, base_image: str | None) -> str:
+    client = docker_client()
+    stage_ca_bundle()
+    args = {"VERSION": version(), "GIT_COMMIT": git_commit()}
+    if base_image:
+        args["BASE_IMAGE"] = base_image
+    for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST"):
+        if os.environ.get(name):
+            args[name] = os.environ[name]
+    has_bridge = any(n.name == "bridge" for n in client.networks.list())
+    network = os.environ.get("CURATOR_ARRAY_BUILD_NETWORK") or (None if has_bridge else "host")
+    print(f"building {tag} (base {base_image or 'Dockerfile default'}, network {network or 'bridge'})", flush=True)
+    image_id = None
+    for chunk in client.api.build(path=str(REPO), dockerfile="container/Dockerfile", tag=tag, buildargs=args,
+                                  network_mode=network, rm=True, forcerm=True, decode=True):
+        if "stream" in chunk:
+            sys.stdout.write(chunk["stream"])
+        if "error" in chunk:
+            sys.exit(f"image build failed: {chunk['error'].strip()}")
+        if "aux" in chunk and "ID" in chunk["aux"]:
+            image_id = chunk["aux"]["ID"]
+    image = client.images.get(tag)
+    print(f"built {tag} {image.short_id} ({image.attrs['Size'] / 2**20:.0f} MiB)")
+    return image_id or image.id
+
+
+def _rc_script(config: dict) -> str:
+    command = (config.get("Entrypoint") or []) + (config.get("Cmd") or [])
+    default = " ".join(shlex.quote(part) for part in command) or "/bin/sh"
+    workdir = shlex.quote(config.get("WorkingDir") or "/")
+    return (
+        "# enroot start script, written by curator-array from the image's configuration.\n"
+        "# Arguments given to `enroot start` (or pyxis without --container-entrypoint) run as is;\n"
+        "# without arguments the image's entrypoint and command run.\n"
+        f"cd {workdir} 2>/dev/null || cd /\n"
+        'if [ $# -gt 0 ]; then\n    exec "$@"\nfi\n'
+        f"exec {default}\n"
+    )
+
+
+def write_enroot_files(rootfs: Path, config: dict) -> None:
+    etc = rootfs / "etc"
+    etc.mkdir(exist_ok=True)
+    (etc / "rc").write_text(_rc_script(config))
+    environment = "".join(f"{item}\n" for item in config.get("Env") or [])
+    (etc / "environment").write_text(environment)
+    # Charliecloud reads the same KEY=VALUE lines from /ch/environment (`ch-run --set-env`).
+    (rootfs / "ch").mkdir(exist_ok=True)
+    (rootfs / "ch" / "environment").write_text(environment)
+    (etc / "fstab").write_text(
+        "# Mounts enroot applies when the container starts (fstab(5) with enroot's extensions).\n"
+        "# Ray keeps its sockets and session files under TMPDIR: give it a private, writable /tmp.\n"
+        "tmpfs /tmp tmpfs x-create=dir,rw,nosuid,nodev\n"
+    )
+    for name in MOUNT_POINTS:
+        (rootfs / name).mkdir(exist_ok=True)
+
+
+def build_sqsh(tag: str, output: Path | None) -> Path:
+    client = docker_client()
+    image = client.images.get(tag)
+    short = image.id.split(":", 1)[1][:12]
+    target = output or BUILD_DIR / f"curator-array-{short}.sqsh"
+    stamp = target.with_suffix(target.suffix + ".image-id")
+    if target.exists() and stamp.exists() and stamp.read_text().split() == [image.id, SQSH_FORMAT]:
+        print(f"{target} is already built from image {short}; reusing it")
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if shutil.which("enroot"):
+        subprocess.run(["enroot", "import", "--output", str(target), f"dockerd://{tag}"], check=True)
+    else:
+        if not shutil.which("mksquashfs"):
+            sys.exit("mksquashfs is missing: apt-get install -y squashfs-tools")
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            rootfs = Path(tmp) / "rootfs"
+            rootfs.mkdir()
+            container = client.containers.create(tag, entrypoint=["/bin/true"])
+            try:
+                untar = subprocess.Popen(["tar", "-x", "--numeric-owner", "-C", str(rootfs)], stdin=subprocess.PIPE)
+                for chunk in container.export(chunk_size=1 << 20):
+                    untar.stdin.write(chunk)
+                untar.stdin.close()
+                if untar.wait():
+                    sys.exit("flattening the image failed (tar)")
+            finally:
+                container.remove(force=True)
+            write_enroot_files(rootfs, image.attrs["Config"])
+            partial = target.with_name(f".{target.name}.partial")
+            subprocess.run(["mksquashfs", str(rootfs), str(partial), "-noappend", "-comp", "zstd",
+                            "-Xcompression-level", "3", "-quiet", "-no-progress"], check=True)
+            os.replace(partial, target)
+    stamp.write_text(f"{image.id} {SQSH_FORMAT}\n")
+    print(f"wrote {target} ({target.stat().st_size / 2**20:.0f} MiB) from image {short}")
+    return target
+
+
+def build_sif(tag: str, output: Path | None) -> int:
+    target = output or BUILD_DIR / "curator-array.sif"
+    apptainer = shutil.which("apptainer") or shutil.which("singularity")
+    if apptainer:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        return subprocess.run([apptainer, "build", "--force", str(target), f"docker-daemon://{tag}"]).returncode
+    archive = BUILD_DIR / "curator-array-image.tar"
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    client = docker_client()
+    with open(archive, "wb") as handle:
+        for chunk in client.images.get(tag).save(named=True):
+            handle.write(chunk)
+    print(
+        "Apptainer is not installed here. Saved the image to\n"
+        f"  {archive}\n"
+        "Copy it to a machine with Apptainer and run:\n"
+        f"  apptainer build curator-array.sif docker-archive:{archive.name}",
+        file=sys.stderr,
+    )
+    return 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["base", "image", "sqsh", "sif", "inspect"])
+    parser.add_argument("--tag", default=None)
+    parser.add_argument("--base-image", default=os.environ.get("BASE_IMAGE") or None)
+    parser.add_argument("--output", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if args.command == "base":
+        build_base(args.tag or DEFAULT_BASE_TAG)
+    elif args.command == "image":
+        build_image(args.tag or DEFAULT_TAG, args.base_image)
+    elif args.command == "sqsh":
+        build_sqsh(args.tag or DEFAULT_TAG, args.output)
+    elif args.command == "sif":
+        return build_sif(args.tag or DEFAULT_TAG, args.output)
+    else:
+        image = docker_client().images.get(args.tag or DEFAULT_TAG)
+        print(json.dumps({"id": image.id, "size": image.attrs["Size"], "labels": image.labels}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""A real Docker daemon (scripts/dockerd.py) and the image, built once per session.
+
+The base comes from Debian packages (`make base-image`), so no registry is needed; the
+image build reuses the daemon's layer cache, which lives outside the checkout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, need
+
+BASE_TAG = "curator-array-base:bookworm"
+IMAGE_TAG = "curator-array:test"
+
+
+def load_build_tool():
+    spec = importlib.util.spec_from_file_location("build_image", REPO / "container" / "build_image.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def docker_client():
+    need(os.geteuid() == 0 or bool(os.environ.get("DOCKER_HOST")), "a Docker daemon needs root here")
+    if not os.environ.get("DOCKER_HOST"):
+        started = subprocess.run([sys.executable, str(REPO / "scripts" / "dockerd.py"), "start"], capture_output=True, text=True)
+        need(started.returncode == 0, f"dockerd did not start: {started.stderr.strip()}")
+        os.environ["DOCKER_HOST"] = started.stdout.strip().split("=", 1)[1]
+    import docker
+
+    client = docker.from_env(timeout=900)
+    client.ping()
+    return client
+
+
+@pytest.fixture(scope="session")
+def build_tool():
+    return load_build_tool()
+
+
+@pytest.fixture(scope="session")
+def image(docker_client, build_tool):
+    import docker
+
+    try:
+        docker_client.images.get(BASE_TAG)
+    except docker.errors.ImageNotFound:
+        need(shutil.which("mmdebstrap") is not None or os.geteuid() == 0, "mmdebstrap is needed for the offline base")
+        if not shutil.which("mmdebstrap"):
+            subprocess.run(["apt-get", "install", "-y", "-qq", "mmdebstrap"], check=True,
+                           env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        build_tool.build_base(BASE_TAG)
+    build_tool.build_image(IMAGE_TAG, BASE_TAG)
+    return IMAGE_TAG
+
+
+@pytest.fixture(scope="session")
+def sqsh(image, build_tool, tmp_path_factory):
+    for tool, package in (("mksquashfs", "squashfs-tools"), ("unsquashfs", "squashfs-tools")):
+        if not shutil.which(tool) and os.geteuid() == 0:
+            subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True,
+                           env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        need(shutil.which(tool) is not None, f"{tool} is missing (apt-get install {package})")
+    return build_tool.build_sqsh(image, None)
+
+
+from tests.slurm.conftest import slurm_cluster  # noqa: E402,F401  (the same session cluster)

@@ -1,0 +1,87 @@
+"""The image on a real Docker daemon: any uid, read-only root, pinned versions, enroot files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, SAMPLE, read_records, records_digest
+
+pytestmark = pytest.mark.container
+
+
+def test_runs_as_any_uid_with_a_read_only_root(docker_client, image, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    logs = docker_client.containers.run(
+        image,
+        ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress", "--output-file-type", "parquet"],
+        user="12345:12345", read_only=True, tmpfs={"/tmp": "rw,exec"}, network_mode="none", shm_size="512m",
+        volumes={str(SAMPLE / "jsonl"): {"bind": "/data/in", "mode": "ro"}, str(out): {"bind": "/data/out", "mode": "rw"}},
+        environment={"INPUT_DIR": "/data/in", "OUTPUT_DIR": "/data/out", "SLURM_JOB_ID": "41", "SLURM_ARRAY_JOB_ID": "40",
+                     "SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "1", "SLURM_JOB_NUM_NODES": "1"},
+        remove=True, stdout=True, stderr=True,
+    ).decode()
+    manifest = json.loads((out / ".nemo_curator_metadata/.slurm_array_completion/completed_slurm_array_0.json").read_text())
+    assert manifest["status"] == "completed" and manifest["slurm_job_id"] == "41", logs[-2000:]
+    expected = [json.loads(line) for p in sorted((SAMPLE / "jsonl").glob("*.jsonl")) for line in p.read_text().splitlines()]
+    import gzip
+
+    expected += [json.loads(line) for line in gzip.open(SAMPLE / "jsonl" / "part-011.jsonl.gz", "rt").read().splitlines()]
+    assert records_digest(read_records(out)) == records_digest(expected)
+
+
+def test_installed_versions_equal_the_lock(docker_client, image):
+    frozen = docker_client.containers.run(image, ["freeze", "--exclude", "curator-array"], entrypoint=["pip"],
+                                          remove=True, network_mode="none").decode()
+    lock = (REPO / "container" / "requirements.lock").read_text()
+    normalize = lambda text: sorted(line.lower().replace("_", "-") for line in text.splitlines() if line.strip())  # noqa: E731
+    assert normalize(frozen) == normalize(lock)
+
+
+def test_labels_and_size(docker_client, image):
+    attrs = docker_client.images.get(image).attrs
+    labels = attrs["Config"]["Labels"]
+    assert labels["org.opencontainers.image.version"] == "0.1.0"
+    commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert labels["org.opencontainers.image.revision"].startswith(commit or "unknown")
+    assert attrs["Size"] < 1024**3
+
+
+def unsquash_cat(sqsh: Path, path: str) -> str:
+    return subprocess.run(["unsquashfs", "-cat", str(sqsh), path], capture_output=True, text=True, check=True).stdout
+
+
+def test_sqsh_has_enroot_files_and_is_reused(docker_client, image, sqsh, build_tool):
+    env = docker_client.images.get(image).attrs["Config"]["Env"]
+    assert unsquash_cat(sqsh, "/etc/environment").splitlines() == env
+    assert unsquash_cat(sqsh, "/ch/environment").splitlines() == env
+    rc = unsquash_cat(sqsh, "/etc/rc")
+    assert 'exec "$@"' in rc and "exec /opt/curator-array/entrypoints/curator-array-entrypoint" in rc
+    assert "tmpfs /tmp tmpfs x-create=dir" in unsquash_cat(sqsh, "/etc/fstab")
+    listing = subprocess.run(["unsquashfs", "-l", str(sqsh)], capture_output=True, text=True, check=True).stdout
+    for mount_point in ("/scratch", "/lustre", "/data", "/tmp", "/opt/curator-array/entrypoints/curator-array-entrypoint"):
+        assert f"squashfs-root{mount_point}\n" in listing
+    before = sqsh.stat().st_mtime_ns
+    assert build_tool.build_sqsh(image, None) == sqsh and sqsh.stat().st_mtime_ns == before
+
+
+def test_sif_without_apptainer_says_what_to_run(image, build_tool, capsys):
+    if build_tool.shutil.which("apptainer") or build_tool.shutil.which("singularity"):
+        pytest.skip("Apptainer is installed: `make sif` builds for real")
+    assert build_tool.build_sif(image, None) == 3
+    message = capsys.readouterr().err
+    assert "apptainer build curator-array.sif docker-archive:curator-array-image.tar" in message
+    assert (REPO / "build" / "curator-array-image.tar").stat().st_size > 100 * 2**20
+
+
+def test_dockerfile_is_hadolint_clean():
+    hadolint = Path(os.environ.get("VIRTUAL_ENV", REPO / ".venv")) / "bin" / "hadolint"
+    hadolint = hadolint if hadolint.exists() else REPO / ".venv" / "bin" / "hadolint"
+    result = subprocess.run([str(hadolint), str(REPO / "container" / "Dockerfile")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -36,6 +36,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_download.py
+	$(BIN)/python bench/bench_container.py
 
 ## Container image (DOCKER_HOST, the default socket, or a throwaway dockerd when root).
 ## BASE_IMAGE=curator-array-base:bookworm after `make base-image` needs no registry.

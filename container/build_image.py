@@ -118,7 +118,8 @@ def build_image(tag: str, base_image: str | None) -> str:
     print(f"building {tag} (base {base_image or 'Dockerfile default'}, network {network or 'bridge'})", flush=True)
     image_id = None
     for chunk in client.api.build(path=str(REPO), dockerfile="container/Dockerfile", tag=tag, buildargs=args,
-                                  network_mode=network, rm=True, forcerm=True, decode=True):
+                                  network_mode=network, rm=True, forcerm=True, decode=True,
+                                  nocache=bool(os.environ.get("CURATOR_ARRAY_NO_CACHE"))):
         if "stream" in chunk:
             sys.stdout.write(chunk["stream"])
         if "error" in chunk:

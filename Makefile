@@ -11,7 +11,7 @@ IMAGE ?= curator-array:latest
 BASE_IMAGE ?=
 export DOCKER_BUILDKIT ?= 0
 
-.PHONY: demo test bench install clean-demo image base-image sqsh sif
+.PHONY: demo test bench install clean-demo image base-image sqsh sif sites
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,6 +54,10 @@ sqsh: $(STAMP)
 ## Apptainer .sif of $(IMAGE); without Apptainer, saves the image and prints the command to run.
 sif: $(STAMP)
 	$(BIN)/python container/build_image.py sif --tag $(IMAGE)
+
+## Render site_configs/<cluster>.toml into site_configs/<cluster>.sbatch (commit both).
+sites: $(STAMP)
+	$(BIN)/curator-array render-site --all
 
 clean-demo:
 	rm -rf $(DEMO_DIR)

@@ -16,7 +16,7 @@ import click
 
 from . import __version__
 from .checkpoint import CheckpointLayout
-from .errors import CuratorArrayError
+from .errors import ConfigError, CuratorArrayError
 from .retry import FORMATS, format_retry, plan_retry
 
 EPILOG_RETRY = """\b
@@ -49,6 +49,10 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def default_sites_dir() -> str:
+    return os.environ.get("CURATOR_ARRAY_SITES_DIR", "site_configs")
+
+
 def checkpoint_option(func):
     return click.option(
         "--checkpoint-path",
@@ -59,24 +63,58 @@ def checkpoint_option(func):
     )(func)
 
 
-@cli.command(epilog=EPILOG_RETRY)
+@cli.command(epilog=EPILOG_RETRY, context_settings={"ignore_unknown_options": True})
 @checkpoint_option
 @click.option("--format", "output_format", type=click.Choice(FORMATS), default="array", show_default=True,
               help="array: one array expression per line; fields: "
                    "ARRAY_EXPRESSION SHARD_INDEX_OFFSET MINIMUM_SHARD_INDEX TOTAL_SHARDS.")
-@click.option("--max-array-size", type=click.IntRange(min=1), default=None,
+@click.option("--max-array-size", default=None,
               help="Split into windows whose array indices stay below this limit "
-                   "(offset = shard // M * M); needs --format fields.")
-def retry(checkpoint_path: str, output_format: str, max_array_size: int | None) -> None:
-    """Print the logical shards that have no completion manifest.
+                   "(offset = shard // M * M); needs --format fields ('auto' with --submit).")
+@click.option("--submit", "do_submit", is_flag=True, help="Resubmit the incomplete shards with --site.")
+@click.option("--site", help="With --submit: the rendered site_configs/<site>.sbatch to use.")
+@click.option("--sites-dir", default=default_sites_dir, show_default="site_configs")
+@click.option("--parallel", type=click.IntRange(min=1), help="With --submit: at most K elements at once.")
+@click.option("--force", is_flag=True, help="With --submit: resubmit even while elements are still queued.")
+@click.option("--dry-run", is_flag=True, help="With --submit: print the sbatch commands instead.")
+@click.argument("run_args", nargs=-1, type=click.UNPROCESSED)
+def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites_dir, parallel, force, dry_run,
+          run_args):
+    """Print the logical shards that have no completion manifest (or resubmit them).
 
     Empty output means every shard is complete. Run it after every submission of the
-    run has finished: a shard still running has no manifest yet.
+    run has finished: a shard still running has no manifest yet (--submit checks this).
     """
-    plan = plan_retry(CheckpointLayout(checkpoint_path))
-    click.echo(format_retry(plan, output_format, max_array_size), nl=False)
+    layout = CheckpointLayout(checkpoint_path)
+    plan = plan_retry(layout)
+    if not do_submit:
+        if site or run_args:
+            raise click.UsageError("--site and run options only go with --submit")
+        max_size = int(max_array_size) if max_array_size is not None else None
+        click.echo(format_retry(plan, output_format, max_size), nl=False)
+        if plan.complete:
+            click.echo(f"all {plan.total_shards} shards are complete", err=True)
+        return
+    from .submit import plan_submissions, queued_shards, resolve_max_array_size
+
+    if not site:
+        raise click.UsageError("--submit needs --site")
     if plan.complete:
-        click.echo(f"all {plan.total_shards} shards are complete", err=True)
+        click.echo(f"all {plan.total_shards} shards are complete; nothing to submit", err=True)
+        return
+    script = site_script(sites_dir, site)
+    queued = queued_shards(layout)
+    if queued and not force:
+        from .arrays import format_array_expression
+
+        raise CuratorArrayError(
+            f"{len(queued)} element(s) of this run are still queued or running (shards "
+            f"{format_array_expression(queued)}): wait for them, or pass --force"
+        )
+    size = resolve_max_array_size(max_array_size, os.environ)
+    submissions = plan_submissions(plan.incomplete, plan.total_shards, plan.minimum_shard_index, script, size,
+                                   parallel, run_args)
+    print_or_submit(submissions, layout, dry_run)
 
 
 @cli.command(epilog="""\b
@@ -90,7 +128,11 @@ def status(checkpoint_path: str, as_json: bool) -> None:
     """Show what is complete, incomplete and failed in a logical run."""
     from .status import collect_status, format_status
 
-    result = collect_status(CheckpointLayout(checkpoint_path))
+    from .submit import queued_shards
+
+    layout = CheckpointLayout(checkpoint_path)
+    result = collect_status(layout)
+    result.queued = queued_shards(layout)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
@@ -213,6 +255,107 @@ def run(**kwargs) -> None:
         raise click.UsageError("give --input-dir (or INPUT_DIR), or --input-urls")
     logging.getLogger("curator_array").setLevel(logging.INFO)
     raise click.exceptions.Exit(run_shard_command(RunRequest.from_flags(kwargs), os.environ))
+
+
+@cli.command("render-site", epilog="""\b
+Examples:
+  curator-array render-site example-pyxis
+  curator-array render-site --all
+  curator-array render-site --all --check      # exit 1 when a committed script is stale
+""")
+@click.argument("names", nargs=-1)
+@click.option("--all", "render_all", is_flag=True, help="Every site_configs/*.toml.")
+@click.option("--sites-dir", type=click.Path(file_okay=False, exists=True), default=default_sites_dir,
+              show_default="site_configs", help="Directory with <site>.toml and templates/.")
+@click.option("--check", is_flag=True, help="Change nothing; fail if a rendered script is out of date.")
+def render_site(names, render_all, sites_dir, check):
+    """Render site_configs/<name>.toml into site_configs/<name>.sbatch."""
+    from pathlib import Path
+
+    from .sites import load_site, render_site as render, site_names, write_rendered
+
+    directory = Path(sites_dir)
+    chosen = site_names(directory) if render_all else list(names)
+    if not chosen:
+        raise click.UsageError("name a site, or pass --all")
+    stale = []
+    for name in chosen:
+        if check:
+            text = render(load_site(directory / f"{name}.toml"), directory / "templates")
+            target = directory / f"{name}.sbatch"
+            if not target.exists() or target.read_text() != text:
+                stale.append(name)
+            continue
+        path, changed = write_rendered(directory, name)
+        click.echo(f"{path}: {'written' if changed else 'up to date'}")
+    if stale:
+        raise CuratorArrayError(f"stale rendered site scripts: {', '.join(stale)}; run `curator-array render-site --all`")
+
+
+def site_script(sites_dir: str, site: str) -> str:
+    path = os.path.join(sites_dir, f"{site}.sbatch")
+    if not os.path.isfile(path):
+        raise ConfigError(f"no rendered script {path}: run `curator-array render-site {site}` first")
+    return path
+
+
+def submission_checkpoint(checkpoint_path: str | None) -> CheckpointLayout:
+    path = checkpoint_path or os.environ.get("OUTPUT_DIR")
+    if not path:
+        raise ConfigError("set CHECKPOINT_PATH (or OUTPUT_DIR), where the run records its progress")
+    return CheckpointLayout(path)
+
+
+def print_or_submit(submissions, layout: CheckpointLayout, dry_run: bool) -> None:
+    from .submit import submit_all
+
+    if dry_run:
+        for item in submissions:
+            click.echo(item.command_line())
+        return
+    for job_id, item in zip(submit_all(submissions, layout, os.environ), submissions):
+        click.echo(f"{job_id}  --array={item.array_expression}  SHARD_INDEX_OFFSET={item.offset}")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True}, epilog="""\b
+Examples (INPUT_DIR and OUTPUT_DIR set in your shell, as for sbatch):
+  curator-array submit --site example-pyxis --total-shards 20
+  curator-array submit --site local --total-shards 10000 --max-array-size auto --parallel 50
+  curator-array submit --site local --total-shards 6 --dry-run -- --drop-empty --min-words 5
+""")
+@click.option("--site", required=True, help="A rendered site_configs/<site>.sbatch.")
+@click.option("--total-shards", required=True, type=click.IntRange(min=1), help="Logical shards of the run.")
+@click.option("--minimum-shard-index", type=click.IntRange(min=0), default=0, show_default=True,
+              envvar="MINIMUM_SHARD_INDEX")
+@click.option("--array", "array_expression", help="Only these logical shards (default: all).")
+@click.option("--max-array-size", help="'auto' (scontrol show config) or a number: windows with offsets.")
+@click.option("--parallel", type=click.IntRange(min=1), help="At most this many elements running at once (%K).")
+@click.option("--checkpoint-path", envvar="CHECKPOINT_PATH", help="Default: OUTPUT_DIR.")
+@click.option("--sites-dir", default=default_sites_dir, show_default="site_configs")
+@click.option("--dry-run", is_flag=True, help="Print the exact sbatch commands instead.")
+@click.argument("run_args", nargs=-1, type=click.UNPROCESSED)
+def submit(site, total_shards, minimum_shard_index, array_expression, max_array_size, parallel, checkpoint_path,
+           sites_dir, dry_run, run_args):
+    """Submit a logical run as sbatch --array windows of a site's script."""
+    from .arrays import parse_array_expression
+    from .submit import plan_submissions, resolve_max_array_size
+
+    script = site_script(sites_dir, site)
+    layout = submission_checkpoint(checkpoint_path)
+    if layout.run_file.exists():
+        from .checkpoint import read_run_config
+
+        run = read_run_config(layout)
+        if (run.total_shards, run.minimum_shard_index) != (total_shards, minimum_shard_index):
+            raise ConfigError(
+                f"{layout.root} belongs to a run with total_shards={run.total_shards}, "
+                f"minimum_shard_index={run.minimum_shard_index}: use those, or a new checkpoint path"
+            )
+    shards = parse_array_expression(array_expression) if array_expression else list(
+        range(minimum_shard_index, minimum_shard_index + total_shards))
+    size = resolve_max_array_size(max_array_size, os.environ)
+    submissions = plan_submissions(shards, total_shards, minimum_shard_index, script, size, parallel, run_args)
+    print_or_submit(submissions, layout, dry_run)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,24 +34,25 @@ class RetryPlan:
         return not self.incomplete
 
     def windows(self, max_array_size: int | None = None) -> list[RetryWindow]:
-        """One window for everything, or windows whose array indices stay below the limit.
+        return array_windows(self.incomplete, max_array_size)
 
-        ``offset = shard // M * M`` keeps every physical index in ``0..M-1``.
-        """
-        if not self.incomplete:
-            return []
-        if max_array_size is None:
-            return [RetryWindow(format_array_expression(self.incomplete), 0)]
-        if max_array_size < 1:
-            raise ConfigError(f"--max-array-size must be at least 1, got {max_array_size}")
-        groups: dict[int, list[int]] = {}
-        for shard in self.incomplete:
-            offset = shard // max_array_size * max_array_size
-            groups.setdefault(offset, []).append(shard - offset)
-        return [
-            RetryWindow(format_array_expression(indices), offset)
-            for offset, indices in sorted(groups.items())
-        ]
+
+def array_windows(shards: tuple[int, ...] | list[int], max_array_size: int | None = None) -> list[RetryWindow]:
+    """One window for everything, or windows whose array indices stay below the limit.
+
+    ``offset = shard // M * M`` keeps every physical index in ``0..M-1``.
+    """
+    if not shards:
+        return []
+    if max_array_size is None:
+        return [RetryWindow(format_array_expression(shards), 0)]
+    if max_array_size < 1:
+        raise ConfigError(f"--max-array-size must be at least 1, got {max_array_size}")
+    groups: dict[int, list[int]] = {}
+    for shard in sorted(shards):
+        offset = shard // max_array_size * max_array_size
+        groups.setdefault(offset, []).append(shard - offset)
+    return [RetryWindow(format_array_expression(indices), offset) for offset, indices in sorted(groups.items())]
 
 
 def plan_retry(layout: CheckpointLayout) -> RetryPlan:

@@ -83,9 +83,11 @@ def hostnames(nodelist: str, env: Mapping[str, str] | None = None) -> list[str]:
     return expand_hostlist(nodelist)
 
 
-def submit(script: str, args: Sequence[str] = (), env: Mapping[str, str] | None = None) -> str:
-    """``sbatch --parsable``; returns the job id."""
-    out = slurm_command(["sbatch", "--parsable", *args, script], env)
+def submit(
+    script: str, args: Sequence[str] = (), env: Mapping[str, str] | None = None, script_args: Sequence[str] = ()
+) -> str:
+    """``sbatch --parsable [args] script [script_args]``; returns the job id."""
+    out = slurm_command(["sbatch", "--parsable", *args, script, *script_args], env)
     return out.strip().split(";")[0]
 
 

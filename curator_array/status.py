@@ -30,6 +30,7 @@ class RunStatus:
     failed_attempts: list[FailedAttempt]
     totals: dict[str, int] = field(default_factory=dict)
     duration_s: dict[str, float] = field(default_factory=dict)
+    queued: dict[int, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -52,6 +53,8 @@ class RunStatus:
             ],
             "totals": self.totals,
             "duration_s": self.duration_s,
+            "pending": format_array_expression(s for s, state in self.queued.items() if state == "PENDING"),
+            "running": format_array_expression(s for s, state in self.queued.items() if state != "PENDING"),
         }
 
 
@@ -101,6 +104,11 @@ def format_status(status: RunStatus) -> str:
         f"complete     {len(status.completed)}/{status.total_shards}",
         f"incomplete   {format_array_expression(status.incomplete) or '-'}",
     ]
+    if status.queued:
+        pending = [s for s, state in status.queued.items() if state == "PENDING"]
+        running = [s for s, state in status.queued.items() if state != "PENDING"]
+        lines.append(f"in queue     pending {format_array_expression(pending) or '-'}, "
+                     f"running {format_array_expression(running) or '-'} (squeue)")
     if status.source_task_count is not None:
         lines.append(f"source tasks {status.source_task_count} in the whole run")
     t = status.totals

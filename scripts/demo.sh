@@ -26,7 +26,7 @@ can_use_slurm() {
 
 run_on_slurm() {
     local conf job
-    conf="$(python3 scripts/slurm_cluster.py start --nodes 3)" || return 1
+    conf="$(python3 scripts/slurm_cluster.py start --nodes 3 --max-array-size 5)" || return 1
     export "${conf#export }"
     cat >"${demo_dir}/demo.sbatch" <<SCRIPT
 #!/bin/bash

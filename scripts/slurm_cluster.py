@@ -169,15 +169,15 @@ def start(root: Path, nodes: int, max_array_size: int, cpus: int) -> Path:
     ensure_packages()
     root.mkdir(parents=True, exist_ok=True)
     (root / "run").mkdir(exist_ok=True)
-    ensure_munge(root)
-    config = write_config(root, nodes, max_array_size, cpus)
-    env = client_env(config)
     settings = root / "run" / "settings"
     wanted = f"{nodes} {max_array_size} {cpus}"
     running = pid_alive(root / "run" / "slurmctld.pid")
-    if running and settings.exists() and settings.read_text() != wanted:
-        stop(root)
+    if running and (not settings.exists() or settings.read_text() != wanted):
+        stop(root)  # other settings: restart from scratch
         running = None
+    ensure_munge(root)
+    config = write_config(root, nodes, max_array_size, cpus)
+    env = client_env(config)
     if not running:
         run("slurmctld", "-c", "-f", str(config), env=env)
     for name in node_names(nodes):

@@ -15,13 +15,15 @@ from tests.conftest import REPO, need
 
 ENTRYPOINT = REPO / "entrypoints" / "curator-array-entrypoint"
 CLUSTER_SCRIPT = REPO / "scripts" / "slurm_cluster.py"
+# Small on purpose, so `submit --max-array-size auto` must split runs into windows.
+MAX_ARRAY_SIZE = 5
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
     can_install = os.geteuid() == 0 and shutil.which("apt-get") is not None
     need(shutil.which("slurmctld") is not None or can_install, "SLURM is not installed and cannot be (needs root + apt)")
-    started = subprocess.run([sys.executable, str(CLUSTER_SCRIPT), "start", "--nodes", "3"], capture_output=True, text=True)
+    started = subprocess.run([sys.executable, str(CLUSTER_SCRIPT), "start", "--nodes", "3", "--max-array-size", str(MAX_ARRAY_SIZE)], capture_output=True, text=True)
     need(started.returncode == 0, f"the throwaway SLURM cluster did not start: {started.stderr.strip()}")
     config = started.stdout.strip().split("=", 1)[1]
     previous = os.environ.get("SLURM_CONF")

@@ -121,3 +121,18 @@ def test_parallel_scan_gives_the_same_answer_and_names_a_bad_file(tmp_path, monk
     (layout.completion_dir / "completed_slurm_array_x7.json").write_text("[1, 2")
     with pytest.raises(CorruptCheckpointError, match="completed_slurm_array_x7.json: not valid JSON"):
         plan_retry(layout)
+
+
+def test_submission_windows_and_command_lines():
+    from curator_array.submit import plan_submissions
+
+    subs = plan_submissions([0, 1, 2, 3, 4, 5], 6, 0, "site_configs/local.sbatch", max_size=5, parallel=2,
+                            run_args=["--min-words", "5 words"])
+    assert [s.command_line() for s in subs] == [
+        "TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=0 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0-4%2 "
+        "site_configs/local.sbatch --min-words '5 words'",
+        "TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=5 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0%2 "
+        "site_configs/local.sbatch --min-words '5 words'",
+    ]
+    with pytest.raises(ConfigError, match="outside the run's range"):
+        plan_submissions([7], 6, 0, "x.sbatch")

@@ -1,0 +1,91 @@
+"""Rendered site scripts on the real throwaway cluster; the `local` site end to end."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from curator_array.checkpoint import CheckpointLayout
+from curator_array.sites import site_names
+from tests.conftest import REPO, SAMPLE, read_records, records_digest
+from tests.slurm.conftest import MAX_ARRAY_SIZE, job_states, wait_for
+
+pytestmark = [pytest.mark.slurm]
+SITES = REPO / "site_configs"
+CLI = [str(REPO / ".venv" / "bin" / "curator-array")]
+
+
+@pytest.mark.parametrize("name", site_names(SITES))
+def test_sbatch_test_only_accepts_every_rendered_script(slurm_cluster, name, tmp_path):
+    # This cluster has one small partition: override what only exists on the example clusters.
+    overrides = ["--partition=debug", "--cpus-per-task=1", "--mem=100M", "--array=0-3", "--account=", "--qos="]
+    result = subprocess.run(["sbatch", "--test-only", *overrides, str(SITES / f"{name}.sbatch")], capture_output=True,
+                            text=True, cwd=tmp_path, env=dict(os.environ, INPUT_DIR="/x", OUTPUT_DIR="/y"))
+    assert result.returncode == 0 and "to start at" in result.stderr, result.stderr
+
+
+def cli(*args, env, cwd, check=True):
+    result = subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd, env=env)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def read_jsonl_inputs(directory: Path) -> list[dict]:
+    records = [json.loads(line) for p in sorted(directory.glob("*.jsonl")) for line in p.read_text().splitlines()]
+    for path in sorted(directory.glob("*.jsonl.gz")):
+        records += [json.loads(line) for line in gzip.open(path, "rt").read().splitlines()]
+    return records
+
+
+@pytest.mark.container
+def test_local_site_submit_windows_cancel_and_retry_submit(slurm_cluster, sqsh, tmp_path):
+    data = tmp_path / "in"  # under /tmp, which ch-run shares with the host
+    shutil.copytree(SAMPLE / "jsonl", data)
+    out = tmp_path / "out"
+    env = dict(os.environ, INPUT_DIR=str(data), OUTPUT_DIR=str(out), CONTAINER_IMAGE=str(sqsh))
+    common = ["--site", "local", "--sites-dir", str(SITES)]
+    script = SITES / "local.sbatch"
+
+    dry = cli("submit", *common, "--total-shards", "6", "--max-array-size", "auto", "--dry-run", env=env, cwd=tmp_path)
+    assert dry.stdout.splitlines() == [
+        f"TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=0 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0-4 {script}",
+        f"TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=5 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0 {script}",
+    ]
+    assert MAX_ARRAY_SIZE == 5
+
+    submitted = cli("submit", *common, "--total-shards", "6", "--max-array-size", "auto", "--parallel", "2",
+                    env=env, cwd=tmp_path).stdout.splitlines()
+    jobs = [line.split()[0] for line in submitted]
+    assert len(jobs) == 2
+    subprocess.run(["scancel", f"{jobs[0]}_4"], check=True)  # pending behind the %2 throttle
+    deadline = time.monotonic() + 120
+    while not CheckpointLayout(out).run_file.exists():
+        assert time.monotonic() < deadline, "no element started"
+        time.sleep(0.5)
+    refused = cli("retry", "--checkpoint-path", str(out), "--submit", *common, env=env, cwd=tmp_path, check=False)
+    assert refused.returncode == 1 and "still queued or running" in refused.stderr, refused.stderr
+    queued = json.loads(cli("status", "--checkpoint-path", str(out), "--json", env=env, cwd=tmp_path).stdout)
+    assert queued["pending"] or queued["running"]
+
+    wait_for(jobs[0], 4, timeout=400)  # element 4 was cancelled while pending: it never ran
+    wait_for(jobs[1], 1, timeout=400)
+    assert job_states(jobs[0]).get("4", "CANCELLED").startswith("CANCELLED")
+    done = sorted(int(p.stem.rsplit("_", 1)[1]) for p in CheckpointLayout(out).completion_dir.glob("completed_*"))
+    assert done == [0, 1, 2, 3, 5]
+
+    retried = cli("retry", "--checkpoint-path", str(out), "--submit", *common, "--max-array-size", "auto",
+                  env=env, cwd=tmp_path).stdout
+    assert "--array=4" in retried and "SHARD_INDEX_OFFSET=0" in retried
+    wait_for(retried.split()[0], 1, timeout=400)
+    assert cli("retry", "--checkpoint-path", str(out), env=env, cwd=tmp_path).stdout == ""
+    final = json.loads(cli("status", "--checkpoint-path", str(out), "--json", env=env, cwd=tmp_path).stdout)
+    assert final["completed_count"] == 6 and final["incomplete"] == ""
+    assert records_digest(read_records(out)) == records_digest(read_jsonl_inputs(data))

@@ -205,6 +205,20 @@ def ray_executable() -> str:
     return str(candidate) if candidate.exists() else "ray"
 
 
+def _terminate_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the process that started us dies.
+
+    A driver killed with SIGKILL (OOM killer, scancel --signal=KILL) cannot stop its
+    cluster; this way `ray start --block` still takes its processes down. Linux only.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class RayNodeProcess:
     """One ``ray start --block`` we launched, with everything it spawned in one process group."""
 
@@ -220,6 +234,7 @@ class RayNodeProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=_terminate_with_parent if sys.platform.startswith("linux") else None,
             )
 
     @property

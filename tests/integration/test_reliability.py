@@ -1,0 +1,84 @@
+"""Bad inputs and overlapping attempts: one clear message, nothing lost, nothing duplicated."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from curator_array.checkpoint import CheckpointLayout
+from tests.conftest import REPO, need, read_records, records_digest, visible_files
+
+pytestmark = pytest.mark.ray
+CLI = [sys.executable, "-m", "curator_array.cli"]
+SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
+
+
+def run_cli(*args, env_extra=None):
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+
+
+def shard_env(index: int, total: int) -> dict[str, str]:
+    return {"NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX": str(index), "NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": str(total)}
+
+
+def test_empty_input_dir_completes_every_shard_with_zero_tasks(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for index in range(2):
+        result = run_cli("run", "--input-dir", str(empty), "--output-dir", str(tmp_path / "out"), *SMALL,
+                         env_extra=shard_env(index, 2))
+        assert result.returncode == 0, result.stderr
+        assert "no jsonl files" in result.stderr
+    manifests = sorted(CheckpointLayout(tmp_path / "out").completion_dir.glob("completed_*.json"))
+    assert [json.loads(p.read_text())["source_tasks"] for p in manifests] == [0, 0]
+
+
+def test_missing_input_dir_is_a_configuration_error(tmp_path):
+    result = run_cli("run", "--input-dir", str(tmp_path / "nope"), "--output-dir", str(tmp_path / "out"), *SMALL)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines()[-1].endswith("does not exist or is not a directory")
+
+
+def test_full_disk_while_writing_leaves_no_manifest_and_no_partial_output(sample_jsonl, tmp_path):
+    need(os.geteuid() == 0 and shutil.which("mount") is not None, "mounting a small tmpfs needs root")
+    small = tmp_path / "small-disk"
+    small.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(small)], capture_output=True, text=True)
+    need(mounted.returncode == 0, f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        checkpoint = tmp_path / "ckpt"
+        result = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(small), "--checkpoint-path",
+                         str(checkpoint), *SMALL)
+        assert result.returncode == 3, result.stderr[-2000:]
+        assert "No space left on device" in result.stderr
+        assert not list(CheckpointLayout(checkpoint).completion_dir.glob("completed_*.json"))
+        assert not [p for p in os.listdir(small) if ".tmp-" in p], "a temporary file was left behind"
+        for name in visible_files(small):  # whatever made it is complete
+            assert (small / name).read_text().endswith("\n")
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
+
+
+def test_two_attempts_of_one_shard_at_once_give_one_manifest_and_correct_outputs(sample_jsonl, tmp_path):
+    baseline = tmp_path / "baseline"
+    assert run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(baseline), *SMALL,
+                   env_extra=shard_env(1, 2)).returncode == 0
+    out = tmp_path / "out"
+    env = dict(os.environ, **shard_env(1, 2))
+    args = [*CLI, "run", "--input-dir", str(sample_jsonl), "--output-dir", str(out), *SMALL]
+    procs = [subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    errors = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], errors
+    manifests = list(CheckpointLayout(out).completion_dir.glob("completed_*.json"))
+    assert [m.name for m in manifests] == ["completed_slurm_array_1.json"]
+    assert visible_files(out) == visible_files(baseline)
+    assert records_digest(read_records(out)) == records_digest(read_records(baseline))
+    for name in visible_files(out):
+        assert (out / name).read_bytes() == (baseline / name).read_bytes()

@@ -1,0 +1,130 @@
+"""Faults on the real cluster: each followed by retry discovery and one resubmission, then
+compared with an uninterrupted run (same files, same bytes, nothing left half-written)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from curator_array.checkpoint import CheckpointLayout
+from curator_array.ray_cluster import session_members
+from tests.conftest import REPO, read_records, records_digest, visible_files
+from tests.slurm.conftest import entrypoint_line, job_script, sbatch, wait_for
+from tests.slurm.test_arrays import manifests, raylet_pids, sample_data_module  # noqa: F401
+
+pytestmark = pytest.mark.slurm
+SLOW = "--pipeline tests.slurm.slow_pipeline:build --output-file-type parquet"
+CLI_ENV = dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ['PATH']}")
+
+
+def driver_pid(array_job: str, task: str, deadline_s: float = 120) -> int:
+    """The entrypoint process of node 0 of one array element (a process this test started via SLURM)."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = open(f"/proc/{entry.name}/cmdline", "rb").read()
+                if b"curator_array.entrypoint" not in cmdline:
+                    continue
+                env = dict(item.split(b"=", 1) for item in open(f"/proc/{entry.name}/environ", "rb").read().split(b"\0") if b"=" in item)
+            except OSError:
+                continue
+            if (env.get(b"SLURM_ARRAY_JOB_ID"), env.get(b"SLURM_ARRAY_TASK_ID"), env.get(b"SLURM_NODEID", b"0")) == (
+                array_job.encode(), task.encode(), b"0"
+            ):
+                return int(entry.name)
+        time.sleep(0.3)
+    raise AssertionError(f"no driver process for {array_job}_{task}")
+
+
+def wait_for_log(log: Path, text: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if log.exists() and text in log.read_text():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"{text!r} never appeared in {log}")
+
+
+def retry_and_resubmit(out: Path, script: Path, data: Path, expected_fields: str) -> None:
+    fields = subprocess.run(["curator-array", "retry", "--checkpoint-path", str(out), "--format", "fields"],
+                            capture_output=True, text=True, check=True, env=CLI_ENV).stdout
+    assert fields == expected_fields
+    array, offset, minimum, total = fields.split()
+    job = sbatch(script, f"--array={array}", env={"INPUT_DIR": str(data), "OUTPUT_DIR": str(out),
+                                                  "SHARD_INDEX_OFFSET": offset, "MINIMUM_SHARD_INDEX": minimum,
+                                                  "TOTAL_SHARDS": total, "SLOW_SECONDS": "0.2"})
+    assert set(wait_for(job, len(array.split(","))).values()) == {"COMPLETED"}
+    assert subprocess.run(["curator-array", "retry", "--checkpoint-path", str(out)], capture_output=True, text=True,
+                          env=CLI_ENV).stdout == ""
+
+
+def assert_same_as(out: Path, baseline: Path) -> None:
+    assert visible_files(out) == visible_files(baseline)
+    for name in visible_files(out):
+        assert (out / name).read_bytes() == (baseline / name).read_bytes(), name
+    records = read_records(out)
+    assert len({r["id"] for r in records}) == len(records), "duplicated records"
+    assert not [p for p in os.listdir(out) if ".tmp-" in p or p.endswith(".part")]
+
+
+@pytest.fixture(scope="module")
+def baseline(sample_data_module, tmp_path_factory):
+    out = tmp_path_factory.mktemp("baseline") / "out"
+    script = job_script(out.parent / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}")
+    job = sbatch(script, "--array=0-1", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "0.1"})
+    assert set(wait_for(job, 2).values()) == {"COMPLETED"}
+    return out
+
+
+def test_sigkill_of_the_driver_mid_shard(slurm_cluster, sample_data_module, baseline, tmp_path):
+    before = raylet_pids()
+    out = tmp_path / "out"
+    script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}")
+    job = sbatch(script, "--array=0-1", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "2"})
+    wait_for_log(tmp_path / f"slurm_{job}_0.out", "stage slow")
+    os.kill(driver_pid(job, "0"), signal.SIGKILL)
+    states = wait_for(job, 2)
+    assert states["0"] == "FAILED" and states["1"] == "COMPLETED", states
+    assert sorted(manifests(out)) == [1]
+    deadline = time.monotonic() + 30
+    while raylet_pids() - before and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not raylet_pids() - before, "the killed driver's Ray cluster outlived it"
+    retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n")
+    assert_same_as(out, baseline)
+
+
+def test_worker_node_killed_in_a_two_node_element(slurm_cluster, sample_data_module, baseline, tmp_path):
+    out = tmp_path / "out"
+    script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW, '--worker-join-timeout', '90')}",
+                        ("#SBATCH --nodes=2",))
+    job = sbatch(script, "--array=0-1", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "4"})
+    log = tmp_path / f"slurm_{job}_0.out"
+    wait_for_log(log, "stage slow")
+    deadline = time.monotonic() + 60
+    element_job = None
+    while element_job is None and time.monotonic() < deadline:
+        for path in (CheckpointLayout(out).metadata_dir / ".ray_rendezvous").glob("*/joined_1.json"):
+            info = json.loads(path.read_text())
+            env = open(f"/proc/{info['pid']}/environ", "rb").read() if Path(f"/proc/{info['pid']}").exists() else b""
+            if f"SLURM_ARRAY_TASK_ID=0\0".encode() in env:
+                element_job = info
+        time.sleep(0.3)
+    assert element_job is not None, "element 0's worker node never joined"
+    for pid in session_members(element_job["pid"]):  # the worker node's Ray processes (started by this job)
+        os.kill(pid, signal.SIGKILL)
+    states = wait_for(job, 2, timeout=300)
+    assert states["0"] == "FAILED", (states, log.read_text()[-3000:])
+    assert "died during the run" in log.read_text() or "exited before the driver finished" in log.read_text()
+    assert 0 not in manifests(out)
+    retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n" if states["1"] == "COMPLETED" else "0-1 0 0 2\n")
+    assert_same_as(out, baseline)

@@ -205,12 +205,15 @@ def ray_executable() -> str:
     return str(candidate) if candidate.exists() else "ray"
 
 
-def _terminate_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the process that started us dies.
+def _prepare_node_process() -> None:
+    """In the child before exec: tie the node's lifetime to the driver's.
 
-    A driver killed with SIGKILL (OOM killer, scancel --signal=KILL) cannot stop its
-    cluster; this way `ray start --block` still takes its processes down. Linux only.
+    SIGTERM when the process that started us dies: a driver killed with SIGKILL (OOM
+    killer, scancel --signal=KILL) cannot stop its cluster, so `ray start --block` does.
+    SIGUSR1 ignored (inherited by every Ray process): SLURM delivers the time-limit warning
+    to every process of the step, and only the driver should react, by stopping this node.
     """
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     try:
         import ctypes
 
@@ -234,7 +237,7 @@ class RayNodeProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_terminate_with_parent if sys.platform.startswith("linux") else None,
+                preexec_fn=_prepare_node_process if sys.platform.startswith("linux") else None,
             )
 
     @property

@@ -35,11 +35,16 @@ def slurm_cluster():
         os.environ["SLURM_CONF"] = previous
 
 
-def sbatch(script: Path, *args: str, env: dict[str, str] | None = None) -> str:
-    from curator_array.slurm import submit
-
+def sbatch(script: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
+    """Submit with sbatch options and, after the script, its own arguments (from the first
+    argument that is not an sbatch option, e.g. run options after ``--array=...``)."""
+    options = [a for a in args if a.startswith("--array") or a.startswith("--nodes") or a.startswith("--nodelist")]
+    script_args = [a for a in args if a not in options]
     full_env = dict(os.environ, **(env or {}))
-    return submit(str(script), args, env=full_env)
+    result = subprocess.run(["sbatch", "--parsable", *options, str(script), *script_args], capture_output=True,
+                            text=True, env=full_env, cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().split(";")[0]
 
 
 def job_states(job_id: str) -> dict[str, str]:

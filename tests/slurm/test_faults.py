@@ -128,3 +128,52 @@ def test_worker_node_killed_in_a_two_node_element(slurm_cluster, sample_data_mod
     assert 0 not in manifests(out)
     retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n" if states["1"] == "COMPLETED" else "0-1 0 0 2\n")
     assert_same_as(out, baseline)
+
+
+def render_test_site(directory: Path, **settings) -> Path:
+    """A bare-metal site for this checkout, rendered from the real templates."""
+    from curator_array.sites import load_site, render_site
+
+    lines = ['runtime = "baremetal"', 'partition = "debug"', "cpus_per_task = 1", f'install_dir = "{REPO}"',
+             f'venv = "{REPO / ".venv"}"', *(f"{k} = {json.dumps(v)}" for k, v in settings.items())]
+    toml = directory / "test-site.toml"
+    toml.write_text("\n".join(lines) + "\n")
+    script = directory / "test-site.sbatch"
+    script.write_text(render_site(load_site(toml), REPO / "site_configs" / "templates"))
+    script.chmod(0o755)
+    return script
+
+
+def test_time_limit_with_signal_stops_gracefully(slurm_cluster, sample_data_module, tmp_path):
+    out = tmp_path / "out"
+    script = render_test_site(tmp_path, time="1", signal_seconds=50)
+    job = sbatch(script, "--array=0", "--pipeline", "tests.slurm.slow_pipeline:build", "--num-cpus", "1",
+                 "--object-store-memory", str(100 * 2**20), "--no-progress",
+                 env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "30",
+                      "PYTHONPATH": str(REPO)}, cwd=tmp_path)
+    states = wait_for(job, 1, timeout=240)
+    log = next(tmp_path.glob("curator-array_*.out")).read_text()
+    assert "stop signal received" in log and "received SIGUSR1" in log, log[-3000:]
+    assert states["0"] in ("FAILED", "TIMEOUT"), states
+    assert not manifests(out)
+    assert not [p for p in os.listdir(out) if ".tmp-" in p or p.endswith(".part")]
+
+
+def test_requeued_element_gets_a_new_restart_count_and_completes(slurm_cluster, sample_data_module, tmp_path):
+    out = tmp_path / "out"
+    script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}", ("#SBATCH --requeue",))
+    job = sbatch(script, "--array=0", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "1"})
+    wait_for_log(tmp_path / f"slurm_{job}_0.out", "stage slow")
+    subprocess.run(["scontrol", "requeue", f"{job}_0"], check=True, capture_output=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # a requeued job is held until its begin time; release it now
+        if subprocess.run(["scontrol", "update", f"jobid={job}_0", "StartTime=now"], capture_output=True).returncode == 0:
+            break
+        time.sleep(1)
+    deadline = time.monotonic() + 300
+    while not manifests(out) and time.monotonic() < deadline:
+        time.sleep(1)
+    manifest = manifests(out)[0]
+    assert manifest["slurm_restart_count"] == 1 and manifest["attempt"].endswith("restart_1")
+    records = read_records(out)
+    assert len({r["id"] for r in records}) == len(records) == manifest["rows_out"]

@@ -6,8 +6,8 @@ Asserts nothing.
 
 from __future__ import annotations
 
-import importlib.util
 import os
+import sys
 import shutil
 import subprocess
 import tempfile
@@ -15,16 +15,12 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.container.conftest import load_build_tool  # noqa: E402
 SAMPLE = REPO / "sample_data" / "jsonl"
 ENTRYPOINT = "/opt/curator-array/entrypoints/curator-array-entrypoint"
 TAG = "curator-array:bench"
-
-
-def build_tool():
-    spec = importlib.util.spec_from_file_location("build_image", REPO / "container" / "build_image.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def timed(func) -> float:
@@ -41,7 +37,7 @@ def run_task(command: list[str], data: Path, out: Path) -> float:
 
 
 def main() -> None:
-    tool = build_tool()
+    tool = load_build_tool()
     client = tool.docker_client()
     try:
         client.images.get("curator-array-base:bookworm")
@@ -49,7 +45,7 @@ def main() -> None:
         tool.build_base("curator-array-base:bookworm")
     for image in client.images.list(name=TAG):
         client.images.remove(image.id, force=True)
-    cold = timed(lambda: subprocess.run([os.sys.executable, str(REPO / "container" / "build_image.py"), "image", "--tag", TAG,
+    cold = timed(lambda: subprocess.run([sys.executable, str(REPO / "container" / "build_image.py"), "image", "--tag", TAG,
                                          "--base-image", "curator-array-base:bookworm"], check=True, capture_output=True,
                                         env=dict(os.environ, CURATOR_ARRAY_NO_CACHE="1")))
     cached = timed(lambda: tool.build_image(TAG, "curator-array-base:bookworm"))

@@ -174,14 +174,21 @@ def ensure_run_config(
     against it. The full id list is kept next to it (named by digest, so racing writers of
     different listings cannot overwrite each other) to report what changed.
     """
-    layout.completion_dir.mkdir(parents=True, exist_ok=True)
     digest = source_digest(source_task_ids)
     wanted = RunConfig(shard.minimum_shard_index, shard.total_shards, len(source_task_ids), digest)
-    create_bytes_exclusive(
-        layout.source_list_path(digest),
-        dump_json({"digest": digest, "task_ids": sorted(source_task_ids)}),
-    )
-    if create_bytes_exclusive(layout.run_file, dump_json(wanted.to_json())):
+    try:
+        layout.completion_dir.mkdir(parents=True, exist_ok=True)
+        create_bytes_exclusive(
+            layout.source_list_path(digest),
+            dump_json({"digest": digest, "task_ids": sorted(source_task_ids)}),
+        )
+        created = create_bytes_exclusive(layout.run_file, dump_json(wanted.to_json()))
+    except OSError as exc:
+        raise ConfigError(
+            f"checkpoint path {layout.root} is not writable ({exc.strerror}): every array element must be "
+            "able to write there; choose a writable shared directory (CHECKPOINT_PATH)"
+        ) from None
+    if created:
         return wanted
     existing = read_run_config(layout)
     _check_same_shard_range(layout, existing, wanted)

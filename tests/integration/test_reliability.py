@@ -82,3 +82,21 @@ def test_two_attempts_of_one_shard_at_once_give_one_manifest_and_correct_outputs
     assert records_digest(read_records(out)) == records_digest(read_records(baseline))
     for name in visible_files(out):
         assert (out / name).read_bytes() == (baseline / name).read_bytes()
+
+
+def test_read_only_checkpoint_path_is_a_clear_configuration_error(sample_jsonl, tmp_path):
+    need(os.geteuid() == 0 and shutil.which("mount") is not None, "a read-only bind mount needs root")
+    writable, read_only = tmp_path / "ckpt-rw", tmp_path / "ckpt-ro"
+    writable.mkdir()
+    read_only.mkdir()
+    bound = subprocess.run(["mount", "--bind", str(writable), str(read_only)], capture_output=True, text=True)
+    need(bound.returncode == 0, f"cannot bind-mount here: {bound.stderr.strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(read_only)], check=True, capture_output=True)
+        result = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(tmp_path / "out"),
+                         "--checkpoint-path", str(read_only), *SMALL)
+        assert result.returncode == 2
+        assert "is not writable (Read-only file system)" in result.stderr.strip().splitlines()[-1]
+        assert not (tmp_path / "out").exists() or not visible_files(tmp_path / "out"), "nothing ran"
+    finally:
+        subprocess.run(["umount", str(read_only)], check=False)

@@ -42,7 +42,7 @@ class Consume(ProcessingStage):
     """Expensive per byte: hashes the file repeatedly, then marks it consumed."""
 
     name = "consume"
-    resources = Resources(cpus=8.0)
+    resources = Resources(cpus=7.0)
 
     def process(self, task):
         for path in task.files:
@@ -103,7 +103,7 @@ def measure(label: str, stage_factory, work: Path) -> dict:
 
 def main() -> None:
     # Plenty of logical CPUs relative to bandwidth, as in the reference run (900 CPUs): the
-    # consumer takes 8 per task (2 at once, one per real core), downloads take 0.25.
+    # consumer takes 7 per task (2 at once, one per real core, room left for downloads), downloads take 0.25.
     options = NodeOptions(num_cpus=16, object_store_memory=300 * 2**20, custom_resources={DOWNLOAD_SLOT: 2})
     with tempfile.TemporaryDirectory() as tmp, RayClient(node_options=options):
         work = Path(tmp)

@@ -72,14 +72,53 @@ def _tag(results: list[Task], stage: ProcessingStage) -> list[Task]:
     return results
 
 
-def _task_chain_fn(stages: Sequence[ProcessingStage]):
-    """One Ray task function running several stages in turn, without pickling in between."""
+@ray.remote(num_cpus=0)
+class BacklogBudget:
+    """Tokens shared by a producer stage and its consumer: one per output not yet consumed.
+
+    Ray Data's own backpressure reacts to object-store bytes; a download stage emits tiny
+    paths, so without this it can run arbitrarily far ahead of the expensive stage after it.
+    """
+
+    def __init__(self, capacity: int):
+        import asyncio
+
+        self.tokens = asyncio.Semaphore(capacity)
+        self.held: set[str] = set()
+
+    async def acquire(self, key: str) -> None:
+        await self.tokens.acquire()
+        self.held.add(key)
+
+    async def release(self, key: str) -> None:
+        if key in self.held:
+            self.held.discard(key)
+            self.tokens.release()
+
+
+def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None):
+    """One Ray task function running several stages in turn, without pickling in between.
+
+    ``take``: a budget to acquire per input task before running (a bounded producer).
+    ``give``: a budget to release per input task once processed (its consumer).
+    """
 
     def apply(batch: pa.Table) -> pa.Table:
         tasks = _decode(batch)
-        for stage in stages:
-            stage.setup()
-            tasks = run_stage_on(stage, tasks)
+        keys = [t.task_id for t in tasks]
+        if take is not None:
+            ray.get([take.acquire.remote(k) for k in keys])
+        try:
+            for stage in stages:
+                stage.setup()
+                tasks = run_stage_on(stage, tasks)
+        except BaseException:
+            if take is not None:
+                ray.get([take.release.remote(k) for k in keys])
+            raise
+        finally:
+            if give is not None:
+                ray.get([give.release.remote(k) for k in keys])
         return _encode(tasks)
 
     apply.__name__ = apply.__qualname__ = "->".join(stage.stage_name for stage in stages)
@@ -110,12 +149,18 @@ def chain_stages(stages: Sequence[ProcessingStage]) -> list[list[ProcessingStage
 class _StageActor:
     """Holds one stage instance whose ``setup`` ran once, for actor stages."""
 
-    def __init__(self, stage: ProcessingStage):
+    def __init__(self, stage: ProcessingStage, give=None):
         self.stage = stage
+        self.give = give
         stage.setup()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return _encode(run_stage_on(self.stage, _decode(batch)))
+        tasks = _decode(batch)
+        try:
+            return _encode(run_stage_on(self.stage, tasks))
+        finally:
+            if self.give is not None:
+                ray.get([self.give.release.remote(t.task_id) for t in tasks])
 
 
 def cluster_shape() -> ClusterShape:
@@ -199,14 +244,26 @@ class RayDataExecutor:
         dataset = ray.data.from_arrow(
             [_encode([task]) for task in tasks]
         )
+        pending_budget = None
         for segment in chain_stages(stages):
             kwargs = self._map_kwargs(segment[0], shape)
             for chained in segment[1:]:
                 logger.info("stage %s: runs in the same Ray task as %s", chained.stage_name, segment[0].stage_name)
+            give, pending_budget = pending_budget, None
+            take = None
+            choice = self.pool_choices[segment[0].stage_name]
+            if segment[0].validate().bound_backlog and not segment[0].validate().is_actor_stage and choice.size:
+                take = pending_budget = BacklogBudget.remote(2 * choice.size)
+                logger.info("stage %s: at most %d outputs ahead of the next stage", segment[0].stage_name, 2 * choice.size)
             if segment[0].validate().is_actor_stage:
                 actor_cls = type(segment[0].stage_name, (_StageActor,), {})
+                kwargs["fn_constructor_kwargs"] = {**kwargs["fn_constructor_kwargs"], "give": give}
                 dataset = dataset.map_batches(actor_cls, **kwargs)
             else:
-                dataset = dataset.map_batches(_task_chain_fn(segment), **kwargs)
+                dataset = dataset.map_batches(_task_chain_fn(segment, take, give), **kwargs)
         for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
-            yield from _decode(batch)
+            results = _decode(batch)
+            if pending_budget is not None:  # the bounded stage was the last one: the driver consumes
+                for result in results:
+                    pending_budget.release.remote(result.task_id)
+            yield from results

@@ -15,7 +15,7 @@ from ..errors import ConfigError
 from ..tasks import Task
 
 SPEC_KEYS = frozenset(
-    {"is_actor_stage", "num_workers", "num_workers_per_node", "scheduling_strategy", "per_node_slot"}
+    {"is_actor_stage", "num_workers", "num_workers_per_node", "scheduling_strategy", "per_node_slot", "bound_backlog"}
 )
 
 
@@ -36,7 +36,9 @@ class RayStageSpec:
     ``num_workers`` is a fixed global pool; ``num_workers_per_node`` scales with the alive
     nodes (for I/O bound stages such as downloads). They are alternatives, never both.
     ``per_node_slot`` names a per-node custom resource each worker takes one unit of, for a
-    hard per-node cap on clusters that define it.
+    hard per-node cap on clusters that define it. ``bound_backlog`` stops the stage from
+    running ahead of the stage that consumes its outputs: at most twice its pool size of
+    outputs may be started but not yet consumed.
     """
 
     is_actor_stage: bool = False
@@ -44,6 +46,7 @@ class RayStageSpec:
     num_workers_per_node: float | None = None
     scheduling_strategy: str | None = None
     per_node_slot: str | None = None
+    bound_backlog: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -76,6 +79,7 @@ class RayStageSpec:
             num_workers_per_node=per_node,
             scheduling_strategy=spec.get("scheduling_strategy"),
             per_node_slot=spec.get("per_node_slot"),
+            bound_backlog=bool(spec.get("bound_backlog", False)),
         )
 
 

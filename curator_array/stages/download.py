@@ -96,6 +96,7 @@ class DownloadStage(ProcessingStage):
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
         hard_cap: bool = True,
+        bound_backlog: bool = True,
     ):
         if retries < 0:
             raise ConfigError(f"download retries must be >= 0, got {retries}")
@@ -105,6 +106,7 @@ class DownloadStage(ProcessingStage):
         self.backoff_base_s, self.backoff_max_s = backoff_base_s, backoff_max_s
         self.ray_stage_spec = {
             "num_workers_per_node": workers_per_node,
+            "bound_backlog": bound_backlog,
             **({"per_node_slot": DOWNLOAD_SLOT} if hard_cap else {}),
         }
         super().__init__()

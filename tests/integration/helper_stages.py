@@ -118,3 +118,16 @@ class ProbedDownloadStage(DownloadStage):
         node = ray.get_runtime_context().get_node_id()
         with concurrency_probe(self.probe_dir), concurrency_probe(os.path.join(self.probe_dir, node)):
             return super().fetch(url, expected)
+
+
+class SlowConsumer(ProcessingStage):
+    """An actor stage that reads each downloaded file slowly, then marks it consumed."""
+
+    name = "slow_consumer"
+    ray_stage_spec = {"is_actor_stage": True, "num_workers": 1}
+
+    def process(self, task):
+        for path in task.files:
+            time.sleep(0.3)
+            Path(path + ".consumed").write_text("1")
+        return task

@@ -99,3 +99,32 @@ def test_urls_flow_through_download_read_filter_write(two_node_cluster, tmp_path
         assert not [p for p in Path(out / ".downloads").iterdir() if p.name.endswith(".part")]
     finally:
         server.stop()
+
+
+def test_backlog_is_bounded_when_the_consumer_is_slow(two_node_cluster, slow_server, tmp_path):
+    import threading
+
+    from tests.integration.helper_stages import SlowConsumer
+
+    server, files = slow_server
+    pipeline, _ = download_pipeline(tmp_path, server, files, "backlog")
+    pipeline.stages.append(SlowConsumer())
+    download_dir = tmp_path / "dl-backlog"
+    stop, peak = threading.Event(), [0]
+
+    def sample():
+        while not stop.is_set():
+            waiting = [p for p in download_dir.glob("*.bin") if not Path(f"{p}.consumed").exists()] if download_dir.exists() else []
+            peak[0] = max(peak[0], len(waiting))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    executor = RayDataExecutor(progress_bars=False)
+    outcome = run_shard(pipeline, None, tmp_path / "ckpt-backlog", executor=executor)
+    stop.set()
+    sampler.join()
+    assert outcome.status == "completed"
+    assert len(list(download_dir.glob("*.consumed"))) == len(files)
+    budget = 2 * executor.pool_choices["download"].size
+    assert 1 <= peak[0] <= budget, f"{peak[0]} files downloaded but not consumed (budget {budget})"

@@ -26,6 +26,8 @@ from .tasks import FailedTask, Task
 logger = logging.getLogger(__name__)
 
 COLUMN = "task"
+# Outputs a bounded stage may have started but not seen consumed, per worker of its pool.
+BACKLOG_PER_WORKER = 4
 
 
 def _encode(tasks: Sequence[Task]) -> pa.Table:
@@ -253,8 +255,8 @@ class RayDataExecutor:
             take = None
             choice = self.pool_choices[segment[0].stage_name]
             if segment[0].validate().bound_backlog and not segment[0].validate().is_actor_stage and choice.size:
-                take = pending_budget = BacklogBudget.remote(2 * choice.size)
-                logger.info("stage %s: at most %d outputs ahead of the next stage", segment[0].stage_name, 2 * choice.size)
+                take = pending_budget = BacklogBudget.remote(BACKLOG_PER_WORKER * choice.size)
+                logger.info("stage %s: at most %d outputs ahead of the next stage", segment[0].stage_name, BACKLOG_PER_WORKER * choice.size)
             if segment[0].validate().is_actor_stage:
                 actor_cls = type(segment[0].stage_name, (_StageActor,), {})
                 kwargs["fn_constructor_kwargs"] = {**kwargs["fn_constructor_kwargs"], "give": give}

@@ -54,6 +54,8 @@ class FaultServer:
         self.active = 0
         self.peak_active = 0
         self.bytes_sent = 0
+        self.busy_s = 0.0  # time with at least one body being sent
+        self._busy_since = 0.0
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -120,6 +122,8 @@ class FaultServer:
 
             def _stream(self, payload: bytes, cut: int | None) -> None:
                 with server.lock:
+                    if server.active == 0:
+                        server._busy_since = time.monotonic()
                     server.active += 1
                     server.peak_active = max(server.peak_active, server.active)
                 try:
@@ -143,6 +147,8 @@ class FaultServer:
                 finally:
                     with server.lock:
                         server.active -= 1
+                        if server.active == 0:
+                            server.busy_s += time.monotonic() - server._busy_since
 
             def _simple(self, code: int, body: bytes, headers: dict | None = None) -> None:
                 self.send_response(code)

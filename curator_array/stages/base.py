@@ -37,8 +37,8 @@ class RayStageSpec:
     nodes (for I/O bound stages such as downloads). They are alternatives, never both.
     ``per_node_slot`` names a per-node custom resource each worker takes one unit of, for a
     hard per-node cap on clusters that define it. ``bound_backlog`` stops the stage from
-    running ahead of the stage that consumes its outputs: at most twice its pool size of
-    outputs may be started but not yet consumed.
+    running ahead of the stage that consumes its outputs: at most a few outputs per worker
+    of its pool may be started but not yet consumed (``ray_data.BACKLOG_PER_WORKER``).
     """
 
     is_actor_stage: bool = False

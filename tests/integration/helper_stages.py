@@ -128,6 +128,6 @@ class SlowConsumer(ProcessingStage):
 
     def process(self, task):
         for path in task.files:
-            time.sleep(0.3)
+            time.sleep(0.8)
             Path(path + ".consumed").write_text("1")
         return task

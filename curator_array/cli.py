@@ -85,18 +85,18 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
     Empty output means every shard is complete. Run it after every submission of the
     run has finished: a shard still running has no manifest yet (--submit checks this).
     """
+    from .submit import plan_submissions, queued_shards, resolve_max_array_size
+
     layout = CheckpointLayout(checkpoint_path)
     plan = plan_retry(layout)
     if not do_submit:
         if site or run_args:
             raise click.UsageError("--site and run options only go with --submit")
-        max_size = int(max_array_size) if max_array_size is not None else None
+        max_size = resolve_max_array_size(max_array_size, os.environ)
         click.echo(format_retry(plan, output_format, max_size), nl=False)
         if plan.complete:
             click.echo(f"all {plan.total_shards} shards are complete", err=True)
         return
-    from .submit import plan_submissions, queued_shards, resolve_max_array_size
-
     if not site:
         raise click.UsageError("--submit needs --site")
     if plan.complete:

@@ -150,7 +150,8 @@ def _shard_stats(prepared: PreparedShard, written: list[WrittenFiles], output_di
     files = sorted(f for w in written for f in w.files)
     if output_dir is not None:
         root = Path(output_dir).resolve()
-        files = [Path(f).resolve().relative_to(root).as_posix() if Path(f).resolve().is_relative_to(root) else f for f in files]
+        resolved = [(f, Path(f).resolve()) for f in files]
+        files = [r.relative_to(root).as_posix() if r.is_relative_to(root) else f for f, r in resolved]
     dropped: dict[str, int] = {}
     for w in written:
         for stage, count in w.metadata.get("dropped", {}).items():

@@ -47,6 +47,9 @@ def test_errors_are_one_line_with_exit_codes(capsys, tmp_path, checkpoint):
     assert code == 2 and out == "" and err.count("\n") == 1 and "no run configuration" in err
     code, _, err = run_cli(capsys, "retry", "--checkpoint-path", str(checkpoint.root), "--max-array-size", "3")
     assert code == 2 and "needs --format fields" in err and err.count("\n") == 1
+    code, _, err = run_cli(capsys, "retry", "--checkpoint-path", str(checkpoint.root), "--format", "fields",
+                           "--max-array-size", "many")
+    assert code == 2 and "use a number or 'auto'" in err and "unexpected" not in err
     code, _, err = run_cli(capsys, "retry", "--checkpoint-path", str(checkpoint.root), "--format", "xml")
     assert code == 2 and err.count("\n") == 1 and "--help" in err
     (checkpoint.completion_dir / "completed_slurm_array_9.json").write_text("{")

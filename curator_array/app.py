@@ -11,12 +11,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
-from .checkpoint import AttemptId
+from .checkpoint import AttemptId, write_attempt_error
 from .jobenv import JobEnvironment
 from .pipeline import Pipeline, PipelineOptions, default_pipeline, load_pipeline
 from .ray_cluster import NodeOptions
 from .runner import ShardOutcome, prepare_shard, run_prepared
 from .stages.download import DOWNLOAD_SLOT
+from .stopping import raise_if_stop_requested
 from .sharding import ShardConfig, shard_config_from_env
 
 logger = logging.getLogger(__name__)
@@ -141,14 +142,34 @@ def run_shard_command(request: RunRequest, env: Mapping[str, str], client_factor
     if not prepared.tasks:
         outcome = run_prepared(prepared, executor.execute, job, attempt, output_dir=request.options.output_dir)
     else:
-        with client:
-            health = getattr(client, "lost_nodes", None)
-            outcome = run_prepared(
-                prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
-                health_check=(lambda: _check_nodes(health)) if health else None,
-            )
+        lost_nodes = getattr(client, "lost_nodes", None)
+
+        def health_check() -> None:
+            raise_if_stop_requested()
+            if lost_nodes is not None:
+                _check_nodes(lost_nodes)
+
+        try:
+            with client:
+                outcome = run_prepared(
+                    prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
+                    health_check=health_check,
+                )
+        except BaseException as exc:
+            _record_attempt_error(prepared, attempt, job, exc)
+            raise
     report(outcome)
     return outcome.exit_code
+
+
+def _record_attempt_error(prepared, attempt: AttemptId, job: JobEnvironment, error: BaseException) -> None:
+    """Leave the reason in the attempt's directory; never let that hide the error itself."""
+    try:
+        path = write_attempt_error(prepared.layout, attempt, prepared.shard, job, error)
+    except OSError as exc:
+        logger.warning("could not record why the attempt ended (%s)", exc)
+    else:
+        logger.error("attempt %s of shard %d ended early; reason recorded in %s", attempt, prepared.shard.shard_index, path)
 
 
 def _check_nodes(lost_nodes) -> None:

@@ -6,7 +6,8 @@ Layout (the reference system's, so each tool can read the other's runs)::
       .slurm_array_completion/run.json                   written once, validated on every start
       .slurm_array_completion/completed_slurm_array_<S>.json   one per successful shard
       .slurm_array_completion/source_tasks-<digest>.json       full source-id list (ours)
-      .failed_tasks/<attempt>/shard_<S>/failed_tasks.json      one per failed attempt
+      .failed_tasks/<attempt>/shard_<S>/failed_tasks.json      FailedTask results of one attempt
+      .failed_tasks/<attempt>/shard_<S>/attempt_error.json     why an attempt stopped early (ours)
 
 ``<attempt>`` is ``slurm_job_<J>/array_task_<A>/restart_<R>`` under SLURM and
 ``local_attempt_<id>`` outside it, so an old failure can never mark a later attempt failed.
@@ -36,6 +37,7 @@ FAILED_TASKS_DIR = ".failed_tasks"
 RUN_FILE = "run.json"
 MANIFEST_PREFIX = "completed_slurm_array_"
 FAILED_TASKS_FILE = "failed_tasks.json"
+ATTEMPT_ERROR_FILE = "attempt_error.json"
 
 
 def utc_now() -> str:
@@ -374,29 +376,49 @@ def write_failed_tasks(
     job: JobEnvironment,
 ) -> Path:
     """Record this attempt's FailedTask results (rewritten whole as more arrive)."""
+    return _write_attempt_record(layout, attempt, shard, job, FAILED_TASKS_FILE, {"failed_tasks": list(failures)})
+
+
+def write_attempt_error(
+    layout: CheckpointLayout, attempt: AttemptId, shard: ShardConfig, job: JobEnvironment, error: BaseException
+) -> Path:
+    """Record why an attempt ended without a manifest (stopped, node lost, crashed).
+
+    Only what the driver can still write: a SIGKILL or a lost head node leaves no record,
+    which is why retry discovery never relies on these files.
+    """
+    detail = {"error_type": type(error).__name__, "error": str(error) or type(error).__name__}
+    return _write_attempt_record(layout, attempt, shard, job, ATTEMPT_ERROR_FILE, detail)
+
+
+def _write_attempt_record(
+    layout: CheckpointLayout, attempt: AttemptId, shard: ShardConfig, job: JobEnvironment, name: str,
+    detail: dict[str, Any],
+) -> Path:
     directory = layout.attempt_dir(attempt, shard.shard_index)
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / FAILED_TASKS_FILE
+    path = directory / name
     payload = {
         "attempt": str(attempt),
         "shard_index": shard.shard_index,
         "total_shards": shard.total_shards,
         "minimum_shard_index": shard.minimum_shard_index,
         "job": job.describe(),
-        "failed_tasks": list(failures),
+        **detail,
         "written_at": utc_now(),
     }
     write_bytes_atomic(path, dump_json(payload))
     return path
 
 
-def find_failed_task_records(layout: CheckpointLayout) -> list[tuple[Path, dict[str, Any]]]:
-    """Every failed_tasks.json of every attempt (unreadable ones reported, not fatal)."""
+def find_failed_attempt_records(layout: CheckpointLayout) -> list[tuple[Path, dict[str, Any]]]:
+    """Every failed_tasks.json and attempt_error.json of every attempt (unreadable ones reported, not fatal)."""
     root = layout.failed_tasks_root
     if not root.is_dir():
         return []
+    paths = sorted([*root.rglob(FAILED_TASKS_FILE), *root.rglob(ATTEMPT_ERROR_FILE)])
     records = []
-    for path in sorted(root.rglob(FAILED_TASKS_FILE)):
+    for path in paths:
         try:
             payload = json.loads(path.read_bytes())
         except (OSError, json.JSONDecodeError) as exc:

@@ -18,6 +18,7 @@ from . import __version__
 from .checkpoint import CheckpointLayout
 from .errors import ConfigError, CuratorArrayError
 from .retry import FORMATS, format_retry, plan_retry
+from .stopping import ShardStopped
 
 EPILOG_RETRY = """\b
 Examples:
@@ -375,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         command = f" {exc.ctx.command_path.split(' ', 1)[1]}" if exc.ctx and " " in exc.ctx.command_path else ""
         click.echo(f"curator-array: error: {exc.format_message()} (see curator-array{command} --help)", err=True)
         return 2
-    except CuratorArrayError as exc:
+    except (CuratorArrayError, ShardStopped) as exc:
         if debug:
             raise
         click.echo(f"curator-array: error: {exc}", err=True)

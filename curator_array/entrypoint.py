@@ -11,12 +11,12 @@ arguments. Its exit code is the job's.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from collections.abc import Mapping
 
-from .errors import ConfigError, CuratorArrayError
+from .errors import ConfigError
 from .jobenv import JobEnvironment, env_int
+from .stopping import install_stop_handlers
 from .sharding import (
     MINIMUM_SHARD_INDEX_VAR,
     SHARD_INDEX_VAR,
@@ -75,24 +75,12 @@ def array_environment(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]
     return wanted, reasons
 
 
-class ShardStopped(CuratorArrayError):
-    """The job was told to stop (time limit near, preemption, scancel): the shard stays incomplete."""
-
-
-def _stop(signum, frame) -> None:
-    raise ShardStopped(
-        f"received {signal.Signals(signum).name}: stopping before finishing; no completion manifest is "
-        "written and the shard is retried (curator-array retry)"
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
     from .cli import main as cli_main
 
     # `#SBATCH --signal` (forwarded as USR1 by the site scripts) and scancel's TERM unwind the
     # run through its context managers, so the private Ray cluster is stopped on the way out.
-    signal.signal(signal.SIGUSR1, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    install_stop_handlers()
 
     args = list(sys.argv[1:] if argv is None else argv)
     try:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .arrays import format_array_expression
-from .checkpoint import CheckpointLayout, find_failed_task_records, read_run_config, scan_completion_manifests
+from .checkpoint import CheckpointLayout, find_failed_attempt_records, read_run_config, scan_completion_manifests
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,8 @@ class FailedAttempt:
     attempt: str
     failed_task_count: int
     shard_completed_later: bool
+    error: str | None = None
+    unreadable: str | None = None
 
 
 @dataclass
@@ -48,6 +50,8 @@ class RunStatus:
                     "attempt": a.attempt,
                     "failed_task_count": a.failed_task_count,
                     "shard_completed_later": a.shard_completed_later,
+                    "error": a.error,
+                    "unreadable": a.unreadable,
                 }
                 for a in self.failed_attempts
             ],
@@ -67,7 +71,7 @@ def collect_status(layout: CheckpointLayout) -> RunStatus:
     incomplete = [s for s in everything if s not in manifests]
     totals, durations = scan.totals, scan.durations
     failed = []
-    for path, payload in find_failed_task_records(layout):
+    for path, payload in find_failed_attempt_records(layout):
         shard = payload.get("shard_index")
         failed.append(
             FailedAttempt(
@@ -76,6 +80,8 @@ def collect_status(layout: CheckpointLayout) -> RunStatus:
                 attempt=str(payload.get("attempt", "?")),
                 failed_task_count=len(payload.get("failed_tasks") or []),
                 shard_completed_later=shard in manifests,
+                error=payload.get("error"),
+                unreadable=payload.get("unreadable"),
             )
         )
     duration_summary = (
@@ -123,8 +129,11 @@ def format_status(status: RunStatus) -> str:
         lines.append(f"failed attempts ({len(status.failed_attempts)}):")
         for attempt in status.failed_attempts:
             later = " (shard completed later)" if attempt.shard_completed_later else ""
-            lines.append(
-                f"  shard {attempt.shard_index}: {attempt.failed_task_count} failed task(s){later}  "
-                f"{attempt.path}"
-            )
+            if attempt.unreadable:
+                what = f"unreadable record ({attempt.unreadable})"
+            elif attempt.error:
+                what = f"ended early: {attempt.error}"
+            else:
+                what = f"{attempt.failed_task_count} failed task(s)"
+            lines.append(f"  shard {attempt.shard_index}: {what}{later}  {attempt.path}")
     return "\n".join(lines) + "\n"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -18,9 +20,22 @@ CLI = [sys.executable, "-m", "curator_array.cli"]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 
 
-def run_cli(*args, env_extra=None):
+def run_cli(*args, env_extra=None, prefix=()):
     env = dict(os.environ, **(env_extra or {}))
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    return subprocess.run([*prefix, *CLI, *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+
+
+def obeying_file_modes() -> list[str]:
+    """A command prefix under which ``chmod 000`` makes a file unreadable, even for root.
+
+    Root reads anything through CAP_DAC_OVERRIDE/CAP_DAC_READ_SEARCH; without them (dropped
+    from the bounding and inheritable sets, so Ray's processes lack them too) file modes apply.
+    """
+    if os.geteuid() != 0:
+        return []
+    need(shutil.which("setpriv") is not None, "setpriv (util-linux) is needed to drop root's file-read override")
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}"]
 
 
 def shard_env(index: int, total: int) -> dict[str, str]:
@@ -100,3 +115,60 @@ def test_read_only_checkpoint_path_is_a_clear_configuration_error(sample_jsonl, 
         assert not (tmp_path / "out").exists() or not visible_files(tmp_path / "out"), "nothing ran"
     finally:
         subprocess.run(["umount", str(read_only)], check=False)
+
+
+def test_unreadable_input_file_fails_its_task_by_name_and_the_rerun_completes(sample_jsonl, tmp_path):
+    prefix = obeying_file_modes()
+    baseline = tmp_path / "baseline"
+    assert run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(baseline), *SMALL).returncode == 0
+    victim = sorted(sample_jsonl.glob("*.jsonl"))[3]
+    victim.chmod(0)
+    out = tmp_path / "out"
+    result = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(out), *SMALL, prefix=prefix)
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert f"Failed to open local file '{victim}'" in result.stderr and "Permission denied" in result.stderr
+    layout = CheckpointLayout(out)
+    assert not list(layout.completion_dir.glob("completed_*.json"))
+    [record] = list(layout.failed_tasks_root.rglob("failed_tasks.json"))
+    [failure] = json.loads(record.read_text())["failed_tasks"]
+    assert str(victim) in failure["reason"] and failure["stage"] == "jsonl_reader"
+    done = visible_files(out)
+    assert len(done) == len(visible_files(baseline)) - 1, "every other task finished"
+    for name in done:
+        assert (out / name).read_bytes() == (baseline / name).read_bytes(), name
+
+    victim.chmod(0o644)
+    rerun = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(out), *SMALL, prefix=prefix)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    assert visible_files(out) == visible_files(baseline)
+    for name in visible_files(out):
+        assert (out / name).read_bytes() == (baseline / name).read_bytes(), name
+
+
+def test_stop_signal_ends_the_attempt_with_a_recorded_reason_and_no_manifest(sample_jsonl, tmp_path):
+    """The entrypoint outside SLURM: SIGUSR1 (what `#SBATCH --signal` forwards) mid-shard."""
+    out, log = tmp_path / "out", tmp_path / "stderr.txt"
+    args = [sys.executable, "-m", "curator_array.entrypoint", "--input-dir", str(sample_jsonl), "--output-dir",
+            str(out), "--pipeline", "tests.slurm.slow_pipeline:build", *SMALL]
+    env = dict(os.environ, SLOW_SECONDS="30", PYTHONPATH=str(REPO))
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            deadline = time.monotonic() + 120
+            while "stage slow" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            proc.send_signal(signal.SIGUSR1)
+            assert proc.wait(timeout=60) == 4, log.read_text()[-2000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    text = log.read_text()
+    assert "received SIGUSR1: stopping before finishing" in text.strip().splitlines()[-1]
+    layout = CheckpointLayout(out)
+    assert not list(layout.completion_dir.glob("completed_*.json"))
+    [record] = list(layout.failed_tasks_root.rglob("attempt_error.json"))
+    payload = json.loads(record.read_text())
+    assert payload["error_type"] == "ShardStopped" and "SIGUSR1" in payload["error"]
+    assert not [p for p in os.listdir(out) if ".tmp-" in p]
+    status = subprocess.run([*CLI, "status", "--checkpoint-path", str(out)], capture_output=True, text=True, cwd=REPO)
+    assert "shard 0: ended early: received SIGUSR1" in status.stdout, status.stdout

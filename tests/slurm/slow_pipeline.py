@@ -19,4 +19,8 @@ class Slow(ProcessingStage):
 
 
 def build(options):
-    return [options.reader(), Slow(float(os.environ.get("SLOW_SECONDS", "2"))), options.writer()]
+    """``SLOW_SECONDS`` per task; ``SLOW_SECONDS_ON_RESTART`` instead once SLURM has requeued the job."""
+    seconds = os.environ.get("SLOW_SECONDS", "2")
+    if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
+        seconds = os.environ.get("SLOW_SECONDS_ON_RESTART", seconds)
+    return [options.reader(), Slow(float(seconds)), options.writer()]

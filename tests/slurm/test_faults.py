@@ -177,3 +177,36 @@ def test_requeued_element_gets_a_new_restart_count_and_completes(slurm_cluster, 
     assert manifest["slurm_restart_count"] == 1 and manifest["attempt"].endswith("restart_1")
     records = read_records(out)
     assert len({r["id"] for r in records}) == len(records) == manifest["rows_out"]
+
+
+def test_stop_signal_requeues_the_element_when_the_site_asks(slurm_cluster, sample_data_module, baseline, tmp_path):
+    """Preemption as sites announce it (the `--signal` warning to the batch shell) with
+    ``requeue_on_signal``: the attempt stops cleanly, records why, and the requeued attempt
+    (restart 1) completes the shard."""
+    out = tmp_path / "out"
+    script = render_test_site(tmp_path, time="10", requeue_on_signal=True)
+    job = sbatch(script, "--array=0-1", "--pipeline", "tests.slurm.slow_pipeline:build", "--num-cpus", "1",
+                 "--object-store-memory", str(100 * 2**20), "--no-progress",
+                 env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "OUTPUT_FILE_TYPE": "parquet",
+                      "SLOW_SECONDS": "5", "SLOW_SECONDS_ON_RESTART": "0.2", "PYTHONPATH": str(REPO)},
+                 cwd=tmp_path)
+    log = tmp_path / f"curator-array_{job}_0.out"
+    wait_for_log(log, "stage slow")
+    subprocess.run(["scancel", "--batch", "--signal=USR1", f"{job}_0"], check=True, capture_output=True)
+    wait_for_log(log, "requeueing array task 0")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # SLURM holds a requeued job ~120 s (BeginTime); release it now
+        if subprocess.run(["scontrol", "update", f"jobid={job}_0", "StartTime=now"], capture_output=True).returncode == 0:
+            break
+        time.sleep(1)
+    states = wait_for(job, 2)
+    assert set(states.values()) == {"COMPLETED"}, (states, log.read_text()[-3000:])
+    text = log.read_text()
+    assert "stop signal received" in text and "received SIGUSR1: stopping before finishing" in text
+    assert manifests(out)[0]["slurm_restart_count"] == 1 and manifests(out)[1]["slurm_restart_count"] == 0
+    [stopped] = list(CheckpointLayout(out).failed_tasks_root.rglob("attempt_error.json"))
+    assert stopped.parent.parent.name == "restart_0" and stopped.parent.name == "shard_0"
+    assert json.loads(stopped.read_text())["error_type"] == "ShardStopped"
+    assert subprocess.run(["curator-array", "retry", "--checkpoint-path", str(out)], capture_output=True, text=True,
+                          env=CLI_ENV).stdout == ""
+    assert_same_as(out, baseline)

@@ -2,7 +2,14 @@ import json
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout, completion_manifest, write_completion_manifest, write_failed_tasks, AttemptId
+from curator_array.checkpoint import (
+    AttemptId,
+    CheckpointLayout,
+    completion_manifest,
+    write_attempt_error,
+    write_completion_manifest,
+    write_failed_tasks,
+)
 from curator_array.cli import main
 from curator_array.jobenv import JobEnvironment
 from curator_array.sharding import ShardConfig
@@ -69,6 +76,21 @@ def test_status_text_and_json(capsys, checkpoint):
     assert data["duration_s"] == {"min": 2.0, "mean": pytest.approx(11 / 3), "max": 6.0}
     assert data["failed_attempts"][0]["failed_task_count"] == 1
     assert data["failed_attempts"][0]["shard_completed_later"] is False
+
+
+def test_status_shows_why_an_attempt_stopped(capsys, checkpoint):
+    job = JobEnvironment.from_env({"SLURM_JOB_ID": "78", "SLURM_ARRAY_TASK_ID": "0", "SLURM_RESTART_COUNT": "1"}, hostname="n")
+    write_attempt_error(checkpoint, AttemptId.from_job(job), ShardConfig(0, 6), job, RuntimeError("node n2 died"))
+    (checkpoint.failed_tasks_root / "slurm_job_1" / "shard_5").mkdir(parents=True)
+    (checkpoint.failed_tasks_root / "slurm_job_1" / "shard_5" / "failed_tasks.json").write_text("{")
+    code, out, _ = run_cli(capsys, "status", "--checkpoint-path", str(checkpoint.root))
+    assert code == 0 and "failed attempts (3):" in out
+    assert "shard 0: ended early: node n2 died (shard completed later)" in out
+    assert "slurm_job_78/array_task_0/restart_1/shard_0/attempt_error.json" in out
+    assert "shard None: unreadable record (" in out
+    data = json.loads(run_cli(capsys, "status", "--checkpoint-path", str(checkpoint.root), "--json")[1])
+    errors = {a["shard_index"]: a["error"] for a in data["failed_attempts"]}
+    assert errors[0] == "node n2 died" and errors[3] is None
 
 
 def test_plan_json(capsys, tmp_path):

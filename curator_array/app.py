@@ -17,7 +17,7 @@ from .pipeline import Pipeline, PipelineOptions, default_pipeline, load_pipeline
 from .ray_cluster import NodeOptions
 from .runner import ShardOutcome, prepare_shard, run_prepared
 from .stages.download import DOWNLOAD_SLOT
-from .stopping import raise_if_stop_requested
+from .stopping import on_stop, raise_if_stop_requested
 from .sharding import ShardConfig, shard_config_from_env
 
 logger = logging.getLogger(__name__)
@@ -149,27 +149,44 @@ def run_shard_command(request: RunRequest, env: Mapping[str, str], client_factor
             if lost_nodes is not None:
                 _check_nodes(lost_nodes)
 
-        try:
-            with client:
-                outcome = run_prepared(
-                    prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
-                    health_check=health_check,
-                )
-        except BaseException as exc:
-            _record_attempt_error(prepared, attempt, job, exc)
-            raise
+        errors = _AttemptErrors(prepared, attempt, job)
+        # Record the reason before tearing the cluster down, which can hang or be cut short.
+        with on_stop(errors.record):
+            try:
+                with client:
+                    try:
+                        outcome = run_prepared(
+                            prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
+                            health_check=health_check,
+                        )
+                    except BaseException as exc:
+                        errors.record(exc)
+                        raise
+            except BaseException as exc:
+                errors.record(exc)
+                raise
     report(outcome)
     return outcome.exit_code
 
 
-def _record_attempt_error(prepared, attempt: AttemptId, job: JobEnvironment, error: BaseException) -> None:
-    """Leave the reason in the attempt's directory; never let that hide the error itself."""
-    try:
-        path = write_attempt_error(prepared.layout, attempt, prepared.shard, job, error)
-    except OSError as exc:
-        logger.warning("could not record why the attempt ended (%s)", exc)
-    else:
-        logger.error("attempt %s of shard %d ended early; reason recorded in %s", attempt, prepared.shard.shard_index, path)
+class _AttemptErrors:
+    """Writes the attempt's ``attempt_error.json`` once, for the first error seen."""
+
+    def __init__(self, prepared, attempt: AttemptId, job: JobEnvironment):
+        self.prepared, self.attempt, self.job = prepared, attempt, job
+        self.recorded = False
+
+    def record(self, error: BaseException) -> None:
+        if self.recorded:
+            return
+        self.recorded = True
+        shard = self.prepared.shard
+        try:
+            path = write_attempt_error(self.prepared.layout, self.attempt, shard, self.job, error)
+        except OSError as exc:  # never let the record hide the error itself
+            logger.warning("could not record why the attempt ended (%s)", exc)
+        else:
+            logger.error("attempt %s of shard %d ended early; reason recorded in %s", self.attempt, shard.shard_index, path)
 
 
 def _check_nodes(lost_nodes) -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from .ray_cluster import AUTH_ENV, NodeOptions, RayNodeProcess, new_session_dir, start_head, write_token
+from .stopping import reclaim_stop_handlers
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +30,19 @@ def reload_ray_auth() -> None:
         return
     Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()
+
+
+def connect_driver(address: str) -> None:
+    """Connect this process to the cluster as its driver, keeping our stop-signal handling.
+
+    Usage stats stay off in the driver too: Ray Data reports them through an actor it
+    creates when a run ends, which hangs for a minute if the cluster is already dying.
+    """
+    import ray
+
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True)
+    reclaim_stop_handlers()
 
 
 class RayClient:
@@ -62,8 +76,6 @@ class RayClient:
         self._saved_env: dict[str, str | None] = {}
 
     def start(self) -> RayClient:
-        import ray
-
         began = time.monotonic()
         if self.owns_cluster:
             self.session_dir = new_session_dir(self.temp_root)
@@ -73,7 +85,7 @@ class RayClient:
             )
             self._set_auth_env()
             logger.info("started a private Ray head at %s (session dir %s)", self.address, self.session_dir)
-        ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=True)
+        connect_driver(self.address)
         self.startup_s = time.monotonic() - began
         return self
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import dump_json, write_bytes_atomic
-from .clients import RayClient
+from .clients import RayClient, connect_driver
 from .jobenv import JobEnvironment
 from .ray_cluster import (
     NodeOptions,
@@ -123,8 +123,6 @@ class SlurmRayClient(RayClient):
 
     # driver ---------------------------------------------------------------------------
     def start(self) -> SlurmRayClient:
-        import ray
-
         began = time.monotonic()
         self.rendezvous.prepare()
         self.session_dir = new_session_dir(self.temp_root)
@@ -133,7 +131,7 @@ class SlurmRayClient(RayClient):
         self._set_auth_env()
         self.rendezvous.publish_head(self.address)
         logger.info("Ray head at %s; waiting for %d worker node(s) to join", self.address, self.expected_nodes - 1)
-        ray.init(address=self.address, logging_level=logging.WARNING, log_to_driver=True)
+        connect_driver(self.address)
         self._wait_for_nodes()
         self.startup_s = time.monotonic() - began
         return self

@@ -14,7 +14,6 @@ import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from .checkpoint import CheckpointLayout
 from .errors import ConfigError

@@ -13,7 +13,7 @@ import pytest
 
 from curator_array.sharding import shard_of
 from curator_array.stages.partition import group_task_id
-from tests.conftest import SAMPLE, need, read_records, records_digest
+from tests.conftest import SAMPLE, need
 from tests.slurm.conftest import job_script, sbatch, wait_for
 
 pytestmark = [pytest.mark.container, pytest.mark.slurm]

@@ -35,6 +35,16 @@ def slurm_cluster():
         os.environ["SLURM_CONF"] = previous
 
 
+@pytest.fixture(scope="module")
+def sample_data_module(tmp_path_factory) -> Path:
+    """The bundled JSONL sample, copied once per module (jobs read it from every node)."""
+    from tests.conftest import SAMPLE
+
+    target = tmp_path_factory.mktemp("input") / "jsonl"
+    shutil.copytree(SAMPLE / "jsonl", target)
+    return target
+
+
 def sbatch(script: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
     """Submit with sbatch options and, after the script, its own arguments (from the first
     argument that is not an sbatch option, e.g. run options after ``--array=...``)."""

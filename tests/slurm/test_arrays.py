@@ -12,7 +12,7 @@ import pytest
 
 from curator_array.checkpoint import CheckpointLayout
 from tests.conftest import REPO, read_records, records_digest, visible_files
-from tests.slurm.conftest import entrypoint_line, job_script, job_states, sbatch, wait_for
+from tests.slurm.conftest import entrypoint_line, job_script, sbatch, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -40,17 +40,6 @@ def unsharded(tmp_path_factory, sample_data_module):
         check=True, capture_output=True, cwd=REPO, env=dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ['PATH']}"),
     )
     return read_records(out)
-
-
-@pytest.fixture(scope="module")
-def sample_data_module(tmp_path_factory):
-    import shutil
-
-    from tests.conftest import SAMPLE
-
-    target = tmp_path_factory.mktemp("input") / "jsonl"
-    shutil.copytree(SAMPLE / "jsonl", target)
-    return target
 
 
 def submit_env(input_dir: Path, out: Path, **extra: str) -> dict[str, str]:
@@ -132,6 +121,8 @@ def test_cancelled_element_is_retried_to_identical_outputs(slurm_cluster, sample
     states = wait_for(job, 3)
     assert states["1"] == "CANCELLED" or states["1"].startswith("CANCELLED"), states
     assert 1 not in manifests(out)
+    [stopped] = CheckpointLayout(out).failed_tasks_root.rglob("attempt_error.json")
+    assert "received SIGTERM" in json.loads(stopped.read_text())["error"]
 
     fields = subprocess.run(["curator-array", "retry", "--checkpoint-path", str(out), "--format", "fields"],
                             capture_output=True, text=True, check=True, env=dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ['PATH']}")).stdout

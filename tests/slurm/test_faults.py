@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,9 +15,9 @@ import pytest
 
 from curator_array.checkpoint import CheckpointLayout
 from curator_array.ray_cluster import session_members
-from tests.conftest import REPO, read_records, records_digest, visible_files
-from tests.slurm.conftest import entrypoint_line, job_script, sbatch, wait_for
-from tests.slurm.test_arrays import manifests, raylet_pids, sample_data_module  # noqa: F401
+from tests.conftest import REPO, read_records, visible_files
+from tests.slurm.conftest import CLUSTER_SCRIPT, MAX_ARRAY_SIZE, entrypoint_line, job_script, job_states, sbatch, wait_for
+from tests.slurm.test_arrays import manifests, raylet_pids
 
 pytestmark = pytest.mark.slurm
 SLOW = "--pipeline tests.slurm.slow_pipeline:build --output-file-type parquet"
@@ -76,6 +77,22 @@ def assert_same_as(out: Path, baseline: Path) -> None:
     assert not [p for p in os.listdir(out) if ".tmp-" in p or p.endswith(".part")]
 
 
+def joined_worker(out: Path, task: str, timeout: float = 60) -> dict:
+    """The rendezvous record of node 1 of one array element, once it joined the Ray head."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for path in (CheckpointLayout(out).metadata_dir / ".ray_rendezvous").glob("*/joined_1.json"):
+            info = json.loads(path.read_text())
+            try:
+                env = open(f"/proc/{info['pid']}/environ", "rb").read()
+            except OSError:
+                continue
+            if f"SLURM_ARRAY_TASK_ID={task}\0".encode() in env:
+                return info
+        time.sleep(0.3)
+    raise AssertionError(f"element {task}'s worker node never joined")
+
+
 @pytest.fixture(scope="module")
 def baseline(sample_data_module, tmp_path_factory):
     out = tmp_path_factory.mktemp("baseline") / "out"
@@ -110,23 +127,47 @@ def test_worker_node_killed_in_a_two_node_element(slurm_cluster, sample_data_mod
     job = sbatch(script, "--array=0-1", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "4"})
     log = tmp_path / f"slurm_{job}_0.out"
     wait_for_log(log, "stage slow")
-    deadline = time.monotonic() + 60
-    element_job = None
-    while element_job is None and time.monotonic() < deadline:
-        for path in (CheckpointLayout(out).metadata_dir / ".ray_rendezvous").glob("*/joined_1.json"):
-            info = json.loads(path.read_text())
-            env = open(f"/proc/{info['pid']}/environ", "rb").read() if Path(f"/proc/{info['pid']}").exists() else b""
-            if f"SLURM_ARRAY_TASK_ID=0\0".encode() in env:
-                element_job = info
-        time.sleep(0.3)
-    assert element_job is not None, "element 0's worker node never joined"
-    for pid in session_members(element_job["pid"]):  # the worker node's Ray processes (started by this job)
+    worker = joined_worker(out, "0")
+    for pid in session_members(worker["pid"]):  # the worker node's Ray processes (started by this job)
         os.kill(pid, signal.SIGKILL)
     states = wait_for(job, 2, timeout=300)
     assert states["0"] == "FAILED", (states, log.read_text()[-3000:])
     assert "died during the run" in log.read_text() or "exited before the driver finished" in log.read_text()
     assert 0 not in manifests(out)
     retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n" if states["1"] == "COMPLETED" else "0-1 0 0 2\n")
+    assert_same_as(out, baseline)
+
+
+def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_module, baseline, tmp_path):
+    """The worker node's slurmd goes away (its job processes keep running): SLURM declares the
+    node failed, the head's step is told to stop, no manifest; retry converges."""
+    out = tmp_path / "out"
+    script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW, '--worker-join-timeout', '90')}",
+                        ("#SBATCH --nodes=2", "#SBATCH --no-requeue"))
+    job = sbatch(script, "--array=0", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out),
+                                           "TOTAL_SHARDS": "2", "SLOW_SECONDS": "30"})
+    log = tmp_path / f"slurm_{job}_0.out"
+    wait_for_log(log, "stage slow")
+    worker = joined_worker(out, "0")
+    worker_processes = session_members(worker["pid"])
+    run_dir = Path(os.environ["SLURM_CONF"]).parent.parent / "run"
+    slurmd_pid = int((run_dir / f"slurmd-{worker['node_name']}.pid").read_text().split()[0])
+    os.kill(slurmd_pid, signal.SIGTERM)  # the throwaway cluster's slurmd, started by this test session
+    try:
+        states = wait_for(job, 1, timeout=300)
+        assert states["0"] == "NODE_FAIL", (states, log.read_text()[-3000:])
+        assert 0 not in manifests(out)
+        text = log.read_text()
+        assert "NODE FAILURE" in text and "received SIGTERM: stopping before finishing" in text, text[-3000:]
+    finally:
+        restarted = subprocess.run([sys.executable, str(CLUSTER_SCRIPT), "start", "--nodes", "3", "--max-array-size",
+                                    str(MAX_ARRAY_SIZE)], capture_output=True, text=True)
+        assert restarted.returncode == 0, restarted.stderr
+    deadline = time.monotonic() + 120
+    while [p for p in worker_processes if Path(f"/proc/{p}").exists()] and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not [p for p in worker_processes if Path(f"/proc/{p}").exists()], "the worker node's Ray processes outlived the job"
+    retry_and_resubmit(out, script, sample_data_module, "0-1 0 0 2\n")
     assert_same_as(out, baseline)
 
 
@@ -198,6 +239,11 @@ def test_stop_signal_requeues_the_element_when_the_site_asks(slurm_cluster, samp
     while time.monotonic() < deadline:  # SLURM holds a requeued job ~120 s (BeginTime); release it now
         if subprocess.run(["scontrol", "update", f"jobid={job}_0", "StartTime=now"], capture_output=True).returncode == 0:
             break
+        time.sleep(1)
+    deadline = time.monotonic() + 300
+    while 0 not in manifests(out) and time.monotonic() < deadline:  # the first attempt's end is logged as FAILED
+        time.sleep(1)
+    while job_states(job).get("0") != "COMPLETED" and time.monotonic() < deadline:
         time.sleep(1)
     states = wait_for(job, 2)
     assert set(states.values()) == {"COMPLETED"}, (states, log.read_text()[-3000:])

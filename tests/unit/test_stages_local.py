@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curator_array.examples.quality import AlphabeticRatioFilter, build_pipeline
+from curator_array.examples.quality import AlphabeticRatioFilter
 from curator_array.pipeline import Pipeline, PipelineOptions, load_pipeline
 from curator_array.errors import ConfigError
 from curator_array.stages.filters import ExactDuplicateFilter, NonEmptyTextFilter, WordCountFilter

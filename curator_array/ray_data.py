@@ -76,7 +76,7 @@ def _tag(results: list[Task], stage: ProcessingStage) -> list[Task]:
 
 @ray.remote(num_cpus=0)
 class BacklogBudget:
-    """Tokens shared by a producer stage and its consumer: one per output not yet consumed.
+    """Tokens shared by a producer stage and its consumer: one per output the consumer has not picked up.
 
     Ray Data's own backpressure reacts to object-store bytes; a download stage emits tiny
     paths, so without this it can run arbitrarily far ahead of the expensive stage after it.
@@ -102,12 +102,15 @@ def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None):
     """One Ray task function running several stages in turn, without pickling in between.
 
     ``take``: a budget to acquire per input task before running (a bounded producer).
-    ``give``: a budget to release per input task once processed (its consumer).
+    ``give``: a budget to release per input task as its processing starts (that producer's
+    consumer): the producer may then fetch the next one while this one is processed.
     """
 
     def apply(batch: pa.Table) -> pa.Table:
         tasks = _decode(batch)
         keys = [t.task_id for t in tasks]
+        if give is not None:
+            ray.get([give.release.remote(k) for k in keys])
         if take is not None:
             ray.get([take.acquire.remote(k) for k in keys])
         try:
@@ -118,9 +121,6 @@ def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None):
             if take is not None:
                 ray.get([take.release.remote(k) for k in keys])
             raise
-        finally:
-            if give is not None:
-                ray.get([give.release.remote(k) for k in keys])
         return _encode(tasks)
 
     apply.__name__ = apply.__qualname__ = "->".join(stage.stage_name for stage in stages)
@@ -149,20 +149,29 @@ def chain_stages(stages: Sequence[ProcessingStage]) -> list[list[ProcessingStage
 
 
 class _StageActor:
-    """Holds one stage instance whose ``setup`` ran once, for actor stages."""
+    """Holds one stage instance whose ``setup`` ran once, for actor stages.
 
-    def __init__(self, stage: ProcessingStage, give=None):
+    ``take`` and ``give`` are backlog budgets, as for :func:`_task_chain_fn`.
+    """
+
+    def __init__(self, stage: ProcessingStage, take=None, give=None):
         self.stage = stage
-        self.give = give
+        self.take, self.give = take, give
         stage.setup()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         tasks = _decode(batch)
+        keys = [t.task_id for t in tasks]
+        if self.give is not None:
+            ray.get([self.give.release.remote(k) for k in keys])
+        if self.take is not None:
+            ray.get([self.take.acquire.remote(k) for k in keys])
         try:
             return _encode(run_stage_on(self.stage, tasks))
-        finally:
-            if self.give is not None:
-                ray.get([self.give.release.remote(t.task_id) for t in tasks])
+        except BaseException:
+            if self.take is not None:
+                ray.get([self.take.release.remote(k) for k in keys])
+            raise
 
 
 def cluster_shape() -> ClusterShape:
@@ -214,11 +223,12 @@ class RayDataExecutor:
         if stage.resources.gpus:
             kwargs["num_gpus"] = stage.resources.gpus
         if choice.actor:
+            in_flight = spec.max_tasks_in_flight_per_actor
             if choice.size is not None:
-                kwargs["compute"] = ray.data.ActorPoolStrategy(size=choice.size, max_tasks_in_flight_per_actor=1)
+                kwargs["compute"] = ray.data.ActorPoolStrategy(size=choice.size, max_tasks_in_flight_per_actor=in_flight)
             else:
                 kwargs["compute"] = ray.data.ActorPoolStrategy(
-                    min_size=choice.min_size, max_size=choice.max_size, max_tasks_in_flight_per_actor=1
+                    min_size=choice.min_size, max_size=choice.max_size, max_tasks_in_flight_per_actor=in_flight
                 )
             kwargs["fn_constructor_kwargs"] = {"stage": stage}
         elif choice.size is not None:
@@ -254,12 +264,12 @@ class RayDataExecutor:
             give, pending_budget = pending_budget, None
             take = None
             choice = self.pool_choices[segment[0].stage_name]
-            if segment[0].validate().bound_backlog and not segment[0].validate().is_actor_stage and choice.size:
+            if segment[0].validate().bound_backlog and choice.size:
                 take = pending_budget = BacklogBudget.remote(BACKLOG_PER_WORKER * choice.size)
                 logger.info("stage %s: at most %d outputs ahead of the next stage", segment[0].stage_name, BACKLOG_PER_WORKER * choice.size)
             if segment[0].validate().is_actor_stage:
                 actor_cls = type(segment[0].stage_name, (_StageActor,), {})
-                kwargs["fn_constructor_kwargs"] = {**kwargs["fn_constructor_kwargs"], "give": give}
+                kwargs["fn_constructor_kwargs"] = {**kwargs["fn_constructor_kwargs"], "take": take, "give": give}
                 dataset = dataset.map_batches(actor_cls, **kwargs)
             else:
                 dataset = dataset.map_batches(_task_chain_fn(segment, take, give), **kwargs)

@@ -55,6 +55,7 @@ class FaultServer:
         self.peak_active = 0
         self.bytes_sent = 0
         self.busy_s = 0.0  # time with at least one body being sent
+        self.last_body_end = 0.0  # time.time() when the latest body ended
         self._busy_since = 0.0
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -91,7 +92,8 @@ class FaultServer:
                 path = self.path
                 with server.lock:
                     seen = server.requests[path]
-                    seen.append({"time": time.time(), "range": self.headers.get("Range")})
+                    record = {"time": time.time(), "range": self.headers.get("Range")}
+                    seen.append(record)
                     first = len(seen) == 1
                 parts = path.strip("/").split("/", 1)
                 kind, name = (parts + [""])[:2]
@@ -119,6 +121,7 @@ class FaultServer:
                 self.end_headers()
                 cut = len(payload) // 2 if kind in ("drop", "norange") and first else None
                 self._stream(payload, cut)
+                record["body_end"] = time.time()
 
             def _stream(self, payload: bytes, cut: int | None) -> None:
                 with server.lock:
@@ -147,6 +150,7 @@ class FaultServer:
                 finally:
                     with server.lock:
                         server.active -= 1
+                        server.last_body_end = time.time()
                         if server.active == 0:
                             server.busy_s += time.monotonic() - server._busy_since
 

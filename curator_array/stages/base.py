@@ -15,7 +15,15 @@ from ..errors import ConfigError
 from ..tasks import Task
 
 SPEC_KEYS = frozenset(
-    {"is_actor_stage", "num_workers", "num_workers_per_node", "scheduling_strategy", "per_node_slot", "bound_backlog"}
+    {
+        "is_actor_stage",
+        "num_workers",
+        "num_workers_per_node",
+        "scheduling_strategy",
+        "per_node_slot",
+        "bound_backlog",
+        "max_tasks_in_flight_per_actor",
+    }
 )
 
 
@@ -38,7 +46,10 @@ class RayStageSpec:
     ``per_node_slot`` names a per-node custom resource each worker takes one unit of, for a
     hard per-node cap on clusters that define it. ``bound_backlog`` stops the stage from
     running ahead of the stage that consumes its outputs: at most a few outputs per worker
-    of its pool may be started but not yet consumed (``ray_data.BACKLOG_PER_WORKER``).
+    of its pool may be started and not yet picked up by the consumer
+    (``ray_data.BACKLOG_PER_WORKER``). ``max_tasks_in_flight_per_actor`` (actor stages)
+    queues further inputs at each actor, which still runs one at a time but then never
+    waits for the scheduler between inputs.
     """
 
     is_actor_stage: bool = False
@@ -47,6 +58,7 @@ class RayStageSpec:
     scheduling_strategy: str | None = None
     per_node_slot: str | None = None
     bound_backlog: bool = False
+    max_tasks_in_flight_per_actor: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -73,6 +85,11 @@ class RayStageSpec:
             raise ConfigError(
                 f"stage {stage_name!r}: num_workers_per_node must be a number > 0, got {per_node!r}"
             )
+        in_flight = spec.get("max_tasks_in_flight_per_actor", 1)
+        if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 1:
+            raise ConfigError(
+                f"stage {stage_name!r}: max_tasks_in_flight_per_actor must be an integer >= 1, got {in_flight!r}"
+            )
         return cls(
             is_actor_stage=bool(spec.get("is_actor_stage", False)),
             num_workers=workers,
@@ -80,6 +97,7 @@ class RayStageSpec:
             scheduling_strategy=spec.get("scheduling_strategy"),
             per_node_slot=spec.get("per_node_slot"),
             bound_backlog=bool(spec.get("bound_backlog", False)),
+            max_tasks_in_flight_per_actor=in_flight,
         )
 
 

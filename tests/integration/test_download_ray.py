@@ -129,4 +129,5 @@ def test_backlog_is_bounded_when_the_consumer_is_slow(two_node_cluster, slow_ser
     from curator_array.ray_data import BACKLOG_PER_WORKER
 
     budget = BACKLOG_PER_WORKER * executor.pool_choices["download"].size
-    assert 1 <= peak[0] <= budget, f"{peak[0]} files downloaded but not consumed (budget {budget})"
+    in_consumer = executor.pool_choices["slow_consumer"].size  # picked up, still being processed
+    assert 1 <= peak[0] <= budget + in_consumer, f"{peak[0]} files downloaded but not consumed (budget {budget})"

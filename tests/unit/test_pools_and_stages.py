@@ -35,6 +35,8 @@ def test_fixed_and_default_pools():
         ({"num_workers": 0}, "num_workers must be an integer >= 1"),
         ({"num_workers_per_node": -1}, "must be a number > 0"),
         ({"num_worker": 2}, "unknown ray_stage_spec key"),
+        ({"is_actor_stage": True, "max_tasks_in_flight_per_actor": 0}, "max_tasks_in_flight_per_actor must be an integer >= 1"),
+        ({"is_actor_stage": True, "max_tasks_in_flight_per_actor": 1.5}, "max_tasks_in_flight_per_actor must be"),
     ],
 )
 def test_bad_specs_are_rejected_when_the_stage_is_built(keys, message):

@@ -77,6 +77,12 @@ def assert_same_as(out: Path, baseline: Path) -> None:
     assert not [p for p in os.listdir(out) if ".tmp-" in p or p.endswith(".part")]
 
 
+def attempt_errors(out: Path, shard: int) -> list[dict]:
+    """The attempt_error.json records of one shard, one per attempt that ended early."""
+    root = CheckpointLayout(out).failed_tasks_root
+    return [json.loads(p.read_text()) for p in sorted(root.rglob(f"shard_{shard}/attempt_error.json"))]
+
+
 def joined_worker(out: Path, task: str, timeout: float = 60) -> dict:
     """The rendezvous record of node 1 of one array element, once it joined the Ray head."""
     deadline = time.monotonic() + timeout
@@ -134,6 +140,7 @@ def test_worker_node_killed_in_a_two_node_element(slurm_cluster, sample_data_mod
     assert states["0"] == "FAILED", (states, log.read_text()[-3000:])
     assert "died during the run" in log.read_text() or "exited before the driver finished" in log.read_text()
     assert 0 not in manifests(out)
+    assert attempt_errors(out, 0), "the head did not record why the attempt ended"
     retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n" if states["1"] == "COMPLETED" else "0-1 0 0 2\n")
     assert_same_as(out, baseline)
 
@@ -159,6 +166,7 @@ def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_
         assert 0 not in manifests(out)
         text = log.read_text()
         assert "NODE FAILURE" in text and "received SIGTERM: stopping before finishing" in text, text[-3000:]
+        assert [e["error_type"] for e in attempt_errors(out, 0)] == ["ShardStopped"]
     finally:
         restarted = subprocess.run([sys.executable, str(CLUSTER_SCRIPT), "start", "--nodes", "3", "--max-array-size",
                                     str(MAX_ARRAY_SIZE)], capture_output=True, text=True)
@@ -197,6 +205,7 @@ def test_time_limit_with_signal_stops_gracefully(slurm_cluster, sample_data_modu
     assert "stop signal received" in log and "received SIGUSR1" in log, log[-3000:]
     assert states["0"] in ("FAILED", "TIMEOUT"), states
     assert not manifests(out)
+    assert [e["error_type"] for e in attempt_errors(out, 0)] == ["ShardStopped"]
     assert not [p for p in os.listdir(out) if ".tmp-" in p or p.endswith(".part")]
 
 

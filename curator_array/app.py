@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, fields
 
 from .checkpoint import AttemptId, write_attempt_error
@@ -150,21 +151,13 @@ def run_shard_command(request: RunRequest, env: Mapping[str, str], client_factor
                 _check_nodes(lost_nodes)
 
         errors = _AttemptErrors(prepared, attempt, job)
-        # Record the reason before tearing the cluster down, which can hang or be cut short.
-        with on_stop(errors.record):
-            try:
-                with client:
-                    try:
-                        outcome = run_prepared(
-                            prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
-                            health_check=health_check,
-                        )
-                    except BaseException as exc:
-                        errors.record(exc)
-                        raise
-            except BaseException as exc:
-                errors.record(exc)
-                raise
+        # The inner recording comes before the cluster's teardown, which can hang or be cut
+        # short; the outer one catches a cluster that never started.
+        with on_stop(errors.record), errors.recording(), client, errors.recording():
+            outcome = run_prepared(
+                prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
+                health_check=health_check,
+            )
     report(outcome)
     return outcome.exit_code
 
@@ -175,6 +168,14 @@ class _AttemptErrors:
     def __init__(self, prepared, attempt: AttemptId, job: JobEnvironment):
         self.prepared, self.attempt, self.job = prepared, attempt, job
         self.recorded = False
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException as exc:
+            self.record(exc)
+            raise
 
     def record(self, error: BaseException) -> None:
         if self.recorded:

@@ -18,7 +18,7 @@ from . import __version__
 from .checkpoint import CheckpointLayout
 from .errors import ConfigError, CuratorArrayError
 from .retry import FORMATS, format_retry, plan_retry
-from .stopping import ShardStopped
+from .stopping import ShardStopped, install_stop_handlers
 
 EPILOG_RETRY = """\b
 Examples:
@@ -248,13 +248,15 @@ def run(**kwargs) -> None:
     The shard comes from NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX / _TOTAL_SHARDS /
     _MINIMUM_SHARD_INDEX (falling back to SLURM_ARRAY_TASK_ID / SLURM_ARRAY_TASK_COUNT);
     without them every task runs as one implicit shard. A completion manifest is written
-    only when every task succeeded.
+    only when every task succeeded. SIGUSR1 (what `#SBATCH --signal` sends) and SIGTERM
+    stop the shard cleanly, without a manifest (exit 4).
     """
     from .app import RunRequest, run_shard_command
 
     if not kwargs["input_dir"] and not kwargs["input_urls"]:
         raise click.UsageError("give --input-dir (or INPUT_DIR), or --input-urls")
     logging.getLogger("curator_array").setLevel(logging.INFO)
+    install_stop_handlers()
     raise click.exceptions.Exit(run_shard_command(RunRequest.from_flags(kwargs), os.environ))
 
 

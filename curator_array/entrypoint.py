@@ -16,7 +16,6 @@ from collections.abc import Mapping
 
 from .errors import ConfigError
 from .jobenv import JobEnvironment, env_int
-from .stopping import install_stop_handlers
 from .sharding import (
     MINIMUM_SHARD_INDEX_VAR,
     SHARD_INDEX_VAR,
@@ -77,10 +76,6 @@ def array_environment(env: Mapping[str, str]) -> tuple[dict[str, str], list[str]
 
 def main(argv: list[str] | None = None) -> int:
     from .cli import main as cli_main
-
-    # `#SBATCH --signal` (forwarded as USR1 by the site scripts) and scancel's TERM unwind the
-    # run through its context managers, so the private Ray cluster is stopped on the way out.
-    install_stop_handlers()
 
     args = list(sys.argv[1:] if argv is None else argv)
     try:

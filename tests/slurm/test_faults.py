@@ -179,6 +179,25 @@ def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_
     assert_same_as(out, baseline)
 
 
+def release_requeued(element: str, timeout: float = 90) -> None:
+    """SLURM holds a requeued job about 120 s (Reason=BeginTime): start it now instead.
+
+    Updating the start time only works once the requeue has taken effect, so wait for the
+    hold itself, then for the hold to be gone.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        shown = subprocess.run(["scontrol", "-o", "show", "job", element], capture_output=True, text=True).stdout
+        fields = dict(item.split("=", 1) for item in shown.split() if "=" in item)
+        state = fields.get("JobState")
+        if state == "PENDING" and fields.get("Reason") == "BeginTime":
+            subprocess.run(["scontrol", "update", f"jobid={element}", "StartTime=now"], capture_output=True)
+        elif int(fields.get("Restarts", "0")) >= 1 and state != "COMPLETING":  # the hold comes after COMPLETING
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{element} was not requeued and released within {timeout:.0f}s")
+
+
 def render_test_site(directory: Path, **settings) -> Path:
     """A bare-metal site for this checkout, rendered from the real templates."""
     from curator_array.sites import load_site, render_site
@@ -215,11 +234,7 @@ def test_requeued_element_gets_a_new_restart_count_and_completes(slurm_cluster, 
     job = sbatch(script, "--array=0", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "1"})
     wait_for_log(tmp_path / f"slurm_{job}_0.out", "stage slow")
     subprocess.run(["scontrol", "requeue", f"{job}_0"], check=True, capture_output=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # a requeued job is held until its begin time; release it now
-        if subprocess.run(["scontrol", "update", f"jobid={job}_0", "StartTime=now"], capture_output=True).returncode == 0:
-            break
-        time.sleep(1)
+    release_requeued(f"{job}_0")
     deadline = time.monotonic() + 300
     while not manifests(out) and time.monotonic() < deadline:
         time.sleep(1)
@@ -244,11 +259,7 @@ def test_stop_signal_requeues_the_element_when_the_site_asks(slurm_cluster, samp
     wait_for_log(log, "stage slow")
     subprocess.run(["scancel", "--batch", "--signal=USR1", f"{job}_0"], check=True, capture_output=True)
     wait_for_log(log, "requeueing array task 0")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:  # SLURM holds a requeued job ~120 s (BeginTime); release it now
-        if subprocess.run(["scontrol", "update", f"jobid={job}_0", "StartTime=now"], capture_output=True).returncode == 0:
-            break
-        time.sleep(1)
+    release_requeued(f"{job}_0")
     deadline = time.monotonic() + 300
     while 0 not in manifests(out) and time.monotonic() < deadline:  # the first attempt's end is logged as FAILED
         time.sleep(1)

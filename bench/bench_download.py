@@ -131,14 +131,13 @@ def _serve(files: dict[str, bytes], conn) -> None:
             with server.lock:
                 server.requests.clear()
                 server.peak_active = server.bytes_sent = 0
-                server.busy_s = server.last_body_end = 0.0
+                server.busy_s = 0.0
             conn.send(None)
         elif command == "stats":
             with server.lock:
                 starts = [r["time"] for reqs in server.requests.values() for r in reqs]
-                bodies = [(r["time"], r["body_end"]) for reqs in server.requests.values() for r in reqs if "body_end" in r]
-                conn.send({"first_request": min(starts, default=None), "last_body_end": server.last_body_end,
-                           "bodies": bodies,
+                ends = [r["body_end"] for reqs in server.requests.values() for r in reqs if "body_end" in r]
+                conn.send({"first_request": min(starts, default=None), "last_body_end": max(ends, default=0.0),
                            "peak_active": server.peak_active, "bytes_sent": server.bytes_sent, "busy_s": server.busy_s})
         else:
             server.stop()

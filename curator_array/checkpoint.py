@@ -416,7 +416,7 @@ def find_failed_attempt_records(layout: CheckpointLayout) -> list[tuple[Path, di
     root = layout.failed_tasks_root
     if not root.is_dir():
         return []
-    paths = sorted([*root.rglob(FAILED_TASKS_FILE), *root.rglob(ATTEMPT_ERROR_FILE)])
+    paths = sorted(p for p in root.rglob("*.json") if p.name in (FAILED_TASKS_FILE, ATTEMPT_ERROR_FILE))
     records = []
     for path in paths:
         try:

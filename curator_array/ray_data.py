@@ -12,7 +12,7 @@ import logging
 import pickle
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -98,30 +98,41 @@ class BacklogBudget:
             self.tokens.release()
 
 
+def _within_budgets(tasks: list[Task], take, give, work: Callable[[list[Task]], list[Task]]) -> list[Task]:
+    """Run ``work`` on a batch between two backlog budgets.
+
+    ``give`` (this stage consumes a bounded producer): its tokens go back as processing
+    starts, so the producer may fetch the next input meanwhile. ``take`` (this stage is the
+    bounded producer): one token per input is held until the consumer picks the output up,
+    or returned at once if the work fails.
+    """
+    keys = [t.task_id for t in tasks]
+    if give is not None:
+        ray.get([give.release.remote(k) for k in keys])
+    if take is not None:
+        ray.get([take.acquire.remote(k) for k in keys])
+    try:
+        return work(tasks)
+    except BaseException:
+        if take is not None:
+            ray.get([take.release.remote(k) for k in keys])
+        raise
+
+
 def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None):
     """One Ray task function running several stages in turn, without pickling in between.
 
-    ``take``: a budget to acquire per input task before running (a bounded producer).
-    ``give``: a budget to release per input task as its processing starts (that producer's
-    consumer): the producer may then fetch the next one while this one is processed.
+    ``take`` and ``give`` are backlog budgets (see :func:`_within_budgets`).
     """
 
+    def run_chain(tasks: list[Task]) -> list[Task]:
+        for stage in stages:
+            stage.setup()
+            tasks = run_stage_on(stage, tasks)
+        return tasks
+
     def apply(batch: pa.Table) -> pa.Table:
-        tasks = _decode(batch)
-        keys = [t.task_id for t in tasks]
-        if give is not None:
-            ray.get([give.release.remote(k) for k in keys])
-        if take is not None:
-            ray.get([take.acquire.remote(k) for k in keys])
-        try:
-            for stage in stages:
-                stage.setup()
-                tasks = run_stage_on(stage, tasks)
-        except BaseException:
-            if take is not None:
-                ray.get([take.release.remote(k) for k in keys])
-            raise
-        return _encode(tasks)
+        return _encode(_within_budgets(_decode(batch), take, give, run_chain))
 
     apply.__name__ = apply.__qualname__ = "->".join(stage.stage_name for stage in stages)
     return apply
@@ -151,7 +162,7 @@ def chain_stages(stages: Sequence[ProcessingStage]) -> list[list[ProcessingStage
 class _StageActor:
     """Holds one stage instance whose ``setup`` ran once, for actor stages.
 
-    ``take`` and ``give`` are backlog budgets, as for :func:`_task_chain_fn`.
+    ``take`` and ``give`` are backlog budgets (see :func:`_within_budgets`).
     """
 
     def __init__(self, stage: ProcessingStage, take=None, give=None):
@@ -160,18 +171,10 @@ class _StageActor:
         stage.setup()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        tasks = _decode(batch)
-        keys = [t.task_id for t in tasks]
-        if self.give is not None:
-            ray.get([self.give.release.remote(k) for k in keys])
-        if self.take is not None:
-            ray.get([self.take.acquire.remote(k) for k in keys])
-        try:
-            return _encode(run_stage_on(self.stage, tasks))
-        except BaseException:
-            if self.take is not None:
-                ray.get([self.take.release.remote(k) for k in keys])
-            raise
+        return _encode(_within_budgets(_decode(batch), self.take, self.give, self._run))
+
+    def _run(self, tasks: list[Task]) -> list[Task]:
+        return run_stage_on(self.stage, tasks)
 
 
 def cluster_shape() -> ClusterShape:

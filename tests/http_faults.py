@@ -55,7 +55,6 @@ class FaultServer:
         self.peak_active = 0
         self.bytes_sent = 0
         self.busy_s = 0.0  # time with at least one body being sent
-        self.last_body_end = 0.0  # time.time() when the latest body ended
         self._busy_since = 0.0
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -150,7 +149,6 @@ class FaultServer:
                 finally:
                     with server.lock:
                         server.active -= 1
-                        server.last_body_end = time.time()
                         if server.active == 0:
                             server.busy_s += time.monotonic() - server._busy_since
 

@@ -17,7 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.container.conftest import load_build_tool  # noqa: E402
+sys.path.insert(0, str(REPO / "container"))
+import build_image  # noqa: E402  (container/build_image.py, the Makefile's build tool)
 SAMPLE = REPO / "sample_data" / "jsonl"
 ENTRYPOINT = "/opt/curator-array/entrypoints/curator-array-entrypoint"
 TAG = "curator-array:bench"
@@ -37,7 +38,7 @@ def run_task(command: list[str], data: Path, out: Path) -> float:
 
 
 def main() -> None:
-    tool = load_build_tool()
+    tool = build_image
     client = tool.docker_client()
     try:
         client.images.get("curator-array-base:bookworm")

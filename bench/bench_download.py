@@ -34,9 +34,10 @@ from curator_array.pipeline import Pipeline  # noqa: E402
 from curator_array.ray_cluster import NodeOptions  # noqa: E402
 from curator_array.stages.base import ProcessingStage, Resources  # noqa: E402
 from curator_array.stages.download import DOWNLOAD_SLOT, DownloadStage  # noqa: E402
+from curator_array.stages.io import FileListWriter  # noqa: E402
 from curator_array.stages.urls import UrlListStage  # noqa: E402
-from tests.http_faults import FaultServer, random_bytes  # noqa: E402
-from tests.integration.runs import run_shard  # noqa: E402
+from curator_array.devtools.fault_server import FaultServer, random_bytes  # noqa: E402
+from curator_array.app import run_shard_here  # noqa: E402
 
 MB = 1_000_000
 LIMIT = 40 * MB
@@ -150,12 +151,12 @@ def measure(label: str, stage_factory, consumer, work: Path, server: ServerProce
     lists = work / f"{label}.txt"
     lists.write_text("".join(server.url(name) + "\n" for name in files))
     download_dir = work / f"dl-{label}"
-    pipeline = Pipeline(UrlListStage([lists]), [stage_factory(download_dir), consumer()])
+    pipeline = Pipeline(UrlListStage([lists]), [stage_factory(download_dir), consumer(), FileListWriter(work / f"out-{label}")])
     stop, peak = threading.Event(), [0]
     sampler = threading.Thread(target=backlog_sampler, args=(download_dir, stop, peak), daemon=True)
     sampler.start()
     began = time.perf_counter()
-    outcome = run_shard(pipeline, None, work / f"ckpt-{label}")
+    outcome = run_shard_here(pipeline, work / f"ckpt-{label}")
     elapsed = time.perf_counter() - began
     stop.set()
     sampler.join()

@@ -9,17 +9,19 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 
-from .checkpoint import AttemptId, write_attempt_error
+from .checkpoint import AttemptId, CheckpointLayout, archive_run, write_attempt_error
+from .errors import CheckpointMismatchError, ConfigError
+from .job_context import JobContext
 from .jobenv import JobEnvironment
 from .pipeline import Pipeline, PipelineOptions, default_pipeline, load_pipeline
+from .sharding import ShardConfig
 from .ray_cluster import NodeOptions
 from .runner import ShardOutcome, prepare_shard, run_prepared
 from .stages.download import DOWNLOAD_SLOT
-from .stopping import on_stop, raise_if_stop_requested
-from .sharding import ShardConfig, shard_config_from_env
+from .stopping import StopController
 
 logger = logging.getLogger(__name__)
 
@@ -32,6 +34,7 @@ class RunRequest:
     checkpoint_path: str | None = None
     pipeline_ref: str | None = None
     force: bool = False
+    new_run: bool = False
     ray_address: str | None = None
     num_cpus: int | None = None
     object_store_memory: int | None = None
@@ -72,15 +75,6 @@ class RunRequest:
         )
 
 
-def describe_shard(shard: ShardConfig | None) -> str:
-    if shard is None:
-        return "no array configuration: every source task runs as one implicit shard"
-    return (
-        f"logical shard {shard.shard_index} of {shard.total_shards} "
-        f"(range {shard.minimum_shard_index}..{shard.last_shard_index})"
-    )
-
-
 def report(outcome: ShardOutcome) -> None:
     stats = outcome.stats
     if outcome.status == "completed":
@@ -96,37 +90,40 @@ def report(outcome: ShardOutcome) -> None:
         )
 
 
-def make_client(request: RunRequest, job: JobEnvironment):
+def make_client(request: RunRequest, job: JobEnvironment, stop: StopController | None = None):
     """The Ray client the entrypoint chose: one node (RayClient) or the job's nodes."""
-    from .checkpoint import CheckpointLayout
     from .clients import RayClient
     from .slurm_client import SlurmRayClient
 
+    on_connect = stop.reclaim if stop is not None else None
     if request.cluster == "slurm":
         root = request.rendezvous_dir or CheckpointLayout(request.checkpoint).metadata_dir / ".ray_rendezvous"
         return SlurmRayClient(
             job, root, node_options=request.node_options(job), temp_root=request.ray_temp_dir,
-            join_timeout_s=request.worker_join_timeout, node_ip=request.node_ip,
+            join_timeout_s=request.worker_join_timeout, node_ip=request.node_ip, on_connect=on_connect,
         )
-    return RayClient(address=request.ray_address, node_options=request.node_options(job), temp_root=request.ray_temp_dir)
+    return RayClient(address=request.ray_address, node_options=request.node_options(job), temp_root=request.ray_temp_dir,
+                     on_connect=on_connect)
 
 
-def run_shard_command(request: RunRequest, env: Mapping[str, str], client_factory=None) -> int:
+def run_shard_command(
+    request: RunRequest, context: JobContext, client_factory=None, stop: StopController | None = None
+) -> int:
     """Run one shard (or, on a non-driver node of a multi-node job, serve it); the exit code.
 
     On several nodes every node runs this same command: node 0 is the driver, the others
-    only contribute their Ray node and return when the driver is done.
+    only contribute their Ray node and return when the driver is done. ``stop`` is the
+    run's stop controller when the caller installed one (the ``run`` command does).
     """
     from .ray_data import RayDataExecutor, describe_cluster
 
-    job = JobEnvironment.from_env(env)
-    client = client_factory() if client_factory else make_client(request, job)
+    job = context.job
+    client = client_factory() if client_factory else make_client(request, job, stop)
     if request.cluster == "slurm" and not job.is_driver:
         return client.run_worker()
     try:
-        shard = shard_config_from_env(env)
-        logger.info(describe_shard(shard))
-        prepared = prepare_shard(request.build_pipeline(), request.checkpoint, shard, request.force)
+        logger.info(context.describe_shard())
+        prepared = _prepare(request, context)
     except BaseException:
         client.finish("failed")
         raise
@@ -146,20 +143,40 @@ def run_shard_command(request: RunRequest, env: Mapping[str, str], client_factor
         lost_nodes = getattr(client, "lost_nodes", None)
 
         def health_check() -> None:
-            raise_if_stop_requested()
+            if stop is not None:
+                stop.raise_if_requested()
             if lost_nodes is not None:
                 _check_nodes(lost_nodes)
 
         errors = _AttemptErrors(prepared, attempt, job)
+        record_on_stop = stop.on_stop(errors.record) if stop is not None else nullcontext()
         # The inner recording comes before the cluster's teardown, which can hang or be cut
         # short; the outer one catches a cluster that never started.
-        with on_stop(errors.record), errors.recording(), client, errors.recording():
+        with record_on_stop, errors.recording(), client, errors.recording():
             outcome = run_prepared(
                 prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
                 health_check=health_check,
             )
     report(outcome)
     return outcome.exit_code
+
+
+def _prepare(request: RunRequest, context: JobContext):
+    """Prepare the shard under the run contract; ``--new-run`` archives a run that differs."""
+    if request.new_run and context.job.array_task_id is not None:
+        raise ConfigError(
+            "--new-run archives the checkpoint's run and must happen once, not in every array element: "
+            "use `curator-array submit --new-run`, or run once outside the array"
+        )
+    pipeline = request.build_pipeline()
+    try:
+        return prepare_shard(pipeline, request.checkpoint, context.shard, request.force)
+    except CheckpointMismatchError as exc:
+        if not request.new_run:
+            raise
+        archive = archive_run(CheckpointLayout(request.checkpoint))
+        logger.warning("a new logical run starts (%s); the previous run's records are in %s", exc, archive)
+    return prepare_shard(pipeline, request.checkpoint, context.shard, request.force)
 
 
 class _AttemptErrors:
@@ -199,3 +216,24 @@ def _check_nodes(lost_nodes) -> None:
             f"{lost} Ray node(s) of this job died during the run: the attempt is incomplete and no "
             "completion manifest is written; rerun the shard (curator-array retry)"
         )
+
+
+def run_shard_here(
+    pipeline: Pipeline,
+    checkpoint_path: str,
+    shard: ShardConfig | None = None,
+    output_dir: str | None = None,
+    executor=None,
+    job: JobEnvironment | None = None,
+) -> ShardOutcome:
+    """Run one shard on the Ray cluster this process is already connected to.
+
+    For notebooks, tests and benchmarks: no client, no stop handlers, no exit codes; the
+    same run contract, manifests and failed-task records as ``curator-array run``.
+    """
+    from .ray_data import RayDataExecutor, describe_cluster
+
+    executor = executor or RayDataExecutor(progress_bars=False)
+    job = job or JobEnvironment.from_env({})
+    prepared = prepare_shard(pipeline, checkpoint_path, shard)
+    return run_prepared(prepared, executor.execute, job, AttemptId.from_job(job), describe_cluster, output_dir)

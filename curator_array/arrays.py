@@ -1,10 +1,39 @@
-"""SLURM array expressions (``1-2,5-10,99``): format sorted indices, parse them back."""
+"""SLURM array expressions (``1-2,5-10,99``): format sorted indices, parse them back, and
+split shards into submission windows under a ``MaxArraySize``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ArrayWindow:
+    """One ``sbatch --array`` submission: physical indices plus the offset to add."""
+
+    array_expression: str
+    shard_index_offset: int
+
+
+def array_windows(shards: Sequence[int], max_array_size: int | None = None) -> list[ArrayWindow]:
+    """One window for everything, or windows whose array indices stay below the limit.
+
+    ``offset = shard // M * M`` keeps every physical index in ``0..M-1`` (SLURM's
+    ``MaxArraySize`` bounds the index, not the count).
+    """
+    if not shards:
+        return []
+    if max_array_size is None:
+        return [ArrayWindow(format_array_expression(shards), 0)]
+    if max_array_size < 1:
+        raise ConfigError(f"--max-array-size must be at least 1, got {max_array_size}")
+    groups: dict[int, list[int]] = {}
+    for shard in sorted(set(shards)):
+        offset = shard // max_array_size * max_array_size
+        groups.setdefault(offset, []).append(shard - offset)
+    return [ArrayWindow(format_array_expression(indices), offset) for offset, indices in sorted(groups.items())]
 
 
 def format_array_expression(indices: Iterable[int]) -> str:

@@ -18,18 +18,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .atomic import create_bytes_exclusive, dump_json, write_bytes_atomic
+from .atomic import create_bytes_exclusive, dump_json, fsync_directory, write_bytes_atomic
+from .contract import describe_changes
 from .errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
 from .jobenv import JobEnvironment
-from .sharding import ShardConfig
+from .sharding import ShardConfig, ShardRange
 
 METADATA_DIR = ".nemo_curator_metadata"
 COMPLETION_DIR = ".slurm_array_completion"
@@ -38,6 +40,9 @@ RUN_FILE = "run.json"
 MANIFEST_PREFIX = "completed_slurm_array_"
 FAILED_TASKS_FILE = "failed_tasks.json"
 ATTEMPT_ERROR_FILE = "attempt_error.json"
+PIPELINE_PIN_FILE = "pipeline-pin.json"
+SUBMISSIONS_FILE = "submissions.jsonl"
+ARCHIVE_DIR = ".archived_runs"
 
 
 def utc_now() -> str:
@@ -78,6 +83,18 @@ class CheckpointLayout:
     def failed_tasks_root(self) -> Path:
         return self.metadata_dir / FAILED_TASKS_DIR
 
+    @property
+    def pipeline_pin(self) -> Path:
+        return self.completion_dir / PIPELINE_PIN_FILE
+
+    @property
+    def submissions_file(self) -> Path:
+        return self.metadata_dir / SUBMISSIONS_FILE
+
+    @property
+    def archive_root(self) -> Path:
+        return self.metadata_dir / ARCHIVE_DIR
+
     def manifest_path(self, shard_index: int) -> Path:
         return self.completion_dir / f"{MANIFEST_PREFIX}{shard_index}.json"
 
@@ -116,19 +133,35 @@ class AttemptId:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """What ``run.json`` pins for the whole logical run."""
+    """What ``run.json`` pins for the whole logical run.
 
-    minimum_shard_index: int
-    total_shards: int
+    ``pipeline`` is the pipeline's fingerprint and ``run_id`` tells this run's manifests
+    from those of an archived one; both are None in a ``run.json`` written by the
+    reference system or an older curator-array (the fingerprint is then pinned on the
+    next start).
+    """
+
+    shards: ShardRange
     source_task_count: int | None = None
     source_task_digest: str | None = None
+    pipeline: dict[str, Any] | None = None
+    run_id: str | None = None
+
+    @property
+    def minimum_shard_index(self) -> int:
+        return self.shards.minimum
+
+    @property
+    def total_shards(self) -> int:
+        return self.shards.total
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "minimum_shard_index": self.minimum_shard_index,
-            "total_shards": self.total_shards,
+            **self.shards.to_json(),
             "source_task_count": self.source_task_count,
             "source_task_digest": self.source_task_digest,
+            "pipeline": self.pipeline,
+            "run_id": self.run_id,
             "created_at": utc_now(),
             "created_by": f"curator-array {__version__}",
         }
@@ -148,8 +181,7 @@ def _require_int(payload: dict[str, Any], key: str, path: Path) -> int:
     return value
 
 
-def read_run_config(layout: CheckpointLayout) -> RunConfig:
-    """The run configuration, or a ConfigError telling the user to check the path."""
+def _read_run_payload(layout: CheckpointLayout) -> dict[str, Any]:
     path = layout.run_file
     if not path.is_file():
         raise ConfigError(
@@ -159,25 +191,44 @@ def read_run_config(layout: CheckpointLayout) -> RunConfig:
     payload = _load_json(path)
     if not isinstance(payload, dict):
         raise CorruptCheckpointError(f"{path}: expected a JSON object")
+    return payload
+
+
+def read_run_config(layout: CheckpointLayout) -> RunConfig:
+    """The run configuration, or a ConfigError telling the user to check the path."""
+    payload = _read_run_payload(layout)
+    path = layout.run_file
+    try:
+        shards = ShardRange(_require_int(payload, "total_shards", path), _require_int(payload, "minimum_shard_index", path))
+    except ConfigError as exc:
+        raise CorruptCheckpointError(f"{path}: {exc}") from None
+    pipeline = payload.get("pipeline")
+    if pipeline is None and layout.pipeline_pin.is_file():
+        pipeline = _load_json(layout.pipeline_pin).get("pipeline")
     return RunConfig(
-        minimum_shard_index=_require_int(payload, "minimum_shard_index", path),
-        total_shards=_require_int(payload, "total_shards", path),
+        shards,
         source_task_count=payload.get("source_task_count"),
         source_task_digest=payload.get("source_task_digest"),
+        pipeline=pipeline,
+        run_id=payload.get("run_id"),
     )
 
 
 def ensure_run_config(
-    layout: CheckpointLayout, shard: ShardConfig, source_task_ids: Sequence[str]
+    layout: CheckpointLayout,
+    shards: ShardRange,
+    source_task_ids: Sequence[str],
+    pipeline: dict[str, Any] | None = None,
 ) -> RunConfig:
     """Create run.json for a new run, or check that this attempt matches the original.
 
     Many array elements start at once; exactly one creates the file and the others compare
-    against it. The full id list is kept next to it (named by digest, so racing writers of
-    different listings cannot overwrite each other) to report what changed.
+    against it: the shard range, the listing (by digest) and, when given, the pipeline's
+    fingerprint. The full id list is kept next to it (named by digest, so racing writers
+    of different listings cannot overwrite each other) to report what changed.
     """
     digest = source_digest(source_task_ids)
-    wanted = RunConfig(shard.minimum_shard_index, shard.total_shards, len(source_task_ids), digest)
+    wanted = RunConfig(shards, len(source_task_ids), digest, pipeline, secrets.token_hex(8))
     try:
         layout.completion_dir.mkdir(parents=True, exist_ok=True)
         create_bytes_exclusive(
@@ -193,21 +244,66 @@ def ensure_run_config(
     if created:
         return wanted
     existing = read_run_config(layout)
-    _check_same_shard_range(layout, existing, wanted)
-    if existing.source_task_digest is None:
-        return existing
-    if existing.source_task_digest != digest:
-        raise CheckpointMismatchError(
-            _describe_listing_change(layout, existing, source_task_ids)
-        )
+    if pipeline is not None and existing.pipeline is None:
+        existing = _pin_pipeline(layout, existing, pipeline)
+    check_run(layout, existing, shards, source_task_ids, pipeline)
     return existing
 
 
-def _check_same_shard_range(layout: CheckpointLayout, existing: RunConfig, wanted: RunConfig) -> None:
+def check_run(
+    layout: CheckpointLayout,
+    existing: RunConfig,
+    shards: ShardRange,
+    source_task_ids: Sequence[str] | None = None,
+    pipeline: dict[str, Any] | None = None,
+) -> None:
+    """Refuse what differs from the run: shard range, listing (when given), pipeline (when both pinned)."""
+    check_shard_range(layout, existing, shards)
+    if (
+        source_task_ids is not None
+        and existing.source_task_digest is not None
+        and existing.source_task_digest != source_digest(source_task_ids)
+    ):
+        raise CheckpointMismatchError(_describe_listing_change(layout, existing, source_task_ids))
+    if pipeline is not None:
+        check_pipeline(layout, existing, pipeline)
+
+
+def _pin_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: dict[str, Any]) -> RunConfig:
+    """Pin the fingerprint into a run.json that has none (written before fingerprints).
+
+    The first start to create the pin file wins, exactly as for run.json itself; it then
+    rewrites run.json with the fingerprint. Everyone else compares against the pin.
+    """
+    if create_bytes_exclusive(layout.pipeline_pin, dump_json({"pipeline": pipeline, "pinned_at": utc_now()})):
+        payload = _read_run_payload(layout)
+        payload["pipeline"] = pipeline
+        write_bytes_atomic(layout.run_file, dump_json(payload))
+        return replace(existing, pipeline=pipeline)
+    return replace(existing, pipeline=_load_json(layout.pipeline_pin).get("pipeline"))
+
+
+def check_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: dict[str, Any]) -> None:
+    """Refuse a pipeline other than the run's, naming every changed value."""
+    if existing.pipeline is None:
+        return
+    changes = describe_changes(existing.pipeline, pipeline)
+    if changes:
+        raise CheckpointMismatchError(
+            f"checkpoint {layout.root} belongs to a run with another pipeline ({'; '.join(changes)}): "
+            "run the original pipeline, start a new logical run with --new-run (it archives this run's "
+            "records), or use a new checkpoint path"
+        )
+
+
+def check_shard_range(layout: CheckpointLayout, existing: RunConfig, shards: ShardRange) -> None:
     differences = [
-        f"{name}={getattr(wanted, name)} (the run has {getattr(existing, name)})"
-        for name in ("total_shards", "minimum_shard_index")
-        if getattr(existing, name) != getattr(wanted, name)
+        f"{name}={mine} (the run has {theirs})"
+        for name, mine, theirs in (
+            ("total_shards", shards.total, existing.total_shards),
+            ("minimum_shard_index", shards.minimum, existing.minimum_shard_index),
+        )
+        if mine != theirs
     ]
     if differences:
         raise CheckpointMismatchError(
@@ -216,6 +312,27 @@ def _check_same_shard_range(layout: CheckpointLayout, existing: RunConfig, wante
             "MINIMUM_SHARD_INDEX of the original run (`curator-array retry --format fields` "
             "prints them), or use a new checkpoint path for a new run"
         )
+
+
+def archive_run(layout: CheckpointLayout) -> Path | None:
+    """Move the current run's records aside, so the checkpoint can hold a new logical run.
+
+    Everything that describes the old run (run.json, manifests, listings, attempt records,
+    submissions) moves into ``.archived_runs/<time>-<run id>/``; outputs are not touched.
+    Returns the archive, or None when there was no run. One process must do this (the
+    submitter, or a run outside an array), never every array element at once.
+    """
+    if not layout.run_file.is_file():
+        return None
+    run = read_run_config(layout)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    archive = layout.archive_root / f"{stamp}-{run.run_id or 'run'}"
+    archive.mkdir(parents=True)
+    for path in (layout.completion_dir, layout.failed_tasks_root, layout.submissions_file):
+        if path.exists():
+            os.rename(path, archive / path.name)
+    fsync_directory(layout.metadata_dir)
+    return archive
 
 
 def _describe_listing_change(
@@ -287,7 +404,7 @@ class ManifestScan:
         self.errors += other.errors
 
 
-def _manifest_problem(payload: Any, total: int, minimum: int) -> str | None:
+def _manifest_problem(payload: Any, run: RunConfig) -> str | None:
     if not isinstance(payload, dict):
         return "expected a JSON object"
     if payload.get("status") != "completed":
@@ -296,18 +413,21 @@ def _manifest_problem(payload: Any, total: int, minimum: int) -> str | None:
         value = payload.get(key)
         if isinstance(value, bool) or not isinstance(value, int):
             return f"field {key!r} must be an integer, got {value!r}"
-    if (payload["total_shards"], payload["minimum_shard_index"]) != (total, minimum):
+    if (payload["total_shards"], payload["minimum_shard_index"]) != (run.total_shards, run.minimum_shard_index):
         return (
             f"written for total_shards={payload['total_shards']}, "
             f"minimum_shard_index={payload['minimum_shard_index']} but run.json has "
-            f"total_shards={total}, minimum_shard_index={minimum}: it belongs to another run"
+            f"total_shards={run.total_shards}, minimum_shard_index={run.minimum_shard_index}: it belongs to another run"
         )
-    if not minimum <= payload["shard_index"] < minimum + total:
-        return f"shard_index {payload['shard_index']} is outside the run's range"
+    if payload["shard_index"] not in run.shards:
+        return f"shard_index {payload['shard_index']} is outside the run's range {run.shards}"
+    written_for = payload.get("run_id")
+    if run.run_id and written_for and written_for != run.run_id:
+        return f"written for run {written_for} but run.json is run {run.run_id}: it belongs to an archived run"
     return None
 
 
-def _scan_manifest_files(directory: str, names: list[str], total: int, minimum: int) -> ManifestScan:
+def _scan_manifest_files(directory: str, names: list[str], run: RunConfig) -> ManifestScan:
     """Read and check a list of manifests; runs in a worker process for large runs."""
     scan = ManifestScan()
     for name in names:
@@ -326,7 +446,7 @@ def _scan_manifest_files(directory: str, names: list[str], total: int, minimum: 
         except OSError as exc:
             scan.errors.append((name, f"unreadable ({exc.strerror})"))
             continue
-        problem = _manifest_problem(payload, total, minimum)
+        problem = _manifest_problem(payload, run)
         if problem:
             scan.errors.append((name, problem))
             continue
@@ -350,9 +470,8 @@ def scan_completion_manifests(layout: CheckpointLayout, run: RunConfig) -> Manif
     with os.scandir(directory) as entries:
         names = [e.name for e in entries if e.name.startswith(MANIFEST_PREFIX) and e.name.endswith(".json")]
     workers = min(4, os.cpu_count() or 1)
-    args = (str(directory), run.total_shards, run.minimum_shard_index)
     if len(names) < PARALLEL_READ_THRESHOLD or workers < 2 or not hasattr(os, "fork"):
-        scan = _scan_manifest_files(args[0], names, *args[1:])
+        scan = _scan_manifest_files(str(directory), names, run)
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -360,7 +479,7 @@ def scan_completion_manifests(layout: CheckpointLayout, run: RunConfig) -> Manif
         parts = [names[i::workers] for i in range(workers)]
         scan = ManifestScan()
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            for part in pool.map(_scan_manifest_files, [args[0]] * workers, parts, [args[1]] * workers, [args[2]] * workers):
+            for part in pool.map(_scan_manifest_files, [str(directory)] * workers, parts, [run] * workers):
                 scan.merge(part)
     if scan.errors:
         name, problem = min(scan.errors)

@@ -13,8 +13,9 @@ import shutil
 import time
 from pathlib import Path
 
+from collections.abc import Callable
+
 from .ray_cluster import AUTH_ENV, NodeOptions, RayNodeProcess, new_session_dir, start_head, write_token
-from .stopping import reclaim_stop_handlers
 
 logger = logging.getLogger(__name__)
 
@@ -32,17 +33,20 @@ def reload_ray_auth() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
-def connect_driver(address: str) -> None:
-    """Connect this process to the cluster as its driver, keeping our stop-signal handling.
+def connect_driver(address: str, on_connect: Callable[[], None] | None = None) -> None:
+    """Connect this process to the cluster as its driver.
 
-    Usage stats stay off in the driver too: Ray Data reports them through an actor it
-    creates when a run ends, which hangs for a minute if the cluster is already dying.
+    ``on_connect`` runs right after ``ray.init`` (the run's stop controller takes its signal
+    handlers back there). Usage stats stay off in the driver too: Ray Data reports them
+    through an actor it creates when a run ends, which hangs for a minute if the cluster is
+    already dying.
     """
     import ray
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True)
-    reclaim_stop_handlers()
+    if on_connect is not None:
+        on_connect()
 
 
 class RayClient:
@@ -61,8 +65,10 @@ class RayClient:
         node_options: NodeOptions | None = None,
         temp_root: str | os.PathLike | None = None,
         start_timeout_s: float = 60.0,
+        on_connect: Callable[[], None] | None = None,
     ):
         self.address = address
+        self.on_connect = on_connect
         self.node_options = node_options or NodeOptions()
         self.temp_root = temp_root
         self.start_timeout_s = start_timeout_s
@@ -85,7 +91,7 @@ class RayClient:
             )
             self._set_auth_env()
             logger.info("started a private Ray head at %s (session dir %s)", self.address, self.session_dir)
-        connect_driver(self.address)
+        connect_driver(self.address, self.on_connect)
         self.startup_s = time.monotonic() - began
         return self
 

@@ -14,12 +14,14 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import ConfigError
+from .formats import reader_for, writer_for
 from .stages.base import ProcessingStage, SourceStage
 from .stages.download import DEFAULT_WORKERS_PER_NODE, DownloadStage
 from .stages.filters import ExactDuplicateFilter, NonEmptyTextFilter, WordCountFilter
-from .stages.io import reader_for, writer_for
+from .stages.io import ReaderStage, WriterStage
 from .stages.partition import FilePartitioningStage
 from .stages.urls import UrlListStage
 
@@ -73,17 +75,24 @@ class PipelineOptions:
             stages.append(ExactDuplicateFilter(self.text_field))
         return stages
 
-    def reader(self) -> ProcessingStage:
+    def reader(self) -> ReaderStage:
         return reader_for(self.input_file_type, self.malformed)
 
-    def writer(self) -> ProcessingStage:
+    def writer(self) -> WriterStage:
         return writer_for(self.output_file_type, self.output_dir)
 
 
 @dataclass
 class Pipeline:
+    """A source and the stages after it; the last one writes.
+
+    A pipeline that does not end in a writer is refused here, when it is built: its
+    results would never reach a file, yet its shards would be recorded as complete.
+    """
+
     source: SourceStage
     stages: list[ProcessingStage]
+    text_field: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, SourceStage):
@@ -98,18 +107,38 @@ class Pipeline:
             if stage.stage_name in names:
                 raise ConfigError(f"two stages are named {stage.stage_name!r}; give each a unique name")
             names.add(stage.stage_name)
+        last = self.stages[-1]
+        if not isinstance(last, WriterStage):
+            raise ConfigError(
+                f"the pipeline ends in {last.stage_name!r}, which is not a writer: end it with a WriterStage "
+                "(options.writer() in a pipeline builder), or nothing it computes is ever written"
+            )
 
     @classmethod
     def from_stages(cls, stages: Sequence[object], options: PipelineOptions) -> Pipeline:
         """A builder's list, with the default file source put first when it has none."""
         items = list(stages)
         if items and isinstance(items[0], SourceStage):
-            return cls(items[0], items[1:])
-        return cls(options.source(), items)
+            return cls(items[0], items[1:], options.text_field)
+        return cls(options.source(), items, options.text_field)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the run contract pins: stages with parameters, formats, text field."""
+        reader = next((s for s in self.stages if isinstance(s, ReaderStage)), None)
+        writer = self.stages[-1]
+        return {
+            "source": self.source.fingerprint(),
+            "stages": [stage.fingerprint() for stage in self.stages],
+            "input": reader.format_name if reader is not None else None,
+            "output": writer.format_name if isinstance(writer, WriterStage) else None,
+            "text_field": self.text_field,
+        }
 
 
 def default_pipeline(options: PipelineOptions) -> Pipeline:
-    return Pipeline(options.source(), [*options.downloads(), options.reader(), *options.filters(), options.writer()])
+    return Pipeline(
+        options.source(), [*options.downloads(), options.reader(), *options.filters(), options.writer()], options.text_field
+    )
 
 
 def load_pipeline(reference: str, options: PipelineOptions) -> Pipeline:
@@ -128,5 +157,7 @@ def load_pipeline(reference: str, options: PipelineOptions) -> Pipeline:
         raise ConfigError(f"--pipeline {reference!r}: {module_name} has no function {function_name!r}")
     stages = builder(options)
     if isinstance(stages, Pipeline):
+        if stages.text_field is None:
+            stages.text_field = options.text_field
         return stages
     return Pipeline.from_stages(stages, options)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .arrays import format_array_expression
-from .sharding import shard_of, validate_source_ids
+from .sharding import ShardRange, validate_source_ids
 
 
 @dataclass(frozen=True)
@@ -19,13 +19,12 @@ class PlannedTask:
 
 @dataclass(frozen=True)
 class ShardPlan:
-    total_shards: int
-    minimum_shard_index: int
+    shards: ShardRange
     tasks: tuple[PlannedTask, ...]
 
     @property
     def counts(self) -> dict[int, int]:
-        counts = {s: 0 for s in range(self.minimum_shard_index, self.minimum_shard_index + self.total_shards)}
+        counts = dict.fromkeys(self.shards, 0)
         for task in self.tasks:
             counts[task.shard] += 1
         return counts
@@ -43,34 +42,26 @@ class ShardPlan:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "total_shards": self.total_shards,
-            "minimum_shard_index": self.minimum_shard_index,
+            **self.shards.to_json(),
             "tasks": [
                 {"task_id": t.task_id, "shard": t.shard, "files": list(t.files)} for t in self.tasks
             ],
         }
 
 
-def plan_shards(
-    listing: Sequence[tuple[str, Sequence[str]]], total_shards: int, minimum_shard_index: int = 0
-) -> ShardPlan:
+def plan_shards(listing: Sequence[tuple[str, Sequence[str]]], shards: ShardRange) -> ShardPlan:
     """``listing`` is (task id, files) pairs in source order."""
     validate_source_ids([task_id for task_id, _ in listing])
-    tasks = tuple(
-        PlannedTask(task_id, shard_of(task_id, total_shards, minimum_shard_index), tuple(files))
-        for task_id, files in listing
-    )
-    return ShardPlan(total_shards, minimum_shard_index, tasks)
+    tasks = tuple(PlannedTask(task_id, shards.shard_of(task_id), tuple(files)) for task_id, files in listing)
+    return ShardPlan(shards, tasks)
 
 
 def format_plan(plan: ShardPlan) -> str:
     counts = plan.counts
     values = list(counts.values())
-    last = plan.minimum_shard_index + plan.total_shards - 1
     mean = sum(values) / len(values)
     lines = [
-        f"{len(plan.tasks)} source tasks over {plan.total_shards} shards "
-        f"(logical {plan.minimum_shard_index}..{last})",
+        f"{len(plan.tasks)} source tasks over {plan.shards.total} shards (logical {plan.shards})",
         f"tasks per shard: min {min(values)}, mean {mean:.2f}, max {max(values)} "
         f"(max/mean {plan.imbalance:.2f})",
         f"empty shards: {format_array_expression(plan.empty_shards) or 'none'}",

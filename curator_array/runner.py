@@ -18,6 +18,7 @@ from typing import Any
 from .checkpoint import (
     AttemptId,
     CheckpointLayout,
+    RunConfig,
     completion_manifest,
     ensure_run_config,
     manifest_exists,
@@ -26,10 +27,11 @@ from .checkpoint import (
     write_failed_tasks,
 )
 from .errors import CuratorArrayError
+from .formats.jsonl import MALFORMED_LINES
 from .jobenv import JobEnvironment
 from .pipeline import Pipeline
-from .sharding import ShardConfig, validate_source_ids
-from .tasks import FailedTask, Task, WrittenFiles
+from .sharding import ShardConfig, ShardRange, validate_source_ids
+from .tasks import FailedTask, Task, TaskCounters, WrittenFiles
 
 logger = logging.getLogger(__name__)
 
@@ -62,15 +64,14 @@ class PreparedShard:
     pipeline: Pipeline
     shard: ShardConfig
     layout: CheckpointLayout
+    run: RunConfig
     tasks: list[Task]
     already_complete: bool
     total_source_tasks: int
 
 
-def prepare_shard(
-    pipeline: Pipeline, checkpoint_path: str | Path, shard: ShardConfig | None, force: bool = False
-) -> PreparedShard:
-    shard = shard or ShardConfig.single()
+def list_source(pipeline: Pipeline) -> list[Task]:
+    """Every source task of the run, checked: deterministic, unique, none failed."""
     listed = pipeline.source.list_tasks()
     failed = [t for t in listed if isinstance(t, FailedTask)]
     if failed:
@@ -79,10 +80,24 @@ def prepare_shard(
             f"(first: {failed[0].task_id}: {failed[0].reason}); a source must raise instead, "
             "since its failures have no stable id to retry"
         )
+    validate_source_ids([t.task_id for t in listed])
+    return listed
+
+
+def pin_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange, listed: list[Task] | None = None) -> RunConfig:
+    """Create the run's contract (range, listing, pipeline) or check this pipeline against it."""
+    listed = list_source(pipeline) if listed is None else listed
+    return ensure_run_config(layout, shards, [t.task_id for t in listed], pipeline.fingerprint())
+
+
+def prepare_shard(
+    pipeline: Pipeline, checkpoint_path: str | Path, shard: ShardConfig | None, force: bool = False
+) -> PreparedShard:
+    shard = shard or ShardConfig.single()
+    listed = list_source(pipeline)
     ids = [t.task_id for t in listed]
-    validate_source_ids(ids)
     layout = CheckpointLayout(checkpoint_path)
-    ensure_run_config(layout, shard, ids)
+    run = pin_run(pipeline, layout, shard.range, listed)
     complete = manifest_exists(layout, shard.shard_index) and not force
     wanted = set(shard.select(ids))
     mine = [t for t in listed if t.task_id in wanted]
@@ -90,7 +105,7 @@ def prepare_shard(
         logger.warning("the source listed no tasks: shard %d completes with 0 tasks", shard.shard_index)
     elif not mine and shard.in_range:
         logger.warning("shard %d owns none of the %d source tasks (more shards than tasks?)", shard.shard_index, len(ids))
-    return PreparedShard(pipeline, shard, layout, mine, complete, len(ids))
+    return PreparedShard(pipeline, shard, layout, run, mine, complete, len(ids))
 
 
 def run_prepared(
@@ -123,7 +138,7 @@ def run_prepared(
         if health_check is not None:
             health_check()
     if stray:
-        logger.warning("%d result(s) left the last stage without being written (is the last stage a writer?)", stray)
+        logger.warning("%d result(s) left the last stage without being written", stray)
     stats = _shard_stats(prepared, written, output_dir)
     if health_check is not None:
         health_check()
@@ -133,6 +148,7 @@ def run_prepared(
     manifest = completion_manifest(
         shard,
         **stats,
+        run_id=prepared.run.run_id,
         source_task_count_in_run=prepared.total_source_tasks,
         started_at=started_at,
         ended_at=ended_at,
@@ -152,18 +168,17 @@ def _shard_stats(prepared: PreparedShard, written: list[WrittenFiles], output_di
         root = Path(output_dir).resolve()
         resolved = [(f, Path(f).resolve()) for f in files]
         files = [r.relative_to(root).as_posix() if r.is_relative_to(root) else f for f, r in resolved]
-    dropped: dict[str, int] = {}
-    for w in written:
-        for stage, count in w.metadata.get("dropped", {}).items():
-            dropped[stage] = dropped.get(stage, 0) + count
+    counters = sum((w.counters for w in written), TaskCounters())
     return {
         "source_tasks": len(prepared.tasks),
         "source_task_ids": sorted(t.task_id for t in prepared.tasks),
         "tasks_written": len(written),
-        "rows_in": sum(w.metadata.get("rows_read", 0) for w in written),
+        "rows_in": counters.rows_read,
         "rows_out": sum(w.rows_written for w in written),
-        "rows_dropped_by_stage": dropped,
-        "malformed_records_skipped": sum(w.metadata.get("malformed_skipped", 0) for w in written),
+        "bytes_in": counters.bytes_read,
+        "rows_dropped_by_stage": counters.dropped,
+        "records_skipped": counters.skipped,
+        "malformed_records_skipped": counters.skipped.get(MALFORMED_LINES, 0),
         "output_dir": str(output_dir) if output_dir is not None else None,
         "output_files": files,
         "output_file_count": len(files),

@@ -2,8 +2,10 @@
 
 ``logical_shard = int(sha256(task_id)[:16 hex], 16) % total_shards + minimum_shard_index``
 
-The formula and the ``NEMO_CURATOR_SLURM_ARRAY_*`` variable names are the reference
-system's contract, kept exactly so submit scripts written for it work unchanged.
+The formula is the reference system's contract. A run's shards form one ``ShardRange``;
+one array element runs one ``ShardConfig`` (an index inside that range). Which index and
+range a process runs is decided from its environment by ``job_context``, not here: this
+module is pure arithmetic.
 """
 
 from __future__ import annotations
@@ -12,22 +14,14 @@ import hashlib
 import logging
 import struct
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from .arrays import ArrayWindow, array_windows
 from .errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-SHARD_INDEX_VAR = "NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX"
-TOTAL_SHARDS_VAR = "NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS"
-MINIMUM_SHARD_INDEX_VAR = "NEMO_CURATOR_SLURM_ARRAY_MINIMUM_SHARD_INDEX"
-ENABLED_VAR = "NEMO_CURATOR_SLURM_ARRAY_ENABLED"
-SLURM_INDEX_FALLBACK = "SLURM_ARRAY_TASK_ID"
-SLURM_TOTAL_FALLBACK = "SLURM_ARRAY_TASK_COUNT"
-
-FALSE_WORDS = frozenset({"0", "false", "no", "off"})
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 RANDOM_ID_PREFIX = "r"
 _FIRST_64_BITS = struct.Struct(">Q").unpack_from
 
@@ -42,6 +36,60 @@ def shard_of(task_id: str, total_shards: int, minimum_shard_index: int = 0) -> i
 
 
 @dataclass(frozen=True)
+class ShardRange:
+    """The logical shards of one run: ``minimum .. minimum + total - 1``.
+
+    Every question about "which shards exist" (membership, listing, submission windows)
+    is answered here, so the arithmetic is written once.
+    """
+
+    total: int
+    minimum: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.total, bool) or not isinstance(self.total, int) or self.total <= 0:
+            raise ConfigError(f"total_shards must be an integer greater than zero, got {self.total!r}")
+        if isinstance(self.minimum, bool) or not isinstance(self.minimum, int) or self.minimum < 0:
+            raise ConfigError(f"minimum_shard_index must be a non-negative integer, got {self.minimum!r}")
+
+    @property
+    def last(self) -> int:
+        return self.minimum + self.total - 1
+
+    def __contains__(self, shard: object) -> bool:
+        return isinstance(shard, int) and self.minimum <= shard <= self.last
+
+    def __len__(self) -> int:
+        return self.total
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.indices())
+
+    def indices(self) -> range:
+        return range(self.minimum, self.minimum + self.total)
+
+    def __str__(self) -> str:
+        return f"{self.minimum}..{self.last}"
+
+    def shard_of(self, task_id: str) -> int:
+        return shard_of(task_id, self.total, self.minimum)
+
+    def outside(self, shards: Iterable[int]) -> list[int]:
+        return [s for s in shards if s not in self]
+
+    def windows(self, shards: Iterable[int], max_array_size: int | None = None) -> list[ArrayWindow]:
+        """``sbatch --array`` windows for ``shards`` (all members), indices below ``max_array_size``."""
+        wanted = sorted(set(shards))
+        stray = self.outside(wanted)
+        if stray:
+            raise ConfigError(f"shards {stray[:5]} are outside the run's range {self}")
+        return array_windows(wanted, max_array_size)
+
+    def to_json(self) -> dict[str, int]:
+        return {"minimum_shard_index": self.minimum, "total_shards": self.total}
+
+
+@dataclass(frozen=True)
 class ShardConfig:
     """Which logical shard this process runs, out of which range."""
 
@@ -50,12 +98,7 @@ class ShardConfig:
     minimum_shard_index: int = 0
 
     def __post_init__(self) -> None:
-        if self.total_shards <= 0:
-            raise ConfigError(f"total_shards must be greater than zero, got {self.total_shards}")
-        if self.minimum_shard_index < 0:
-            raise ConfigError(
-                f"minimum_shard_index must be non-negative, got {self.minimum_shard_index}"
-            )
+        ShardRange(self.total_shards, self.minimum_shard_index)
         if self.shard_index < 0:
             raise ConfigError(f"shard_index must be non-negative, got {self.shard_index}")
 
@@ -64,13 +107,20 @@ class ShardConfig:
         """One implicit shard: an ordinary run that processes every task."""
         return cls(shard_index=0, total_shards=1, minimum_shard_index=0)
 
+    @classmethod
+    def of(cls, index: int, shards: ShardRange) -> ShardConfig:
+        return cls(index, shards.total, shards.minimum)
+
     @property
-    def last_shard_index(self) -> int:
-        return self.minimum_shard_index + self.total_shards - 1
+    def range(self) -> ShardRange:
+        return ShardRange(self.total_shards, self.minimum_shard_index)
 
     @property
     def in_range(self) -> bool:
-        return self.minimum_shard_index <= self.shard_index <= self.last_shard_index
+        return self.shard_index in self.range
+
+    def describe(self) -> str:
+        return f"logical shard {self.shard_index} of {self.total_shards} (range {self.range})"
 
     def owns(self, task_id: str) -> bool:
         return shard_of(task_id, self.total_shards, self.minimum_shard_index) == self.shard_index
@@ -79,90 +129,15 @@ class ShardConfig:
         """The ids this shard owns, in input order; none (with a warning) when out of range."""
         if not self.in_range:
             logger.warning(
-                "shard index %d is outside the assignable range %d..%d: it receives no tasks",
+                "shard index %d is outside the assignable range %s: it receives no tasks",
                 self.shard_index,
-                self.minimum_shard_index,
-                self.last_shard_index,
+                self.range,
             )
             return []
         sha256, first_64_bits, total = hashlib.sha256, _FIRST_64_BITS, self.total_shards
         wanted = self.shard_index - self.minimum_shard_index
         # shard_of() inlined: this loop runs over every source task of the run in every element.
         return [t for t in task_ids if first_64_bits(sha256(t.encode()).digest())[0] % total == wanted]
-
-
-def _read_int(env: Mapping[str, str], name: str) -> int | None:
-    raw = env.get(name)
-    if raw is None or raw.strip() == "":
-        return None
-    try:
-        return int(raw.strip())
-    except ValueError:
-        raise ConfigError(f"{name}={raw!r} is not an integer") from None
-
-
-def _first_set(env: Mapping[str, str], *names: str) -> tuple[str, int] | None:
-    for name in names:
-        value = _read_int(env, name)
-        if value is not None:
-            return name, value
-    return None
-
-
-def sharding_enabled(env: Mapping[str, str]) -> bool:
-    """``NEMO_CURATOR_SLURM_ARRAY_ENABLED``: true unless one of the false words."""
-    raw = env.get(ENABLED_VAR)
-    if raw is None or raw.strip() == "":
-        return True
-    word = raw.strip().lower()
-    if word in FALSE_WORDS:
-        return False
-    if word in TRUE_WORDS:
-        return True
-    raise ConfigError(
-        f"{ENABLED_VAR}={raw!r} is not a boolean; use one of "
-        f"{', '.join(sorted(TRUE_WORDS))} or {', '.join(sorted(FALSE_WORDS))}"
-    )
-
-
-def shard_config_from_env(env: Mapping[str, str]) -> ShardConfig | None:
-    """Read the array configuration, or None for an ordinary (unsharded) run.
-
-    Empty values count as unset, so ``VAR=${VAR:-}`` in a submit script is harmless.
-    Once either the index or the total is present, both are required: running with half a
-    configuration would silently process the wrong tasks.
-    """
-    if not sharding_enabled(env):
-        return None
-    index = _first_set(env, SHARD_INDEX_VAR, SLURM_INDEX_FALLBACK)
-    total = _first_set(env, TOTAL_SHARDS_VAR, SLURM_TOTAL_FALLBACK)
-    minimum = _read_int(env, MINIMUM_SHARD_INDEX_VAR)
-    if index is None and total is None:
-        if minimum is not None:
-            logger.warning(
-                "%s is set but neither a shard index nor a total is: running unsharded",
-                MINIMUM_SHARD_INDEX_VAR,
-            )
-        return None
-    if index is None:
-        raise ConfigError(
-            f"{total[0]}={total[1]} is set but no shard index is: set "
-            f"{SHARD_INDEX_VAR} (or run inside a SLURM array, which sets {SLURM_INDEX_FALLBACK})"
-        )
-    if total is None:
-        raise ConfigError(
-            f"{index[0]}={index[1]} is set but no total is: set {TOTAL_SHARDS_VAR} "
-            f"(or {SLURM_TOTAL_FALLBACK})"
-        )
-    if total[1] <= 0:
-        raise ConfigError(f"{total[0]}={total[1]}: the total number of shards must be > 0")
-    if index[1] < 0:
-        raise ConfigError(f"{index[0]}={index[1]}: the shard index must be non-negative")
-    if minimum is not None and minimum < 0:
-        raise ConfigError(
-            f"{MINIMUM_SHARD_INDEX_VAR}={minimum}: the minimum shard index must be non-negative"
-        )
-    return ShardConfig(shard_index=index[1], total_shards=total[1], minimum_shard_index=minimum or 0)
 
 
 def validate_source_ids(task_ids: Sequence[str]) -> None:

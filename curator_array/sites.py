@@ -62,7 +62,12 @@ class SiteConfig:
 
 
 def _line_of(text: str, key: str) -> int | None:
-    pattern = re.compile(rf"^\s*{re.escape(key)}\s*=", re.MULTILINE)
+    """The line where ``key`` is assigned (``key = ...``, quoted or not) or opens a table (``[key]``)."""
+    name = re.escape(key)
+    # [ \t], not \s: \s also matches newlines, which would report a blank line above the key.
+    pattern = re.compile(
+        rf"^[ \t]*(?:{name}|\"{name}\"|'{name}')[ \t]*=|^[ \t]*\[[ \t]*{name}[ \t]*\]", re.MULTILINE
+    )
     match = pattern.search(text)
     return text.count("\n", 0, match.start()) + 1 if match else None
 
@@ -96,7 +101,7 @@ def load_site(path: str | Path) -> SiteConfig:
     }
     for key, value in data.items():
         if key not in types or key == "name":
-            line = _line_of(text, key) or _line_of(text, f"[{key}")
+            line = _line_of(text, key)
             known = ", ".join(sorted(k for k in types if k != "name"))
             raise ConfigError(f"{path}:{line or '?'}: unknown key {key!r} (known keys: {known})")
         _check_type(path, text, key, value, hints[types[key]] if isinstance(types[key], str) else types[key])
@@ -155,9 +160,12 @@ def template_environment(templates: Path):
 
 
 def render_site(site: SiteConfig, templates: Path) -> str:
+    from .formats import input_formats, output_formats
+
     environment = template_environment(templates)
     template = environment.get_template(f"runtime_{site.runtime}.sbatch.j2")
-    return template.render(site=site, source=f"site_configs/{site.name}.toml")
+    return template.render(site=site, source=f"site_configs/{site.name}.toml",
+                           input_formats=input_formats(), output_formats=output_formats())
 
 
 def site_names(sites_dir: Path) -> list[str]:

@@ -19,6 +19,7 @@ import os
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +111,9 @@ class SlurmRayClient(RayClient):
         join_timeout_s: float = 300.0,
         head_lost_after_s: float = 10.0,
         node_ip: str | None = None,
+        on_connect: Callable[[], None] | None = None,
     ):
-        super().__init__(node_options=node_options, temp_root=temp_root)
+        super().__init__(node_options=node_options, temp_root=temp_root, on_connect=on_connect)
         self.node_ip = node_ip or routable_ip()
         self.job = job
         self.rendezvous = Rendezvous.for_job(Path(rendezvous_root), job)
@@ -131,7 +133,7 @@ class SlurmRayClient(RayClient):
         self._set_auth_env()
         self.rendezvous.publish_head(self.address)
         logger.info("Ray head at %s; waiting for %d worker node(s) to join", self.address, self.expected_nodes - 1)
-        connect_driver(self.address)
+        connect_driver(self.address, self.on_connect)
         self._wait_for_nodes()
         self.startup_s = time.monotonic() - began
         return self

@@ -8,6 +8,7 @@ from typing import Any
 
 from .arrays import format_array_expression
 from .checkpoint import CheckpointLayout, find_failed_attempt_records, read_run_config, scan_completion_manifests
+from .sharding import ShardRange
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,7 @@ class FailedAttempt:
 @dataclass
 class RunStatus:
     checkpoint: Path
-    minimum_shard_index: int
-    total_shards: int
+    shards: ShardRange
     source_task_count: int | None
     completed: list[int]
     incomplete: list[int]
@@ -37,8 +37,7 @@ class RunStatus:
     def to_json(self) -> dict[str, Any]:
         return {
             "checkpoint_path": str(self.checkpoint),
-            "minimum_shard_index": self.minimum_shard_index,
-            "total_shards": self.total_shards,
+            **self.shards.to_json(),
             "source_task_count": self.source_task_count,
             "completed_count": len(self.completed),
             "incomplete_count": len(self.incomplete),
@@ -66,9 +65,8 @@ def collect_status(layout: CheckpointLayout) -> RunStatus:
     run = read_run_config(layout)
     scan = scan_completion_manifests(layout, run)
     manifests = scan.shards
-    everything = range(run.minimum_shard_index, run.minimum_shard_index + run.total_shards)
-    completed = [s for s in everything if s in manifests]
-    incomplete = [s for s in everything if s not in manifests]
+    completed = [s for s in run.shards if s in manifests]
+    incomplete = [s for s in run.shards if s not in manifests]
     totals, durations = scan.totals, scan.durations
     failed = []
     for path, payload in find_failed_attempt_records(layout):
@@ -91,8 +89,7 @@ def collect_status(layout: CheckpointLayout) -> RunStatus:
     )
     return RunStatus(
         checkpoint=layout.root,
-        minimum_shard_index=run.minimum_shard_index,
-        total_shards=run.total_shards,
+        shards=run.shards,
         source_task_count=run.source_task_count,
         completed=completed,
         incomplete=incomplete,
@@ -103,11 +100,10 @@ def collect_status(layout: CheckpointLayout) -> RunStatus:
 
 
 def format_status(status: RunStatus) -> str:
-    last = status.minimum_shard_index + status.total_shards - 1
     lines = [
         f"checkpoint   {status.checkpoint}",
-        f"shards       {status.total_shards} (logical {status.minimum_shard_index}..{last})",
-        f"complete     {len(status.completed)}/{status.total_shards}",
+        f"shards       {status.shards.total} (logical {status.shards})",
+        f"complete     {len(status.completed)}/{status.shards.total}",
         f"incomplete   {format_array_expression(status.incomplete) or '-'}",
     ]
     if status.queued:

@@ -1,14 +1,18 @@
 """Stop requests that arrive as signals: the time-limit warning, preemption, scancel.
 
+A ``StopController`` belongs to one run. The ``run`` command creates it and installs its
+handlers; library calls create none, so importing or calling curator-array from another
+program never changes that program's signal handling.
+
 The first signal raises :class:`ShardStopped` in the main thread, so the run unwinds
 through its context managers (and the private Ray cluster is stopped on the way out). The
 request is also remembered, because a signal can land inside library code that swallows
 what it raises; the run loop then stops at its next check. Later signals are only
 recorded, so they cannot interrupt that cleanup.
 
-Callbacks registered with :func:`on_stop` run first, inside the handler: when SLURM
-cancels a step it signals every process of it at once, so the Ray processes are dying too
-and Ray may end the driver before any cleanup runs.
+Callbacks registered with :meth:`StopController.on_stop` run first, inside the handler:
+when SLURM cancels a step it signals every process of it at once, so the Ray processes
+are dying too and Ray may end the driver before any cleanup runs.
 """
 
 from __future__ import annotations
@@ -22,9 +26,6 @@ from types import FrameType
 logger = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
-
-_requested_by: str | None = None
-_callbacks: list[Callable[["ShardStopped"], None]] = []
 
 
 class ShardStopped(BaseException):
@@ -44,45 +45,67 @@ def _message(name: str) -> str:
     )
 
 
-def _on_signal(signum: int, frame: FrameType | None) -> None:
-    global _requested_by
-    first = _requested_by is None
-    _requested_by = signal.Signals(signum).name
-    if first:
-        stopped = ShardStopped(_message(_requested_by))
-        for callback in list(_callbacks):
-            try:
-                callback(stopped)
-            except Exception:  # noqa: BLE001 - the stop itself must still happen
-                logger.exception("a stop callback failed")
-        raise stopped
+class StopController:
+    """The stop state of one run: who asked to stop, and what to do first when they do."""
 
+    def __init__(self, signals: tuple[signal.Signals, ...] = STOP_SIGNALS):
+        self.signals = signals
+        self.requested_by: str | None = None
+        self._callbacks: list[Callable[[ShardStopped], None]] = []
+        self._previous: dict[int, object] = {}
 
-@contextmanager
-def on_stop(callback: Callable[[ShardStopped], None]) -> Iterator[None]:
-    """Call ``callback`` as soon as a stop signal arrives, while inside this block."""
-    _callbacks.append(callback)
-    try:
-        yield
-    finally:
-        _callbacks.remove(callback)
+    @property
+    def installed(self) -> bool:
+        return bool(self._previous)
 
+    def install(self) -> StopController:
+        for signum in self.signals:
+            previous = signal.signal(signum, self._on_signal)
+            self._previous.setdefault(signum, previous)
+        return self
 
-def install_stop_handlers() -> None:
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, _on_signal)
+    def uninstall(self) -> None:
+        """Give the signals back to whatever handled them before ``install``."""
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous.clear()
 
+    def reclaim(self) -> None:
+        """Install the handlers again if they were installed, after something replaced them.
 
-def reclaim_stop_handlers() -> None:
-    """Install the handlers again if they were installed, after something replaced them.
+        ``ray.init`` installs a C-level crash handler for SIGTERM that prints a stack and
+        kills the driver; Python still reports our handler, so only re-installing it takes
+        it back.
+        """
+        if self.installed:
+            for signum in self.signals:
+                signal.signal(signum, self._on_signal)
 
-    ``ray.init`` installs a C-level crash handler for SIGTERM that prints a stack and kills
-    the driver; Python still reports our handler, so only re-installing it takes it back.
-    """
-    if signal.getsignal(STOP_SIGNALS[0]) is _on_signal:
-        install_stop_handlers()
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.request(signal.Signals(signum).name)
 
+    def request(self, reason: str) -> None:
+        """Ask the run to stop (what a stop signal does); raises the first time."""
+        first = self.requested_by is None
+        self.requested_by = reason
+        if first:
+            stopped = ShardStopped(_message(reason))
+            for callback in list(self._callbacks):
+                try:
+                    callback(stopped)
+                except Exception:  # noqa: BLE001 - the stop itself must still happen
+                    logger.exception("a stop callback failed")
+            raise stopped
 
-def raise_if_stop_requested() -> None:
-    if _requested_by is not None:
-        raise ShardStopped(_message(_requested_by))
+    @contextmanager
+    def on_stop(self, callback: Callable[[ShardStopped], None]) -> Iterator[None]:
+        """Call ``callback`` as soon as a stop is requested, while inside this block."""
+        self._callbacks.append(callback)
+        try:
+            yield
+        finally:
+            self._callbacks.remove(callback)
+
+    def raise_if_requested(self) -> None:
+        if self.requested_by is not None:
+            raise ShardStopped(_message(self.requested_by))

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 
 from .checkpoint import CheckpointLayout
 from .errors import ConfigError
-from .retry import array_windows
+from .sharding import ShardRange
 from .slurm import SlurmCommandError, max_array_size, slurm_command, submit
 
-SUBMISSIONS_FILE = "submissions.jsonl"
 ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED")
 
 
@@ -28,8 +27,7 @@ ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", 
 class Submission:
     array_expression: str
     offset: int
-    total_shards: int
-    minimum_shard_index: int
+    shards: ShardRange
     script: str
     run_args: tuple[str, ...] = ()
     parallel: int | None = None
@@ -37,9 +35,9 @@ class Submission:
     @property
     def env(self) -> dict[str, str]:
         return {
-            "TOTAL_SHARDS": str(self.total_shards),
+            "TOTAL_SHARDS": str(self.shards.total),
             "SHARD_INDEX_OFFSET": str(self.offset),
-            "MINIMUM_SHARD_INDEX": str(self.minimum_shard_index),
+            "MINIMUM_SHARD_INDEX": str(self.shards.minimum),
         }
 
     @property
@@ -53,31 +51,33 @@ class Submission:
         return f"{env} sbatch --parsable {args}"
 
 
-def resolve_max_array_size(value: str | None, env: Mapping[str, str]) -> int | None:
-    if value is None:
+def resolve_max_array_size(value: str | None, env: Mapping[str, str], default: str | None = None) -> int | None:
+    """``auto`` asks the cluster (``scontrol show config``), ``none`` means no limit, else a number.
+
+    Submitting commands default to ``auto``: a window whose indices exceed the cluster's
+    ``MaxArraySize`` is refused by sbatch, so nobody should need to know the flag.
+    """
+    value = default if value is None else value
+    if value is None or value.strip().lower() == "none":
         return None
-    if value == "auto":
+    if value.strip().lower() == "auto":
         return max_array_size(env)
     try:
         size = int(value)
     except ValueError:
-        raise ConfigError(f"--max-array-size {value!r}: use a number or 'auto'") from None
+        raise ConfigError(f"--max-array-size {value!r}: use a number, 'auto' or 'none'") from None
     if size < 1:
         raise ConfigError(f"--max-array-size must be at least 1, got {size}")
     return size
 
 
 def plan_submissions(
-    shards: Sequence[int], total_shards: int, minimum_shard_index: int, script: str,
+    wanted: Sequence[int], shards: ShardRange, script: str,
     max_size: int | None = None, parallel: int | None = None, run_args: Sequence[str] = (),
 ) -> list[Submission]:
-    last = minimum_shard_index + total_shards - 1
-    outside = [s for s in shards if not minimum_shard_index <= s <= last]
-    if outside:
-        raise ConfigError(f"shards {outside[:5]} are outside the run's range {minimum_shard_index}..{last}")
     return [
-        Submission(w.array_expression, w.shard_index_offset, total_shards, minimum_shard_index, script, tuple(run_args), parallel)
-        for w in array_windows(sorted(set(shards)), max_size)
+        Submission(w.array_expression, w.shard_index_offset, shards, script, tuple(run_args), parallel)
+        for w in shards.windows(wanted, max_size)
     ]
 
 
@@ -95,10 +95,9 @@ def record_submission(layout: CheckpointLayout, job_id: str, item: Submission) -
     layout.metadata_dir.mkdir(parents=True, exist_ok=True)
     line = json.dumps({
         "job_id": job_id, "array": item.array_expression, "offset": item.offset,
-        "total_shards": item.total_shards, "minimum_shard_index": item.minimum_shard_index,
-        "submitted_at": time.time(),
+        **item.shards.to_json(), "submitted_at": time.time(),
     }) + "\n"
-    fd = os.open(layout.metadata_dir / SUBMISSIONS_FILE, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(layout.submissions_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, line.encode())
     finally:
@@ -106,7 +105,7 @@ def record_submission(layout: CheckpointLayout, job_id: str, item: Submission) -
 
 
 def recorded_submissions(layout: CheckpointLayout) -> list[dict]:
-    path = layout.metadata_dir / SUBMISSIONS_FILE
+    path = layout.submissions_file
     if not path.exists():
         return []
     records = []

@@ -7,6 +7,7 @@ onto Ray. Stages never import Ray, so they can be unit-tested as plain Python.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
@@ -101,7 +102,61 @@ class RayStageSpec:
         )
 
 
-class ProcessingStage:
+# Attributes that say how a stage is executed, not what it computes: never in a fingerprint.
+EXECUTION_ATTRIBUTES = frozenset({"ray_stage_spec", "resources", "batch_size"})
+
+
+def _plain(value: Any) -> bool:
+    """JSON-plain values (what a fingerprint can hold and compare); paths are not."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_plain(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+def stage_parameters(stage: Any, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A stage's public, JSON-plain attributes: what it was configured with.
+
+    Paths are left out on purpose: the same run may see its data under other mount points
+    (a container, another login node), and that must not count as another pipeline.
+    """
+    params: dict[str, Any] = {}
+    for key, value in sorted(vars(stage).items()):
+        if key.startswith("_") or key in EXECUTION_ATTRIBUTES or key in exclude or isinstance(value, os.PathLike):
+            continue
+        if _plain(value):
+            params[key] = list(value) if isinstance(value, tuple) else value
+    return params
+
+
+class _Stage:
+    """What every stage has: a name, and a fingerprint the run contract pins.
+
+    The fingerprint is the stage's class and its public, JSON-plain attributes by default.
+    Attributes that do not change the output (retries, timeouts) go in
+    ``fingerprint_exclude``.
+    """
+
+    name: ClassVar[str] = ""
+    fingerprint_exclude: ClassVar[frozenset[str]] = frozenset()
+
+    @property
+    def stage_name(self) -> str:
+        return self.name or type(self).__name__
+
+    def fingerprint(self) -> dict[str, Any]:
+        cls = type(self)
+        return {
+            "name": self.stage_name,
+            "class": f"{cls.__module__}.{cls.__qualname__}",
+            "params": stage_parameters(self, self.fingerprint_exclude),
+        }
+
+
+class ProcessingStage(_Stage):
     """Base class of every non-source stage.
 
     Subclasses override ``process`` (one task in, a task, a list of tasks or None out) or,
@@ -109,17 +164,12 @@ class ProcessingStage:
     worker before any task, for expensive state such as models or connections.
     """
 
-    name: ClassVar[str] = ""
     resources: Resources = Resources()
     batch_size: int = 1
     ray_stage_spec: Mapping[str, Any] = {}
 
     def __init__(self) -> None:
         self.validate()
-
-    @property
-    def stage_name(self) -> str:
-        return self.name or type(self).__name__
 
     def validate(self) -> RayStageSpec:
         if self.batch_size < 1:
@@ -142,18 +192,12 @@ class ProcessingStage:
         return out
 
 
-class SourceStage:
+class SourceStage(_Stage):
     """The first stage: lists every source task of the run, deterministically, at the driver.
 
     Every array element lists the full set and keeps its own shard, so ids must be the same
     in every process and on every retry.
     """
-
-    name: ClassVar[str] = ""
-
-    @property
-    def stage_name(self) -> str:
-        return self.name or type(self).__name__
 
     def list_tasks(self) -> list[Task]:
         raise NotImplementedError

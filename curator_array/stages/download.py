@@ -88,6 +88,8 @@ class DownloadStage(ProcessingStage):
 
     name = "download"
     resources = Resources(cpus=0.25)
+    # How hard and how long to try changes no output byte: not part of the run contract.
+    fingerprint_exclude = frozenset({"retries", "timeout", "backoff_base_s", "backoff_max_s"})
 
     def __init__(
         self,

@@ -1,51 +1,69 @@
-"""Document filters over Arrow tables. Each records how many rows it dropped."""
+"""Document filters over Arrow tables, and ``FilterStage``, the base user filters subclass.
+
+A filter decides per row, vectorised over the batch's table. The base class does the
+bookkeeping: empty batches, a missing or non-text field (the task fails naming it), and
+counting the rows it dropped, which end up in the completion manifest per filter.
+"""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError
-from ..tasks import DocumentBatch, FailedTask, Task
+from ..tasks import DocumentBatch, Task
 from .base import ProcessingStage
 
 
-class _TableFilter(ProcessingStage):
+class FilterStage(ProcessingStage):
+    """Keeps the rows of a ``DocumentBatch`` that ``keep`` accepts; counts the others.
+
+    Override ``keep(text)`` to decide from the text column alone, or ``score(table, text)``
+    to add columns (scores worth keeping for later analysis) and decide from the whole
+    table. A null in the mask drops the row.
+    """
+
     def __init__(self, text_field: str = "text"):
         self.text_field = text_field
         super().__init__()
 
-    def keep_mask(self, text: pa.ChunkedArray) -> pa.Array:
-        raise NotImplementedError
+    def keep(self, text: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+        raise NotImplementedError(f"{type(self).__name__} must implement keep() or score()")
+
+    def score(self, table: pa.Table, text: pa.ChunkedArray) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
+        """The table to keep rows of (with any added columns) and the boolean mask."""
+        return table, self.keep(text)
 
     def process(self, task: DocumentBatch) -> Task:
         table = task.table
         if table.num_rows == 0:
             return task
+        where = ", ".join(task.metadata.get("source_files", [])) or "input"
         if self.text_field not in table.column_names:
-            return FailedTask(task.task_id, dict(task.metadata), stage=self.stage_name,
-                              reason=f"no {self.text_field!r} field in {', '.join(task.metadata.get('source_files', [])) or 'input'}")
+            return task.failed(f"no {self.text_field!r} field in {where}", self.stage_name)
         text = table.column(self.text_field)
-        if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type) or pa.types.is_null(text.type)):
-            return FailedTask(task.task_id, dict(task.metadata), stage=self.stage_name,
-                              reason=f"field {self.text_field!r} has type {text.type}, expected strings")
-        kept = table.filter(self.keep_mask(text))
-        dropped = dict(task.metadata.get("dropped", {}))
-        dropped[self.stage_name] = table.num_rows - kept.num_rows
-        return DocumentBatch(task.task_id, {**task.metadata, "dropped": dropped}, table=kept)
+        if pa.types.is_null(text.type):
+            text = text.cast(pa.string())
+        if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
+            return task.failed(f"field {self.text_field!r} has type {text.type}, expected strings", self.stage_name)
+        scored, mask = self.score(table, text)
+        kept = scored.filter(pc.fill_null(mask, False))
+        counters = task.counters.with_dropped(self.stage_name, table.num_rows - kept.num_rows)
+        return replace(task, table=kept, counters=counters)
 
 
-class NonEmptyTextFilter(_TableFilter):
+class NonEmptyTextFilter(FilterStage):
     """Drops documents whose text is missing or only whitespace."""
 
     name = "non_empty_text"
 
-    def keep_mask(self, text):
-        stripped = pc.utf8_trim_whitespace(text.cast(pa.string()))
-        return pc.fill_null(pc.greater(pc.utf8_length(stripped), 0), False)
+    def keep(self, text):
+        return pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0)
 
 
-class WordCountFilter(_TableFilter):
+class WordCountFilter(FilterStage):
     """Keeps documents with ``min_words <= words <= max_words`` (whitespace-separated)."""
 
     name = "word_count"
@@ -58,16 +76,15 @@ class WordCountFilter(_TableFilter):
         self.min_words, self.max_words = min_words, max_words
         super().__init__(text_field)
 
-    def keep_mask(self, text):
-        words = pc.list_value_length(pc.utf8_split_whitespace(text.cast(pa.string())))
-        words = pc.fill_null(words, 0)
+    def keep(self, text):
+        words = pc.fill_null(pc.list_value_length(pc.utf8_split_whitespace(text)), 0)
         mask = pc.greater_equal(words, self.min_words or 0)
         if self.max_words is not None:
             mask = pc.and_(mask, pc.less_equal(words, self.max_words))
         return mask
 
 
-class ExactDuplicateFilter(_TableFilter):
+class ExactDuplicateFilter(FilterStage):
     """Keeps the first occurrence of each exact text within a source task.
 
     Scoped to one source task on purpose: the result then does not depend on how tasks
@@ -76,7 +93,7 @@ class ExactDuplicateFilter(_TableFilter):
 
     name = "exact_dedup"
 
-    def keep_mask(self, text):
+    def keep(self, text):
         indexed = pa.table({"t": text, "i": pa.array(range(len(text)), pa.int64())})
         firsts = indexed.group_by("t", use_threads=False).aggregate([("i", "min")]).column("i_min")
         return pc.is_in(indexed.column("i"), value_set=firsts)

@@ -8,16 +8,11 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigError, InputError
+from ..formats import get_format
 from ..tasks import FileGroupTask
 from .base import SourceStage
 
 logger = logging.getLogger(__name__)
-
-FILE_TYPE_SUFFIXES = {
-    "jsonl": (".jsonl", ".jsonl.gz"),
-    "parquet": (".parquet",),
-}
-
 
 def group_task_id(relative_paths: list[str]) -> str:
     """Depends only on paths relative to the input root, so not on the mount point."""
@@ -35,11 +30,7 @@ class FilePartitioningStage(SourceStage):
     name = "file_partitioning"
 
     def __init__(self, input_dir: str | Path, file_type: str = "jsonl", files_per_partition: int = 1):
-        if file_type not in FILE_TYPE_SUFFIXES:
-            raise ConfigError(
-                f"input file type {file_type!r} is not supported; use one of "
-                f"{', '.join(sorted(FILE_TYPE_SUFFIXES))}"
-            )
+        self._suffixes = get_format(file_type, "input").suffixes
         if files_per_partition < 1:
             raise ConfigError(f"files_per_partition must be >= 1, got {files_per_partition}")
         self.input_dir = Path(input_dir)
@@ -50,7 +41,7 @@ class FilePartitioningStage(SourceStage):
         root = self.input_dir
         if not root.is_dir():
             raise ConfigError(f"input directory {root} does not exist or is not a directory")
-        suffixes = FILE_TYPE_SUFFIXES[self.file_type]
+        suffixes = self._suffixes
         found: list[str] = []
 
         def raise_error(error: OSError) -> None:

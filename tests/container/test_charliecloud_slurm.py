@@ -13,7 +13,7 @@ import pytest
 
 from curator_array.sharding import shard_of
 from curator_array.stages.partition import group_task_id
-from tests.conftest import SAMPLE, need
+from tests.conftest import SAMPLE, need, records_digest
 from tests.slurm.conftest import job_script, sbatch, wait_for
 
 pytestmark = [pytest.mark.container, pytest.mark.slurm]
@@ -57,11 +57,19 @@ def test_sqsh_array_with_charliecloud(slurm_cluster, sqsh, tmp_path):
     manifest = json.loads((completion / f"completed_slurm_array_{good}.json").read_text())
     failed = list((out / ".nemo_curator_metadata" / ".failed_tasks").rglob("failed_tasks.json"))
     assert len(failed) == 1 and "bad.jsonl: line 2: malformed JSON record" in failed[0].read_text()
-    written = {f for f in manifest["output_files"]}
-    good_records = [r for name in sorted(written) for r in read_records_file(out / name)]
-    expected_ids = set(manifest["source_task_ids"])
-    assert len(good_records) == manifest["rows_out"] > 0 and len(expected_ids) == manifest["source_tasks"]
+    expected_names = sorted(p.name for p in data.iterdir() if shard_of(group_task_id([p.name]), 2) == good)
+    assert manifest["source_task_ids"] == sorted(group_task_id([name]) for name in expected_names)
+    expected = [r for name in expected_names for r in read_input_file(data / name)]
+    assert manifest["rows_out"] == len(expected) > 0
+    good_outputs = sorted(f"{group_task_id([name])}.jsonl" for name in expected_names)
+    assert manifest["output_files"] == good_outputs
+    written = [r for name in good_outputs for r in read_input_file(out / name)]
+    assert records_digest(written) == records_digest(expected), "the good shard's outputs = its inputs"
 
 
-def read_records_file(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
+def read_input_file(path: Path) -> list[dict]:
+    import gzip
+
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return [json.loads(line) for line in handle if line.strip()]

@@ -86,7 +86,7 @@ class FailSomeStage(ProcessingStage):
 
 
 class SetupCountingStage(ProcessingStage):
-    """An actor stage that records how often setup() ran."""
+    """An actor stage that records every setup() call (one line per call, in a file per process)."""
 
     name = "setup_counter"
     ray_stage_spec = {"is_actor_stage": True, "num_workers": 2}
@@ -97,11 +97,14 @@ class SetupCountingStage(ProcessingStage):
 
     def setup(self) -> None:
         Path(self.probe_dir).mkdir(parents=True, exist_ok=True)
-        (Path(self.probe_dir) / f"setup-{os.getpid()}").write_text("1")
+        with open(Path(self.probe_dir) / f"setup-{os.getpid()}", "a") as log:
+            log.write("setup\n")
         self.ready = True
 
     def process(self, task):
         assert self.ready
+        with open(Path(self.probe_dir) / f"process-{os.getpid()}", "a") as log:
+            log.write(task.task_id + "\n")
         return task
 
 

@@ -16,7 +16,7 @@ from curator_array.stages.download import DownloadStage, local_name
 from curator_array.stages.urls import UrlGroupTask, UrlListStage, url_group_id
 from curator_array.tasks import FailedTask, FileGroupTask
 from tests.conftest import REPO
-from tests.http_faults import FaultServer, random_bytes, sha256
+from curator_array.devtools.fault_server import FaultServer, random_bytes, sha256
 
 FILES = {f"f{i}.bin": random_bytes(300_000 + i * 1000, i) for i in range(8)}
 FILES["big.bin"] = random_bytes(4_000_000, 99)

@@ -14,11 +14,12 @@ from curator_array.pipeline import Pipeline, PipelineOptions, default_pipeline
 from curator_array.ray_cluster import NodeOptions, start_worker
 from curator_array.ray_data import RayDataExecutor
 from curator_array.stages.download import DOWNLOAD_SLOT
+from curator_array.stages.io import FileListWriter
 from curator_array.stages.urls import UrlListStage
 from tests.conftest import read_records, records_digest
-from tests.http_faults import FaultServer, random_bytes
+from curator_array.devtools.fault_server import FaultServer, random_bytes
 from tests.integration.helper_stages import ProbedDownloadStage, peak_concurrency
-from tests.integration.runs import run_shard
+from curator_array.app import run_shard_here
 
 pytestmark = pytest.mark.ray
 MiB = 2**20
@@ -50,14 +51,14 @@ def download_pipeline(tmp_path, server, files, name, **stage_kwargs):
     lists.write_text("".join(server.url("ok", f) + "\n" for f in files))
     probe = tmp_path / f"probe-{name}"
     stage = ProbedDownloadStage(str(tmp_path / f"dl-{name}"), str(probe), **stage_kwargs)
-    return Pipeline(UrlListStage([lists]), [stage]), probe
+    return Pipeline(UrlListStage([lists]), [stage, FileListWriter(tmp_path / f"out-{name}")]), probe
 
 
 def run_downloads(tmp_path, server, files, name, **stage_kwargs):
     pipeline, probe = download_pipeline(tmp_path, server, files, name, **stage_kwargs)
     server.peak_active = 0
     executor = RayDataExecutor(progress_bars=False)
-    run_shard(pipeline, tmp_path / f"out-{name}", tmp_path / f"ckpt-{name}", executor=executor)
+    run_shard_here(pipeline, tmp_path / f"ckpt-{name}", output_dir=tmp_path / f"out-{name}", executor=executor)
     per_node = {p.name: peak_concurrency(str(p)) for p in probe.iterdir() if p.is_dir()}
     return executor.pool_choices["download"], server.peak_active, per_node
 
@@ -92,7 +93,7 @@ def test_urls_flow_through_download_read_filter_write(two_node_cluster, tmp_path
         lists.write_text("".join(server.url("flaky503", name) + "\n" for name in sources))
         out = tmp_path / "out"
         options = PipelineOptions("", str(out), input_urls=(str(lists),), drop_empty=True)
-        outcome = run_shard(default_pipeline(options), out, tmp_path / "ckpt")
+        outcome = run_shard_here(default_pipeline(options), tmp_path / "ckpt", output_dir=out)
         assert outcome.status == "completed"
         expected = [r for body in sources.values() for r in map(json.loads, body.decode().splitlines()) if r["text"].strip()]
         assert records_digest(read_records(out)) == records_digest(expected)
@@ -108,7 +109,7 @@ def test_backlog_is_bounded_when_the_consumer_is_slow(two_node_cluster, slow_ser
 
     server, files = slow_server
     pipeline, _ = download_pipeline(tmp_path, server, files, "backlog")
-    pipeline.stages.append(SlowConsumer())
+    pipeline.stages.insert(-1, SlowConsumer())
     download_dir = tmp_path / "dl-backlog"
     stop, peak = threading.Event(), [0]
 
@@ -121,7 +122,7 @@ def test_backlog_is_bounded_when_the_consumer_is_slow(two_node_cluster, slow_ser
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     executor = RayDataExecutor(progress_bars=False)
-    outcome = run_shard(pipeline, None, tmp_path / "ckpt-backlog", executor=executor)
+    outcome = run_shard_here(pipeline, tmp_path / "ckpt-backlog", executor=executor)
     stop.set()
     sampler.join()
     assert outcome.status == "completed"

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_array.app import RunRequest, run_shard_command
+from curator_array.job_context import JobContext
 from curator_array.checkpoint import CheckpointLayout
 from curator_array.errors import CheckpointMismatchError
 from curator_array.pipeline import Pipeline, PipelineOptions, default_pipeline
@@ -20,7 +21,7 @@ from curator_array.stages.base import SourceStage
 from curator_array.tasks import FailedTask, FileGroupTask
 from tests.conftest import read_records, records_digest, visible_files
 from tests.integration.helper_stages import FailSomeStage, SetupCountingStage
-from tests.integration.runs import run_shard
+from curator_array.app import run_shard_here
 
 pytestmark = pytest.mark.ray
 
@@ -52,7 +53,7 @@ def input_records(directory: Path) -> dict[str, list[dict]]:
 def test_jsonl_to_parquet_copies_every_record(ray_cluster, sample_jsonl, tmp_path):
     out = tmp_path / "out"
     options = PipelineOptions(str(sample_jsonl), str(out), output_file_type="parquet")
-    outcome = run_shard(default_pipeline(options), out, tmp_path / "ckpt")
+    outcome = run_shard_here(default_pipeline(options), tmp_path / "ckpt", output_dir=out)
     expected = [r for records in input_records(sample_jsonl).values() for r in records]
     assert outcome.status == "completed"
     assert records_digest(read_records(out)) == records_digest(expected)
@@ -63,7 +64,7 @@ def test_jsonl_to_parquet_copies_every_record(ray_cluster, sample_jsonl, tmp_pat
 def test_parquet_to_jsonl_copies_every_record(ray_cluster, sample_parquet, tmp_path):
     out = tmp_path / "out"
     options = PipelineOptions(str(sample_parquet), str(out), input_file_type="parquet", output_file_type="jsonl")
-    run_shard(default_pipeline(options), out, tmp_path / "ckpt")
+    run_shard_here(default_pipeline(options), tmp_path / "ckpt", output_dir=out)
     expected = [r for records in input_records(sample_parquet).values() for r in records]
     assert records_digest(read_records(out)) == records_digest(expected)
 
@@ -86,7 +87,7 @@ def independent_filter(records, min_words, max_words):
 def test_filters_match_an_independent_computation(ray_cluster, sample_jsonl, tmp_path):
     out = tmp_path / "out"
     options = PipelineOptions(str(sample_jsonl), str(out), drop_empty=True, min_words=5, max_words=100, dedup=True)
-    outcome = run_shard(default_pipeline(options), out, tmp_path / "ckpt")
+    outcome = run_shard_here(default_pipeline(options), tmp_path / "ckpt", output_dir=out)
     expected = [r for records in input_records(sample_jsonl).values() for r in independent_filter(records, 5, 100)]
     got = read_records(out)
     assert len(got) < outcome.stats["rows_in"]
@@ -98,12 +99,12 @@ def test_filters_match_an_independent_computation(ray_cluster, sample_jsonl, tmp
 def test_four_shards_union_equals_unsharded_run_and_replay_is_identical(ray_cluster, sample_jsonl, tmp_path):
     kwargs = dict(output_file_type="parquet", drop_empty=True, min_words=3, dedup=True)
     whole = tmp_path / "whole"
-    run_shard(default_pipeline(PipelineOptions(str(sample_jsonl), str(whole), **kwargs)), whole, tmp_path / "c1")
+    run_shard_here(default_pipeline(PipelineOptions(str(sample_jsonl), str(whole), **kwargs)), tmp_path / "c1", output_dir=whole)
     sharded = tmp_path / "sharded"
     pipeline = default_pipeline(PipelineOptions(str(sample_jsonl), str(sharded), **kwargs))
     owned = []
     for index in range(4):
-        outcome = run_shard(pipeline, sharded, tmp_path / "c4", ShardConfig(index, 4))
+        outcome = run_shard_here(pipeline, tmp_path / "c4", ShardConfig(index, 4), output_dir=sharded)
         assert outcome.status == "completed"
         owned += outcome.stats["source_task_ids"]
     assert sorted(owned) == sorted(set(owned)) and len(owned) == 12
@@ -111,7 +112,7 @@ def test_four_shards_union_equals_unsharded_run_and_replay_is_identical(ray_clus
     assert records_digest(union) == records_digest(read_records(whole))
     assert len({r["id"] for r in union}) == len(union)
     before = {name: (sharded / name).read_bytes() for name in visible_files(sharded)}
-    replay = run_shard(pipeline, sharded, tmp_path / "c4-replay", ShardConfig(2, 4))
+    replay = run_shard_here(pipeline, tmp_path / "c4-replay", ShardConfig(2, 4), output_dir=sharded)
     assert replay.stats["output_files"]
     assert {name: (sharded / name).read_bytes() for name in visible_files(sharded)} == before
     assert not [p for p in os.listdir(sharded) if ".tmp-" in p]
@@ -121,7 +122,7 @@ def test_failed_tasks_on_workers_block_the_manifest_and_are_recorded(ray_cluster
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     options = PipelineOptions(str(sample_jsonl), str(out))
     pipeline = Pipeline(options.source(), [options.reader(), FailSomeStage("part-003.jsonl", "part-007.jsonl"), options.writer()])
-    outcome = run_shard(pipeline, out, ckpt)
+    outcome = run_shard_here(pipeline, ckpt, output_dir=out)
     assert outcome.status == "failed" and outcome.exit_code == 3
     layout = CheckpointLayout(ckpt)
     assert not list(layout.completion_dir.glob("completed_slurm_array_*.json"))
@@ -144,17 +145,24 @@ def test_run_command_exit_code_3_for_failed_tasks(ray_cluster, sample_jsonl, tmp
     request = RunRequest.from_flags(
         {"input_dir": str(sample_jsonl), "output_dir": str(tmp_path / "out"), "pipeline_ref": "failing_pipeline:build"}
     )
-    assert run_shard_command(request, {}, client_factory=AlreadyConnected) == 3
+    assert run_shard_command(request, JobContext.from_env({}), client_factory=AlreadyConnected) == 3
     request.pipeline_ref = None
-    assert run_shard_command(request, {}, client_factory=AlreadyConnected) == 0
+    request.checkpoint_path = str(tmp_path / "other-run")  # another pipeline: another logical run
+    assert run_shard_command(request, JobContext.from_env({}), client_factory=AlreadyConnected) == 0
 
 
 def test_actor_stage_runs_setup_once_per_actor(ray_cluster, sample_jsonl, tmp_path):
     out, probe = tmp_path / "out", tmp_path / "probe"
     options = PipelineOptions(str(sample_jsonl), str(out))
     pipeline = Pipeline(options.source(), [options.reader(), SetupCountingStage(str(probe)), options.writer()])
-    assert run_shard(pipeline, out, tmp_path / "ckpt").status == "completed"
-    assert 1 <= len(list(probe.glob("setup-*"))) <= 2
+    assert run_shard_here(pipeline, tmp_path / "ckpt", output_dir=out).status == "completed"
+    setups = {p.name.split("-", 1)[1]: p.read_text().splitlines() for p in probe.glob("setup-*")}
+    processed = {p.name.split("-", 1)[1]: p.read_text().splitlines() for p in probe.glob("process-*")}
+    assert len(setups) == 2, f"a pool of 2 actors, each in its own process: {setups}"
+    assert all(calls == ["setup"] for calls in setups.values()), f"setup() ran more than once in an actor: {setups}"
+    assert set(processed) <= set(setups), "every process that processed a task had run setup() first"
+    assert sorted(t for tasks in processed.values() for t in tasks) == sorted(
+        t.task_id for t in options.source().list_tasks())
 
 
 class FailingSource(SourceStage):
@@ -163,7 +171,7 @@ class FailingSource(SourceStage):
 
 
 def test_source_failed_task_is_an_error(tmp_path):
-    pipeline = Pipeline(FailingSource(), [default_pipeline(PipelineOptions(str(tmp_path), str(tmp_path))).stages[0]])
+    pipeline = Pipeline(FailingSource(), default_pipeline(PipelineOptions(str(tmp_path), str(tmp_path))).stages)
     with pytest.raises(SourceFailedError, match="a source must raise instead"):
         prepare_shard(pipeline, tmp_path / "ckpt", None)
 
@@ -188,3 +196,23 @@ def test_plain_stages_share_one_ray_task_and_sized_stages_do_not(tmp_path):
     assert [[s.stage_name for s in seg] for seg in segments] == [
         ["jsonl_reader", "non_empty_text", "word_count"], ["sleepy"], ["jsonl_writer"],
     ]
+
+
+def test_new_run_outside_an_array_archives_and_reruns_everything(ray_cluster, sample_jsonl, tmp_path, caplog):
+    out = tmp_path / "out"
+    flags = {"input_dir": str(sample_jsonl), "output_dir": str(out), "min_words": 5}
+    context = JobContext.from_env({})
+    assert run_shard_command(RunRequest.from_flags(flags), context, client_factory=AlreadyConnected) == 0
+    layout = CheckpointLayout(out)
+    first = json.loads(layout.manifest_path(0).read_text())
+    changed = {**flags, "min_words": 50}
+    with pytest.raises(CheckpointMismatchError, match="min_words: 5 → 50"):
+        run_shard_command(RunRequest.from_flags(changed), context, client_factory=AlreadyConnected)
+    assert run_shard_command(RunRequest.from_flags({**changed, "new_run": True}), context,
+                             client_factory=AlreadyConnected) == 0
+    [archive] = layout.archive_root.iterdir()
+    assert json.loads((archive / ".slurm_array_completion" / "completed_slurm_array_0.json").read_text()) == first
+    second = json.loads(layout.manifest_path(0).read_text())
+    assert second["run_id"] != first["run_id"] and second["rows_out"] < first["rows_out"]
+    expected = [r for rs in input_records(sample_jsonl).values() for r in rs if len((r.get("text") or "").split()) >= 50]
+    assert records_digest(read_records(out)) == records_digest(expected)

@@ -9,7 +9,7 @@ from curator_array.pipeline import Pipeline, PipelineOptions
 from curator_array.ray_cluster import NodeOptions, start_worker
 from curator_array.ray_data import RayDataExecutor
 from tests.integration.helper_stages import SleepyStage, peak_concurrency
-from tests.integration.runs import run_shard
+from curator_array.app import run_shard_here
 
 pytestmark = pytest.mark.ray
 
@@ -22,15 +22,17 @@ def sleepy_pipeline(input_dir, out, probe, **spec):
 def run_sleepy(tmp_path, name, input_dir, **spec):
     out, probe = tmp_path / f"out-{name}", tmp_path / f"probe-{name}"
     executor = RayDataExecutor(progress_bars=False)
-    outcome = run_shard(sleepy_pipeline(input_dir, out, probe, **spec), out, tmp_path / f"ckpt-{name}", executor=executor)
+    outcome = run_shard_here(sleepy_pipeline(input_dir, out, probe, **spec), tmp_path / f"ckpt-{name}", output_dir=out, executor=executor)
     assert outcome.status == "completed"
     return executor.pool_choices["sleepy"], peak_concurrency(str(probe)), probe
 
 
 def test_one_node_pool_of_two_is_never_exceeded(ray_cluster, sample_jsonl, tmp_path):
-    choice, peak, _ = run_sleepy(tmp_path, "capped", sample_jsonl, num_workers_per_node=2)
+    choice, peak, probe = run_sleepy(tmp_path, "capped", sample_jsonl, num_workers_per_node=2)
     assert choice.size == 2
     assert 1 <= peak <= 2
+    per_node = {p.name: peak_concurrency(str(p)) for p in probe.iterdir() if p.is_dir()}
+    assert list(per_node.values()) == [peak], f"one node, whose probe saw the global peak: {per_node}"
     _, uncapped_peak, _ = run_sleepy(tmp_path, "uncapped", sample_jsonl, num_workers=8)
     assert uncapped_peak > 2, "the probe must be able to see more than the cap"
 
@@ -48,3 +50,8 @@ def test_two_node_pool_of_four(ray_cluster, sample_jsonl, tmp_path):
     choice, peak, probe = run_sleepy(tmp_path, "two-nodes", sample_jsonl, num_workers_per_node=2)
     assert choice.size == 4
     assert 1 <= peak <= 4
+    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    per_node = {p.name: peak_concurrency(str(p)) for p in probe.iterdir() if p.is_dir()}
+    assert set(per_node) == alive, f"SPREAD placement should use both nodes: {per_node}"
+    assert all(1 <= node_peak <= 4 for node_peak in per_node.values()), per_node
+    assert sum(per_node.values()) >= peak, "the per-node probes saw what the global probe saw"

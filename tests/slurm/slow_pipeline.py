@@ -8,6 +8,7 @@ from curator_array.stages.base import ProcessingStage
 
 class Slow(ProcessingStage):
     name = "slow"
+    fingerprint_exclude = frozenset({"seconds"})  # how long it waits changes no output
 
     def __init__(self, seconds: float):
         self.seconds = seconds

@@ -17,14 +17,14 @@ from curator_array.checkpoint import (
 )
 from curator_array.errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
 from curator_array.jobenv import JobEnvironment
-from curator_array.sharding import ShardConfig
+from curator_array.sharding import ShardConfig, ShardRange
 
 IDS = [f"t{i:04d}" for i in range(50)]
 
 
 def test_layout_matches_the_spec(tmp_path):
     layout = CheckpointLayout(tmp_path)
-    ensure_run_config(layout, ShardConfig(0, 4), IDS)
+    ensure_run_config(layout, ShardRange(4), IDS)
     run_file = tmp_path / ".nemo_curator_metadata" / ".slurm_array_completion" / "run.json"
     payload = json.loads(run_file.read_text())
     assert payload["minimum_shard_index"] == 0 and payload["total_shards"] == 4
@@ -41,16 +41,16 @@ def test_layout_matches_the_spec(tmp_path):
 
 def test_second_attempt_with_same_config_validates(tmp_path):
     layout = CheckpointLayout(tmp_path)
-    first = ensure_run_config(layout, ShardConfig(0, 4), IDS)
-    again = ensure_run_config(layout, ShardConfig(2, 4), list(reversed(IDS)))
+    first = ensure_run_config(layout, ShardRange(4), IDS)
+    again = ensure_run_config(layout, ShardRange(4), list(reversed(IDS)))
     assert first.source_task_digest == again.source_task_digest
 
 
 def test_different_shard_config_is_refused_with_what_differs(tmp_path):
     layout = CheckpointLayout(tmp_path)
-    ensure_run_config(layout, ShardConfig(0, 4), IDS)
+    ensure_run_config(layout, ShardRange(4), IDS)
     with pytest.raises(CheckpointMismatchError) as err:
-        ensure_run_config(layout, ShardConfig(0, 5, 1), IDS)
+        ensure_run_config(layout, ShardRange(5, 1), IDS)
     message = str(err.value)
     assert "total_shards=5 (the run has 4)" in message
     assert "minimum_shard_index=1 (the run has 0)" in message
@@ -59,10 +59,10 @@ def test_different_shard_config_is_refused_with_what_differs(tmp_path):
 
 def test_changed_listing_is_refused_with_counts(tmp_path):
     layout = CheckpointLayout(tmp_path)
-    ensure_run_config(layout, ShardConfig(0, 4), IDS)
+    ensure_run_config(layout, ShardRange(4), IDS)
     changed = IDS[3:] + ["t9001", "t9002"]
     with pytest.raises(CheckpointMismatchError, match=r"2 id\(s\) added, 3 removed") as err:
-        ensure_run_config(layout, ShardConfig(1, 4), changed)
+        ensure_run_config(layout, ShardRange(4), changed)
     assert "t9001" in str(err.value) and "t0000" in str(err.value)
 
 
@@ -70,7 +70,7 @@ def test_run_json_of_another_tool_without_digest_is_accepted(tmp_path):
     layout = CheckpointLayout(tmp_path)
     layout.completion_dir.mkdir(parents=True)
     layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 4}))
-    assert ensure_run_config(layout, ShardConfig(0, 4), IDS).total_shards == 4
+    assert ensure_run_config(layout, ShardRange(4), IDS).total_shards == 4
 
 
 def test_missing_and_corrupt_run_json(tmp_path):
@@ -87,7 +87,7 @@ def _race(args):
     root, total, barrier, results = args
     barrier.wait()
     try:
-        ensure_run_config(CheckpointLayout(root), ShardConfig(0, total), IDS)
+        ensure_run_config(CheckpointLayout(root), ShardRange(total), IDS)
         results.put(("ok", total))
     except CheckpointMismatchError as exc:
         results.put(("mismatch", str(exc)))
@@ -135,7 +135,7 @@ def _killed_writer(root):
         real_link(src, dst)
 
     os.link = link_then_die
-    ensure_run_config(CheckpointLayout(root), ShardConfig(0, 4), IDS)
+    ensure_run_config(CheckpointLayout(root), ShardRange(4), IDS)
 
 
 def test_writer_killed_after_its_temp_file_leaves_no_partial_run_json(tmp_path):
@@ -147,7 +147,7 @@ def test_writer_killed_after_its_temp_file_leaves_no_partial_run_json(tmp_path):
     assert not layout.run_file.exists()
     leftovers = [f for f in os.listdir(layout.completion_dir) if "run.json.tmp-" in f]
     assert leftovers, "the killed writer had written its temp file"
-    ensure_run_config(layout, ShardConfig(0, 4), IDS)
+    ensure_run_config(layout, ShardRange(4), IDS)
     assert read_run_config(layout).total_shards == 4
 
 

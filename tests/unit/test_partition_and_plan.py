@@ -4,6 +4,7 @@ import pytest
 
 from curator_array.errors import ConfigError
 from curator_array.plan import plan_shards
+from curator_array.sharding import ShardRange
 from curator_array.sharding import shard_of
 from curator_array.stages.partition import FilePartitioningStage, group_task_id
 
@@ -56,7 +57,7 @@ def test_empty_dir_warns(tmp_path, caplog):
 
 def test_plan_counts_and_imbalance():
     listing = [(f"t{i}", [f"f{i}.jsonl"]) for i in range(40)]
-    plan = plan_shards(listing, 8, 1)
+    plan = plan_shards(listing, ShardRange(8, 1))
     expected = {s: 0 for s in range(1, 9)}
     for task_id, _ in listing:
         expected[shard_of(task_id, 8, 1)] += 1

@@ -5,7 +5,7 @@ import pytest
 from curator_array.checkpoint import CheckpointLayout, completion_manifest, write_completion_manifest
 from curator_array.errors import ConfigError, CorruptCheckpointError
 from curator_array.retry import format_retry, plan_retry
-from curator_array.sharding import ShardConfig
+from curator_array.sharding import ShardConfig, ShardRange
 
 
 def make_run(tmp_path, total, minimum=0, complete=()):
@@ -126,7 +126,7 @@ def test_parallel_scan_gives_the_same_answer_and_names_a_bad_file(tmp_path, monk
 def test_submission_windows_and_command_lines():
     from curator_array.submit import plan_submissions
 
-    subs = plan_submissions([0, 1, 2, 3, 4, 5], 6, 0, "site_configs/local.sbatch", max_size=5, parallel=2,
+    subs = plan_submissions([0, 1, 2, 3, 4, 5], ShardRange(6), "site_configs/local.sbatch", max_size=5, parallel=2,
                             run_args=["--min-words", "5 words"])
     assert [s.command_line() for s in subs] == [
         "TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=0 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0-4%2 "
@@ -135,4 +135,16 @@ def test_submission_windows_and_command_lines():
         "site_configs/local.sbatch --min-words '5 words'",
     ]
     with pytest.raises(ConfigError, match="outside the run's range"):
-        plan_submissions([7], 6, 0, "x.sbatch")
+        plan_submissions([7], ShardRange(6), "x.sbatch")
+
+
+def test_max_array_size_values(monkeypatch):
+    from curator_array import submit
+
+    monkeypatch.setattr(submit, "max_array_size", lambda env: 4)
+    assert submit.resolve_max_array_size(None, {}) is None
+    assert submit.resolve_max_array_size(None, {}, default="auto") == 4
+    assert submit.resolve_max_array_size("none", {}, default="auto") is None
+    assert submit.resolve_max_array_size("10", {}, default="auto") == 10
+    with pytest.raises(ConfigError, match="at least 1"):
+        submit.resolve_max_array_size("0", {})

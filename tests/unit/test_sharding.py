@@ -11,7 +11,7 @@ import pytest
 from curator_array.errors import ConfigError
 from curator_array.sharding import (
     ShardConfig,
-    shard_config_from_env,
+    ShardRange,
     shard_of,
     validate_source_ids,
 )
@@ -61,68 +61,6 @@ def test_assignment_is_identical_in_separate_processes():
     assert results[0] == results[1] == [shard_of(i, 37, 2) for i in ids]
 
 
-def test_no_variables_means_unsharded():
-    assert shard_config_from_env({}) is None
-
-
-def test_nemo_variables_win_over_slurm_fallbacks():
-    env = {
-        "NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX": "5",
-        "NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": "10",
-        "NEMO_CURATOR_SLURM_ARRAY_MINIMUM_SHARD_INDEX": "2",
-        "SLURM_ARRAY_TASK_ID": "1",
-        "SLURM_ARRAY_TASK_COUNT": "3",
-    }
-    assert shard_config_from_env(env) == ShardConfig(5, 10, 2)
-
-
-def test_slurm_fallbacks_are_used():
-    env = {"SLURM_ARRAY_TASK_ID": "3", "SLURM_ARRAY_TASK_COUNT": "20"}
-    assert shard_config_from_env(env) == ShardConfig(3, 20, 0)
-
-
-@pytest.mark.parametrize(
-    "env,message",
-    [
-        ({"SLURM_ARRAY_TASK_ID": "3"}, "no total is"),
-        ({"NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX": "3"}, "no total is"),
-        ({"NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": "4"}, "no shard index is"),
-        ({"SLURM_ARRAY_TASK_COUNT": "4"}, "no shard index is"),
-        ({"SLURM_ARRAY_TASK_ID": "0", "NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": "0"}, "must be > 0"),
-        ({"SLURM_ARRAY_TASK_ID": "0", "NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": "-2"}, "must be > 0"),
-        ({"NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX": "-1", "SLURM_ARRAY_TASK_COUNT": "4"}, "non-negative"),
-        (
-            {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "4",
-             "NEMO_CURATOR_SLURM_ARRAY_MINIMUM_SHARD_INDEX": "-1"},
-            "minimum shard index must be non-negative",
-        ),
-        (
-            {"SLURM_ARRAY_TASK_ID": "two", "SLURM_ARRAY_TASK_COUNT": "4"},
-            "SLURM_ARRAY_TASK_ID='two' is not an integer",
-        ),
-        (
-            {"NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": "1e3", "SLURM_ARRAY_TASK_ID": "0"},
-            "NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS='1e3' is not an integer",
-        ),
-        ({"NEMO_CURATOR_SLURM_ARRAY_ENABLED": "maybe"}, "is not a boolean"),
-    ],
-)
-def test_validation_rules(env, message):
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
-        shard_config_from_env(env)
-
-
-@pytest.mark.parametrize("word", ["0", "false", "FALSE", "no", "off", " Off "])
-def test_enabled_false_words_disable_sharding(word):
-    env = {"NEMO_CURATOR_SLURM_ARRAY_ENABLED": word, "SLURM_ARRAY_TASK_ID": "1", "SLURM_ARRAY_TASK_COUNT": "4"}
-    assert shard_config_from_env(env) is None
-
-
-def test_enabled_false_words_also_skip_validation_of_bad_values():
-    env = {"NEMO_CURATOR_SLURM_ARRAY_ENABLED": "0", "SLURM_ARRAY_TASK_ID": "3"}
-    assert shard_config_from_env(env) is None
-
-
 def test_out_of_range_index_warns_and_selects_nothing(caplog):
     config = ShardConfig(shard_index=25, total_shards=20, minimum_shard_index=1)
     with caplog.at_level(logging.WARNING):
@@ -133,16 +71,6 @@ def test_out_of_range_index_warns_and_selects_nothing(caplog):
 def test_index_below_minimum_is_out_of_range():
     assert not ShardConfig(shard_index=0, total_shards=20, minimum_shard_index=1).in_range
     assert ShardConfig(shard_index=20, total_shards=20, minimum_shard_index=1).in_range
-
-
-def test_minimum_alone_runs_unsharded_with_warning(caplog):
-    with caplog.at_level(logging.WARNING):
-        assert shard_config_from_env({"NEMO_CURATOR_SLURM_ARRAY_MINIMUM_SHARD_INDEX": "1"}) is None
-    assert "running unsharded" in caplog.text
-
-
-def test_empty_values_count_as_unset():
-    assert shard_config_from_env({"SLURM_ARRAY_TASK_ID": "", "NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": " "}) is None
 
 
 def test_ids_starting_with_r_are_rejected():
@@ -158,3 +86,21 @@ def test_duplicate_ids_are_rejected_and_named():
 def test_empty_id_is_rejected():
     with pytest.raises(ConfigError, match="non-empty"):
         validate_source_ids(["a", ""])
+
+
+def test_shard_range_membership_indices_and_windows():
+    shards = ShardRange(10, 5)
+    assert (shards.last, len(shards), str(shards)) == (14, 10, "5..14")
+    assert 5 in shards and 14 in shards and 4 not in shards and 15 not in shards and "5" not in shards
+    assert list(shards) == list(range(5, 15))
+    windows = shards.windows([14, 5, 6, 7, 8], max_array_size=4)
+    assert [(w.array_expression, w.shard_index_offset) for w in windows] == [("1-3", 4), ("0", 8), ("2", 12)]
+    assert [(w.array_expression, w.shard_index_offset) for w in shards.windows([5, 6, 9])] == [("5-6,9", 0)]
+    with pytest.raises(ConfigError, match=r"shards \[15\] are outside the run's range 5..14"):
+        shards.windows([15])
+
+
+@pytest.mark.parametrize("total,minimum", [(0, 0), (-1, 0), (3, -1), (True, 0)])
+def test_shard_range_refuses_nonsense(total, minimum):
+    with pytest.raises(ConfigError):
+        ShardRange(total, minimum)

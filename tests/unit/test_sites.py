@@ -76,6 +76,10 @@ def write_site(directory: Path, name: str, text: str) -> Path:
         ('runtime = "pyxis"\n[env]\n"A B" = "x"\n', r"env: 'A B' is not a valid"),
         ('runtime = "pyxis"\nnodes = ?\ntime = "1:00"\n', r"x.toml: invalid TOML: .*line 2"),
         ('nodes = 2\n', r"missing key 'runtime'"),
+        ('runtime = "pyxis"\n\n\nnodez = 2\n', r"x.toml:4: unknown key 'nodez'"),
+        ('# a comment\n\nruntime = "pyxis"\n# nodes = 3 was here\n\nnodes = "3"\n', r"x.toml:6: key 'nodes' must be int"),
+        ('runtime = "pyxis"\n\n[envv]\nA = "1"\n', r"x.toml:3: unknown key 'envv'"),
+        ('runtime = "pyxis"\n\n\n"qos" = "a b"\n', r"x.toml:4: qos: 'a b' may only contain"),
     ],
 )
 def test_bad_site_files_name_file_line_and_key(tmp_path, text, message):
@@ -148,8 +152,20 @@ def test_missing_variables_get_clear_messages(tmp_path):
     script = SITES / "example-pyxis.sbatch"
     result, _ = run_script(script, tmp_path, {})
     assert result.returncode == 2 and "INPUT_DIR is not set" in result.stderr
-    result, _ = run_script(script, tmp_path, {"INPUT_DIR": "/a", "OUTPUT_DIR": str(tmp_path / "o"), "TOTAL_SHARDS": "x"})
-    assert result.returncode == 2 and "TOTAL_SHARDS=x is not a non-negative integer" in result.stderr
+
+
+def test_shard_variables_reach_the_entrypoint_unchanged_and_it_judges_them(tmp_path):
+    """The script computes no shard; the real entrypoint (one resolver) refuses bad values."""
+    path = write_site(tmp_path / "sites", "bare", f'runtime = "baremetal"\ninstall_dir = "{REPO}"\n'
+                      f'venv = "{REPO / ".venv"}"\n')
+    script = path.with_suffix(".sbatch")
+    script.write_text(render_site(load_site(path), path.parent / "templates"))
+    env = {"INPUT_DIR": str(tmp_path), "OUTPUT_DIR": str(tmp_path / "o"), "TOTAL_SHARDS": "x", "SHARD_INDEX_OFFSET": "3"}
+    result, calls = run_script(script, tmp_path, env)
+    srun_env = next(c for c in calls if c["tool"] == "srun")["env"]
+    assert (srun_env["TOTAL_SHARDS"], srun_env["SHARD_INDEX_OFFSET"]) == ("x", "3")
+    assert "MINIMUM_SHARD_INDEX" not in srun_env, "the script must not invent a default the entrypoint would trust"
+    assert result.returncode == 2 and "TOTAL_SHARDS='x' is not an integer" in result.stderr, result.stderr
     local = SITES / "local.sbatch"
     result, _ = run_script(local, tmp_path, {"INPUT_DIR": "/a", "OUTPUT_DIR": str(tmp_path / "o")})
     assert result.returncode == 2 and "CONTAINER_IMAGE is not set" in result.stderr
@@ -171,7 +187,7 @@ def test_pyxis_flags_fake_srun_because_pyxis_is_not_runnable_here(tmp_path):
                                                          "SHARD_INDEX_OFFSET", "MINIMUM_SHARD_INDEX", "TMPDIR"}
     assert argv[-3:] == ["/opt/curator-array/entrypoints/curator-array-entrypoint", "--min-words", "5"]
     srun_env = next(c for c in calls if c["tool"] == "srun")["env"]
-    assert (srun_env["SHARD_INDEX_OFFSET"], srun_env["TOTAL_SHARDS"], srun_env["MINIMUM_SHARD_INDEX"]) == ("4", "8", "0")
+    assert (srun_env["SHARD_INDEX_OFFSET"], srun_env["TOTAL_SHARDS"]) == ("4", "8")
 
 
 def test_apptainer_flags_fake_apptainer_because_apptainer_is_not_runnable_here(tmp_path):

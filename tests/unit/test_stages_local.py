@@ -2,16 +2,19 @@
 
 import gzip
 import json
+import os
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from curator_array.examples.quality import AlphabeticRatioFilter
 from curator_array.pipeline import Pipeline, PipelineOptions, load_pipeline
 from curator_array.errors import ConfigError
-from curator_array.stages.filters import ExactDuplicateFilter, NonEmptyTextFilter, WordCountFilter
-from curator_array.stages.io import JsonlReader, JsonlWriter, ParquetReader, ParquetWriter
+from curator_array.stages.filters import ExactDuplicateFilter, FilterStage, NonEmptyTextFilter, WordCountFilter
+from curator_array.formats.jsonl import GzipJsonlWriter, JsonlReader, JsonlWriter
+from curator_array.formats.parquet import ParquetReader, ParquetWriter
 from curator_array.tasks import DocumentBatch, FailedTask, FileGroupTask, WrittenFiles
 
 
@@ -25,7 +28,9 @@ def test_filters_on_awkward_values():
     assert WordCountFilter(2, 2).process(batch(texts)).table.column("n").to_pylist() == [4, 5]
     kept = ExactDuplicateFilter().process(batch(texts))
     assert kept.table.column("n").to_pylist() == [0, 1, 2, 3, 4, 6, 7]
-    assert kept.metadata["dropped"] == {"exact_dedup": 1}
+    assert kept.counters.dropped == {"exact_dedup": 1}
+    twice = WordCountFilter(2, 2).process(kept)
+    assert twice.counters.dropped == {"exact_dedup": 1, "word_count": 6}
 
 
 def test_filter_without_text_field_fails_the_task():
@@ -50,13 +55,14 @@ def test_jsonl_reader_gz_empty_and_malformed(tmp_path):
     files = [str(tmp_path / n) for n in ("a.jsonl", "b.jsonl.gz", "empty.jsonl")]
     result = JsonlReader().process(FileGroupTask("t1", files=files))
     assert result.table.column("text").to_pylist() == ["x", "y", "z"]
-    assert result.metadata["rows_read"] == 3
+    assert result.counters.rows_read == 3
+    assert result.counters.bytes_read == sum(os.path.getsize(f) for f in files)
     failed = JsonlReader().process(FileGroupTask("t2", files=[str(tmp_path / "bad.jsonl")]))
     assert isinstance(failed, FailedTask)
     assert "bad.jsonl: line 2: malformed JSON record" in failed.reason
     skipped = JsonlReader("skip").process(FileGroupTask("t2", files=[str(tmp_path / "bad.jsonl")]))
     assert skipped.table.column("text").to_pylist() == ["ok", "ok2"]
-    assert skipped.metadata["malformed_skipped"] == 1
+    assert skipped.counters.skipped == {"malformed_lines": 1}
 
 
 def test_truncated_parquet_fails_naming_the_file(tmp_path):
@@ -67,17 +73,26 @@ def test_truncated_parquet_fails_naming_the_file(tmp_path):
     assert isinstance(result, FailedTask) and "t.parquet: unreadable Parquet file" in result.reason
 
 
-@pytest.mark.parametrize("writer_cls,reader", [(JsonlWriter, None), (ParquetWriter, pq.read_table)])
-def test_writers_are_atomic_deterministic_and_overwrite(tmp_path, writer_cls, reader):
+def read_jsonl_file(path):
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
+
+
+@pytest.mark.parametrize("writer_cls,read_back", [
+    (JsonlWriter, read_jsonl_file),
+    (GzipJsonlWriter, read_jsonl_file),
+    (ParquetWriter, lambda path: pq.read_table(path).to_pylist()),
+])
+def test_writers_are_atomic_deterministic_and_overwrite(tmp_path, writer_cls, read_back):
     writer = writer_cls(tmp_path / "out")
-    first = writer.process(batch(["a", "é", "c"]))
+    first = writer.process(batch(["a", "é", None]))
     assert isinstance(first, WrittenFiles) and first.rows_written == 3
     data = open(first.files[0], "rb").read()
-    again = writer.process(batch(["a", "é", "c"]))
+    assert read_back(first.files[0]) == [{"text": "a", "n": 0}, {"text": "é", "n": 1}, {"text": None, "n": 2}]
+    again = writer.process(batch(["a", "é", None]))
     assert again.files == first.files and open(again.files[0], "rb").read() == data
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"t1{writer_cls.suffix}"]
-    if reader is None:
-        assert [json.loads(l)["text"] for l in data.decode().splitlines()] == ["a", "é", "c"]
 
 
 def test_example_pipeline_and_loader(tmp_path):
@@ -92,4 +107,39 @@ def test_example_pipeline_and_loader(tmp_path):
     with pytest.raises(ConfigError, match="cannot import"):
         load_pipeline("not_a_module_xyz:build", options)
     with pytest.raises(ConfigError, match="two stages are named"):
-        Pipeline(options.source(), [options.reader(), options.reader()])
+        Pipeline(options.source(), [options.reader(), options.reader(), options.writer()])
+
+
+def test_a_pipeline_must_end_in_a_writer(tmp_path):
+    options = PipelineOptions(str(tmp_path), str(tmp_path / "out"), drop_empty=True)
+    with pytest.raises(ConfigError, match=r"ends in 'non_empty_text', which is not a writer"):
+        Pipeline(options.source(), [options.reader(), *options.filters()])
+    (tmp_path / "no_writer.py").write_text(
+        "def build(options):\n    return [options.reader()]\n")
+    import sys
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with pytest.raises(ConfigError, match="'jsonl_reader', which is not a writer"):
+            load_pipeline("no_writer:build", options)
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
+class ShortTextFilter(FilterStage):
+    """A user filter: subclasses FilterStage and writes only the decision."""
+
+    name = "short_text"
+
+    def keep(self, text):
+        return pc.less(pc.utf8_length(text), 4)
+
+
+def test_user_filter_gets_counting_and_field_checks_from_the_base():
+    result = ShortTextFilter().process(batch(["abc", "abcdef", None, "xy"]))
+    assert result.table.column("n").to_pylist() == [0, 3]
+    assert result.counters.dropped == {"short_text": 2}
+    missing = ShortTextFilter("body").process(batch(["a"]))
+    assert isinstance(missing, FailedTask) and "no 'body' field" in missing.reason
+    numbers = DocumentBatch("t2", {}, table=pa.table({"text": [1, 2]}))
+    wrong = ShortTextFilter().process(numbers)
+    assert isinstance(wrong, FailedTask) and "has type int64, expected strings" in wrong.reason

@@ -8,7 +8,7 @@
     /slow/NAME        waits ``slow_s`` before answering (past a client's timeout)
     anything else     404
 
-Used by the download tests and the backlog benchmark (with bandwidth throttling).
+Used by the download tests and benchmarks (with bandwidth throttling).
 """
 
 from __future__ import annotations

@@ -1,0 +1,63 @@
+"""``curator-array plan`` and ``status``: look at a run before and while it runs."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from ..checkpoint import CheckpointLayout
+from ..formats import input_formats
+from . import checkpoint_option, cli
+
+
+@cli.command(epilog="""\b
+Examples:
+  curator-array status --checkpoint-path /shared/ckpt
+  curator-array status --checkpoint-path /shared/ckpt --json | jq .incomplete
+""")
+@checkpoint_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def status(checkpoint_path: str, as_json: bool) -> None:
+    """Show what is complete, incomplete and failed in a logical run."""
+    from ..status import collect_status, format_status
+    from ..submit import queued_shards
+
+    layout = CheckpointLayout(checkpoint_path)
+    result = collect_status(layout)
+    result.queued = queued_shards(layout)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))
+    else:
+        click.echo(format_status(result), nl=False)
+
+
+@cli.command(epilog="""\b
+Examples:
+  curator-array plan --input-dir /shared/data --total-shards 20
+  curator-array plan --input-dir /shared/data --total-shards 20 --files-per-partition 4 --json
+""")
+@click.option("--input-dir", required=True, envvar="INPUT_DIR", type=click.Path(file_okay=False),
+              help="Input directory, listed recursively (env: INPUT_DIR).")
+@click.option("--total-shards", required=True, type=click.IntRange(min=1), envvar="TOTAL_SHARDS",
+              help="Number of logical shards (env: TOTAL_SHARDS).")
+@click.option("--minimum-shard-index", type=click.IntRange(min=0), default=0, show_default=True,
+              envvar="MINIMUM_SHARD_INDEX", help="First logical shard (env: MINIMUM_SHARD_INDEX).")
+@click.option("--files-per-partition", type=click.IntRange(min=1), default=1, show_default=True,
+              envvar="FILES_PER_PARTITION", help="Files grouped into one source task.")
+@click.option("--input-file-type", type=click.Choice(input_formats()), default="jsonl",
+              show_default=True, envvar="INPUT_FILE_TYPE")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def plan(input_dir, total_shards, minimum_shard_index, files_per_partition, input_file_type, as_json):
+    """Show which logical shard each source task would go to, before submitting."""
+    from ..plan import format_plan, plan_shards
+    from ..sharding import ShardRange
+    from ..stages.partition import FilePartitioningStage
+
+    source = FilePartitioningStage(input_dir, input_file_type, files_per_partition)
+    listing = [(t.task_id, t.metadata["relative_files"]) for t in source.list_tasks()]
+    result = plan_shards(listing, ShardRange(total_shards, minimum_shard_index))
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(format_plan(result), nl=False)

@@ -1,0 +1,226 @@
+"""``curator-array submit``, ``retry`` and ``render-site``: from a checkpoint to sbatch lines.
+
+Both submitting commands hold the run to its contract before anything is queued: the
+pipeline that the run options describe must be the run's, and windows respect the
+cluster's ``MaxArraySize`` unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from ..checkpoint import CheckpointLayout
+from ..errors import CheckpointMismatchError, ConfigError, CuratorArrayError
+from ..retry import FORMATS, format_retry, plan_retry
+from . import checkpoint_option, cli, default_sites_dir
+from .run_command import run_request_from_args
+
+EPILOG_RETRY = """\b
+Examples:
+  curator-array retry --checkpoint-path /shared/ckpt
+  curator-array retry --checkpoint-path /shared/ckpt --format fields
+  curator-array retry --checkpoint-path /shared/ckpt --format fields --max-array-size 1000
+  curator-array retry --checkpoint-path /shared/ckpt --submit --site my-cluster -- --min-words 5
+
+\b
+Resubmit with the preserved fields:
+  read -r ARRAY SHARD_INDEX_OFFSET MINIMUM_SHARD_INDEX TOTAL_SHARDS < <(
+    curator-array retry --checkpoint-path "$CHECKPOINT_PATH" --format fields)
+  SHARD_INDEX_OFFSET=$SHARD_INDEX_OFFSET MINIMUM_SHARD_INDEX=$MINIMUM_SHARD_INDEX \\
+  TOTAL_SHARDS=$TOTAL_SHARDS sbatch --array="$ARRAY" site_configs/<cluster>.sbatch
+"""
+
+MAX_ARRAY_SIZE_HELP = ("'auto' (the cluster's MaxArraySize, from scontrol), 'none', or a number: "
+                       "windows with offsets keep every array index below it (offset = shard // M * M).")
+
+
+def site_files(sites_dir: str, site: str):
+    """The site's settings and its rendered script (which must exist)."""
+    from ..sites import load_site
+
+    directory = Path(sites_dir)
+    script = directory / f"{site}.sbatch"
+    if not script.is_file():
+        raise ConfigError(f"no rendered script {script}: run `curator-array render-site {site}` first")
+    toml = directory / f"{site}.toml"
+    return (load_site(toml) if toml.is_file() else None), str(script)
+
+
+def submitted_pipeline(site_config, run_args):
+    """The pipeline the array elements will build from these run options and the site's env."""
+    request = run_request_from_args(run_args, site_config.env if site_config else {})
+    return request.build_pipeline()
+
+
+def submission_checkpoint(checkpoint_path: str | None) -> CheckpointLayout:
+    path = checkpoint_path or os.environ.get("OUTPUT_DIR")
+    if not path:
+        raise ConfigError("set CHECKPOINT_PATH (or OUTPUT_DIR), where the run records its progress")
+    return CheckpointLayout(path)
+
+
+def refuse_while_queued(layout: CheckpointLayout, what: str) -> None:
+    from ..arrays import format_array_expression
+    from ..submit import queued_shards
+
+    queued = queued_shards(layout)
+    if queued:
+        raise CuratorArrayError(
+            f"{len(queued)} element(s) of this run are still queued or running (shards "
+            f"{format_array_expression(queued)}): wait for them before you {what}, or pass --force"
+        )
+
+
+def print_or_submit(submissions, layout: CheckpointLayout, dry_run: bool) -> None:
+    from ..submit import submit_all
+
+    if dry_run:
+        for item in submissions:
+            click.echo(item.command_line())
+        return
+    for job_id, item in zip(submit_all(submissions, layout, os.environ), submissions):
+        click.echo(f"{job_id}  --array={item.array_expression}  SHARD_INDEX_OFFSET={item.offset}")
+
+
+@cli.command(epilog=EPILOG_RETRY, context_settings={"ignore_unknown_options": True})
+@checkpoint_option
+@click.option("--format", "output_format", type=click.Choice(FORMATS), default="array", show_default=True,
+              help="array: one array expression per line; fields: "
+                   "ARRAY_EXPRESSION SHARD_INDEX_OFFSET MINIMUM_SHARD_INDEX TOTAL_SHARDS.")
+@click.option("--max-array-size", default=None,
+              help=MAX_ARRAY_SIZE_HELP + " Printing needs --format fields for it; --submit uses 'auto' by default.")
+@click.option("--submit", "do_submit", is_flag=True, help="Resubmit the incomplete shards with --site.")
+@click.option("--site", help="With --submit: the rendered site_configs/<site>.sbatch to use.")
+@click.option("--sites-dir", default=default_sites_dir, show_default="site_configs")
+@click.option("--parallel", type=click.IntRange(min=1), help="With --submit: at most K elements at once.")
+@click.option("--force", is_flag=True, help="With --submit: resubmit even while elements are still queued.")
+@click.option("--dry-run", is_flag=True, help="With --submit: print the sbatch commands instead.")
+@click.argument("run_args", nargs=-1, type=click.UNPROCESSED)
+def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites_dir, parallel, force, dry_run,
+          run_args):
+    """Print the logical shards that have no completion manifest (or resubmit them).
+
+    Empty output means every shard is complete. Run it after every submission of the
+    run has finished: a shard still running has no manifest yet (--submit checks this).
+    With --submit, the run options after `--` must describe the run's pipeline.
+    """
+    from ..checkpoint import check_pipeline, read_run_config
+    from ..submit import plan_submissions, resolve_max_array_size
+
+    layout = CheckpointLayout(checkpoint_path)
+    plan = plan_retry(layout)
+    if not do_submit:
+        if site or run_args:
+            raise click.UsageError("--site and run options only go with --submit")
+        max_size = resolve_max_array_size(max_array_size, os.environ)
+        click.echo(format_retry(plan, output_format, max_size), nl=False)
+        if plan.complete:
+            click.echo(f"all {plan.shards.total} shards are complete", err=True)
+        return
+    if not site:
+        raise click.UsageError("--submit needs --site")
+    if plan.complete:
+        click.echo(f"all {plan.shards.total} shards are complete; nothing to submit", err=True)
+        return
+    site_config, script = site_files(sites_dir, site)
+    check_pipeline(layout, read_run_config(layout), submitted_pipeline(site_config, run_args).fingerprint())
+    if not force:
+        refuse_while_queued(layout, "resubmit")
+    size = resolve_max_array_size(max_array_size, os.environ, default="auto")
+    print_or_submit(plan_submissions(plan.incomplete, plan.shards, script, size, parallel, run_args), layout, dry_run)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True}, epilog="""\b
+Examples:
+  export INPUT_DIR=/shared/in OUTPUT_DIR=/shared/out      # as for sbatch
+  curator-array submit --site example-pyxis --total-shards 20
+  curator-array submit --site local --total-shards 10000 --parallel 50
+  curator-array submit --site local --total-shards 6 --dry-run -- --drop-empty --min-words 5
+  curator-array submit --site local --total-shards 6 --new-run -- --min-words 3
+""")
+@click.option("--site", required=True, help="A rendered site_configs/<site>.sbatch.")
+@click.option("--total-shards", required=True, type=click.IntRange(min=1), help="Logical shards of the run.")
+@click.option("--minimum-shard-index", type=click.IntRange(min=0), default=0, show_default=True,
+              envvar="MINIMUM_SHARD_INDEX")
+@click.option("--array", "array_expression", help="Only these logical shards (default: all).")
+@click.option("--max-array-size", default="auto", show_default=True, help=MAX_ARRAY_SIZE_HELP)
+@click.option("--parallel", type=click.IntRange(min=1), help="At most this many elements running at once (%K).")
+@click.option("--checkpoint-path", envvar="CHECKPOINT_PATH", help="Default: OUTPUT_DIR.")
+@click.option("--sites-dir", default=default_sites_dir, show_default="site_configs")
+@click.option("--new-run", is_flag=True,
+              help="If the checkpoint holds a run with another pipeline, shard range or listing, archive "
+                   "its records and start a new logical run (refused while its elements are queued).")
+@click.option("--force", is_flag=True, help="With --new-run: archive even while elements are still queued.")
+@click.option("--dry-run", is_flag=True, help="Print the exact sbatch commands instead; change nothing.")
+@click.argument("run_args", nargs=-1, type=click.UNPROCESSED)
+def submit(site, total_shards, minimum_shard_index, array_expression, max_array_size, parallel, checkpoint_path,
+           sites_dir, new_run, force, dry_run, run_args):
+    """Submit a logical run as sbatch --array windows of a site's script.
+
+    Before anything is queued, the run's contract is written (or checked, when the
+    checkpoint already holds the run): shard range, input listing and pipeline.
+    """
+    from ..arrays import parse_array_expression
+    from ..checkpoint import archive_run, check_run, read_run_config
+    from ..runner import list_source, pin_run
+    from ..sharding import ShardRange
+    from ..submit import plan_submissions, resolve_max_array_size
+
+    site_config, script = site_files(sites_dir, site)
+    layout = submission_checkpoint(checkpoint_path)
+    shards = ShardRange(total_shards, minimum_shard_index)
+    pipeline = submitted_pipeline(site_config, run_args)
+    listed = list_source(pipeline)
+    try:
+        if dry_run:
+            if layout.run_file.is_file():
+                check_run(layout, read_run_config(layout), shards, [t.task_id for t in listed], pipeline.fingerprint())
+        else:
+            pin_run(pipeline, layout, shards, listed)
+    except CheckpointMismatchError:
+        if not new_run or dry_run:
+            raise
+        if not force:
+            refuse_while_queued(layout, "start a new run")
+        archive = archive_run(layout)
+        click.echo(f"archived the previous run's records in {archive}; its output files are untouched", err=True)
+        pin_run(pipeline, layout, shards, listed)
+    wanted = parse_array_expression(array_expression) if array_expression else shards.indices()
+    size = resolve_max_array_size(max_array_size, os.environ, default="auto")
+    print_or_submit(plan_submissions(wanted, shards, script, size, parallel, run_args), layout, dry_run)
+
+
+@cli.command("render-site", epilog="""\b
+Examples:
+  curator-array render-site example-pyxis
+  curator-array render-site --all
+  curator-array render-site --all --check      # exit 1 when a committed script is stale
+""")
+@click.argument("names", nargs=-1)
+@click.option("--all", "render_all", is_flag=True, help="Every site_configs/*.toml.")
+@click.option("--sites-dir", type=click.Path(file_okay=False, exists=True), default=default_sites_dir,
+              show_default="site_configs", help="Directory with <site>.toml and templates/.")
+@click.option("--check", is_flag=True, help="Change nothing; fail if a rendered script is out of date.")
+def render_site(names, render_all, sites_dir, check):
+    """Render site_configs/<name>.toml into site_configs/<name>.sbatch."""
+    from ..sites import load_site, render_site as render, site_names, write_rendered
+
+    directory = Path(sites_dir)
+    chosen = site_names(directory) if render_all else list(names)
+    if not chosen:
+        raise click.UsageError("name a site, or pass --all")
+    stale = []
+    for name in chosen:
+        if check:
+            text = render(load_site(directory / f"{name}.toml"), directory / "templates")
+            target = directory / f"{name}.sbatch"
+            if not target.exists() or target.read_text() != text:
+                stale.append(name)
+            continue
+        path, changed = write_rendered(directory, name)
+        click.echo(f"{path}: {'written' if changed else 'up to date'}")
+    if stale:
+        raise CuratorArrayError(f"stale rendered site scripts: {', '.join(stale)}; run `curator-array render-site --all`")

@@ -1,0 +1,39 @@
+"""Apache Parquet, written with zstd compression."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..stages.io import FileContents, MalformedRecordError, ReaderStage, WriterStage
+from . import Format, register
+
+
+class ParquetReader(ReaderStage):
+    name = "parquet_reader"
+    format_name = "parquet"
+
+    def read_file(self, path: str) -> FileContents:
+        if os.path.getsize(path) == 0:
+            return FileContents(pa.table({}))
+        try:
+            return FileContents(pq.read_table(path))
+        except pa.ArrowException as exc:
+            raise MalformedRecordError(f"{path}: unreadable Parquet file ({exc})") from None
+
+
+class ParquetWriter(WriterStage):
+    name = "parquet_writer"
+    format_name = "parquet"
+    suffix = ".parquet"
+
+    def write_table(self, table: pa.Table, path: Path) -> None:
+        pq.write_table(table, path, compression="zstd")
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+
+
+register(Format("parquet", (".parquet",), ParquetReader, ParquetWriter, "Apache Parquet (zstd)"))

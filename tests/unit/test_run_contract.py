@@ -1,0 +1,124 @@
+"""The run contract: run.json pins the pipeline; a different one is refused, naming the change."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from curator_array.checkpoint import CheckpointLayout, archive_run, read_run_config
+from curator_array.cli import main
+from curator_array.contract import describe_changes
+from curator_array.errors import CheckpointMismatchError
+from curator_array.pipeline import PipelineOptions, default_pipeline
+from curator_array.runner import prepare_shard
+from curator_array.sharding import ShardConfig
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    directory = tmp_path / "in"
+    directory.mkdir()
+    for index in range(6):
+        (directory / f"part-{index}.jsonl").write_text(json.dumps({"text": f"doc {index}"}) + "\n")
+    return directory
+
+
+def pipeline(inputs, tmp_path, **options):
+    return default_pipeline(PipelineOptions(str(inputs), str(tmp_path / "out"), **options))
+
+
+def test_run_json_pins_stages_parameters_formats_and_text_field(inputs, tmp_path):
+    prepare_shard(pipeline(inputs, tmp_path, min_words=5, output_file_type="parquet"), tmp_path / "ckpt", ShardConfig(0, 3))
+    pinned = read_run_config(CheckpointLayout(tmp_path / "ckpt")).pipeline
+    assert (pinned["input"], pinned["output"], pinned["text_field"]) == ("jsonl", "parquet", "text")
+    assert [s["name"] for s in pinned["stages"]] == ["jsonl_reader", "word_count", "parquet_writer"]
+    word_count = pinned["stages"][1]
+    assert word_count["params"] == {"max_words": None, "min_words": 5, "text_field": "text"}
+    assert word_count["class"] == "curator_array.stages.filters.WordCountFilter"
+    assert "input_dir" not in json.dumps(pinned) and str(inputs) not in json.dumps(pinned), "paths are not the pipeline"
+
+
+def test_same_pipeline_from_another_mount_point_is_accepted(inputs, tmp_path):
+    prepare_shard(pipeline(inputs, tmp_path, min_words=5), tmp_path / "ckpt", ShardConfig(0, 3))
+    moved = tmp_path / "mounted-elsewhere"
+    inputs.rename(moved)
+    prepare_shard(default_pipeline(PipelineOptions(str(moved), str(tmp_path / "o2"), min_words=5)), tmp_path / "ckpt",
+                  ShardConfig(1, 3))
+
+
+@pytest.mark.parametrize("first,second,expected", [
+    ({"min_words": 5}, {"min_words": 3}, "min_words: 5 → 3 (stage word_count)"),
+    ({}, {"output_file_type": "parquet"}, "output: jsonl → parquet"),
+    ({"drop_empty": True}, {}, "stages: jsonl_reader, non_empty_text, jsonl_writer → jsonl_reader, jsonl_writer"),
+    ({"malformed": "fail"}, {"malformed": "skip"}, "malformed: fail → skip (stage jsonl_reader)"),
+    ({"dedup": True, "text_field": "text"}, {"dedup": True, "text_field": "body"}, "text_field: text → body"),
+])
+def test_a_different_pipeline_is_refused_naming_the_change(inputs, tmp_path, first, second, expected):
+    prepare_shard(pipeline(inputs, tmp_path, **first), tmp_path / "ckpt", ShardConfig(0, 3))
+    with pytest.raises(CheckpointMismatchError) as err:
+        prepare_shard(pipeline(inputs, tmp_path, **second), tmp_path / "ckpt", ShardConfig(1, 3))
+    assert expected in str(err.value) and "--new-run" in str(err.value)
+
+
+def test_run_command_refuses_with_exit_2_before_starting_ray(inputs, tmp_path, capsys, monkeypatch):
+    for name in ("SLURM_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    prepare_shard(pipeline(inputs, tmp_path, min_words=5), tmp_path / "out", None)
+    code = main(["run", "--input-dir", str(inputs), "--output-dir", str(tmp_path / "out"), "--min-words", "3"])
+    err = capsys.readouterr().err
+    assert code == 2 and "min_words: 5 → 3 (stage word_count)" in err and err.count("\n") == 1
+
+
+def test_run_json_from_before_fingerprints_is_accepted_then_pinned(inputs, tmp_path):
+    layout = CheckpointLayout(tmp_path / "ckpt")
+    layout.completion_dir.mkdir(parents=True)
+    layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 3}))
+    prepare_shard(pipeline(inputs, tmp_path, min_words=5), layout.root, ShardConfig(0, 3))
+    payload = json.loads(layout.run_file.read_text())
+    assert payload["total_shards"] == 3 and payload["pipeline"]["stages"][1]["params"]["min_words"] == 5
+    with pytest.raises(CheckpointMismatchError, match="min_words: 5 → 4"):
+        prepare_shard(pipeline(inputs, tmp_path, min_words=4), layout.root, ShardConfig(1, 3))
+
+
+def test_racing_pins_of_an_old_run_json_agree_on_one_fingerprint(inputs, tmp_path):
+    """Two starts pin at once: the pin file decides, even before run.json is rewritten."""
+    layout = CheckpointLayout(tmp_path / "ckpt")
+    layout.completion_dir.mkdir(parents=True)
+    layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 3}))
+    layout.pipeline_pin.write_text(json.dumps({"pipeline": pipeline(inputs, tmp_path, min_words=7).fingerprint()}))
+    with pytest.raises(CheckpointMismatchError, match="min_words: 7 → 5"):
+        prepare_shard(pipeline(inputs, tmp_path, min_words=5), layout.root, ShardConfig(0, 3))
+
+
+def test_new_run_archives_the_old_records(inputs, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_COUNT", "3")
+    out = tmp_path / "out"
+    prepare_shard(pipeline(inputs, tmp_path, min_words=5), out, ShardConfig(0, 3))
+    code = main(["run", "--input-dir", str(inputs), "--output-dir", str(out), "--min-words", "3", "--new-run"])
+    assert code == 2 and "must happen once, not in every array element" in capsys.readouterr().err
+    layout = CheckpointLayout(out)
+    old_id = read_run_config(layout).run_id
+    archive = archive_run(layout)
+    assert archive.parent == layout.archive_root and archive.name.endswith(old_id)
+    assert (archive / ".slurm_array_completion" / "run.json").is_file() and not layout.run_file.exists()
+    prepare_shard(pipeline(inputs, tmp_path, min_words=3), out, ShardConfig(0, 3))
+    assert read_run_config(layout).run_id != old_id
+
+
+def test_describe_changes_lists_nothing_for_equal_fingerprints(inputs, tmp_path):
+    fingerprint = pipeline(inputs, tmp_path, dedup=True).fingerprint()
+    assert describe_changes(fingerprint, json.loads(json.dumps(fingerprint))) == []
+
+
+def test_manifest_of_an_archived_run_is_named_not_counted(inputs, tmp_path):
+    from curator_array.checkpoint import completion_manifest, write_completion_manifest
+    from curator_array.errors import CorruptCheckpointError
+    from curator_array.retry import plan_retry
+
+    layout = CheckpointLayout(tmp_path / "ckpt")
+    prepare_shard(pipeline(inputs, tmp_path), layout.root, ShardConfig(0, 3))
+    write_completion_manifest(layout, completion_manifest(ShardConfig(2, 3), run_id="an-old-run"))
+    with pytest.raises(CorruptCheckpointError, match="completed_slurm_array_2.json: written for run an-old-run"):
+        plan_retry(layout)

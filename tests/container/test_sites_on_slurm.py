@@ -95,3 +95,18 @@ def test_local_site_submit_windows_cancel_and_retry_submit(slurm_cluster, sqsh, 
     final = json.loads(cli("status", "--checkpoint-path", str(out), "--json", env=env, cwd=tmp_path).stdout)
     assert final["completed_count"] == 6 and final["incomplete"] == ""
     assert records_digest(read_records(out)) == records_digest(read_jsonl_inputs(data))
+
+    # Another pipeline and shard count in the same checkpoint: refused, then a new logical run.
+    refused = cli("submit", *common, "--total-shards", "2", "--", "--min-words", "50", env=env, cwd=tmp_path,
+                  check=False)
+    assert refused.returncode == 2 and "total_shards=2 (the run has 6)" in refused.stderr, refused.stderr
+    renewed = cli("submit", *common, "--total-shards", "2", "--new-run", "--", "--min-words", "50", env=env, cwd=tmp_path)
+    assert "archived the previous run's records" in renewed.stderr
+    for line in renewed.stdout.splitlines():
+        wait_for(line.split()[0], 2, timeout=400)
+    [archive] = CheckpointLayout(out).archive_root.iterdir()
+    assert len(list((archive / ".slurm_array_completion").glob("completed_*"))) == 6
+    final = json.loads(cli("status", "--checkpoint-path", str(out), "--json", env=env, cwd=tmp_path).stdout)
+    assert final["total_shards"] == 2 and final["completed_count"] == 2
+    kept = [r for r in read_jsonl_inputs(data) if len((r.get("text") or "").split()) >= 50]
+    assert records_digest(read_records(out)) == records_digest(kept), "every output now comes from the new pipeline"

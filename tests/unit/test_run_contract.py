@@ -122,3 +122,24 @@ def test_manifest_of_an_archived_run_is_named_not_counted(inputs, tmp_path):
     write_completion_manifest(layout, completion_manifest(ShardConfig(2, 3), run_id="an-old-run"))
     with pytest.raises(CorruptCheckpointError, match="completed_slurm_array_2.json: written for run an-old-run"):
         plan_retry(layout)
+
+
+def test_submit_checks_the_contract_before_queueing_anything(inputs, tmp_path, capsys, monkeypatch):
+    from tests.conftest import REPO
+
+    out = tmp_path / "out"
+    monkeypatch.setenv("INPUT_DIR", str(inputs))
+    monkeypatch.setenv("OUTPUT_DIR", str(out))
+    common = ["submit", "--site", "local", "--sites-dir", str(REPO / "site_configs"), "--max-array-size", "none",
+              "--dry-run"]
+    assert main([*common, "--total-shards", "3", "--", "--min-words", "5"]) == 0
+    assert not CheckpointLayout(out).run_file.exists(), "a dry run pins nothing"
+    assert "--array=0-2" in capsys.readouterr().out
+    prepare_shard(pipeline(inputs, tmp_path, min_words=5), out, ShardConfig(0, 3))
+    assert main([*common, "--total-shards", "3", "--", "--min-words", "5"]) == 0
+    capsys.readouterr()
+    assert main([*common, "--total-shards", "3", "--", "--min-words", "3", "--output-file-type", "parquet"]) == 2
+    err = capsys.readouterr().err
+    assert "min_words: 5 → 3 (stage word_count)" in err and "output: jsonl → parquet" in err
+    assert main([*common, "--total-shards", "4", "--", "--min-words", "5"]) == 2
+    assert "total_shards=4 (the run has 3)" in capsys.readouterr().err

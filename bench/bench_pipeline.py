@@ -12,18 +12,15 @@ Prints docs/s and ratios; asserts nothing.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-CACHE = REPO / ".cache" / "bench"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support import CACHE, REPO, datatrove_env, ensure_datatrove, timed  # noqa: E402
+
 INPUT = CACHE / "pipeline_input"
-SITE = REPO / ".cache" / "bench-site"
 FILES, TARGET_BYTES = 40, 200 * 1024 * 1024
 WORDS = [w for w in open(__file__).read().split() if w.isalpha()][:400] or ["word"]
 
@@ -49,21 +46,6 @@ def make_input() -> int:
                 docs += 1
     marker.write_text(str(docs))
     return docs
-
-
-def ensure_datatrove() -> None:
-    if (SITE / ".complete").exists():
-        return
-    # datatrove's filters import `regex` without declaring it outside its extras.
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(SITE), "datatrove>=0.4",
-                    "regex", "orjson"], check=True)
-    (SITE / ".complete").write_text("")
-
-
-def timed(command: list[str], env: dict | None = None) -> float:
-    began = time.perf_counter()
-    subprocess.run(command, check=True, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - began
 
 
 DATATROVE = r"""
@@ -109,8 +91,8 @@ def main() -> None:
                   "--min-words", "5", "--max-words", "1000", "--no-progress"])
     manifest = json.loads((runs / "ours" / ".nemo_curator_metadata" / ".slurm_array_completion"
                            / "completed_slurm_array_0.json").read_text())
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SITE), os.environ.get("PYTHONPATH", "")]))
-    datatrove = timed([sys.executable, "-c", DATATROVE, str(INPUT), str(runs / "datatrove"), str(runs / "dt-logs")], env)
+    datatrove = timed([sys.executable, "-c", DATATROVE, str(INPUT), str(runs / "datatrove"), str(runs / "dt-logs")],
+                      datatrove_env())
     plain = timed([sys.executable, "-c", PYARROW, str(INPUT), str(runs / "pyarrow")])
 
     sys.path.insert(0, str(REPO))

@@ -26,6 +26,11 @@ from .stages.partition import FilePartitioningStage
 from .stages.urls import UrlListStage
 
 
+DEFAULT_OUTPUT_FORMAT = "jsonl"
+# Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
+BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.stages.web.pipeline:build"}
+
+
 @dataclass(frozen=True)
 class PipelineOptions:
     """What a pipeline builder may use; the submit-script variables map onto these."""
@@ -33,7 +38,7 @@ class PipelineOptions:
     input_dir: str
     output_dir: str
     input_file_type: str = "jsonl"
-    output_file_type: str = "jsonl"
+    output_file_type: str | None = None
     files_per_partition: int = 1
     text_field: str = "text"
     drop_empty: bool = False
@@ -46,6 +51,10 @@ class PipelineOptions:
     download_workers_per_node: float = DEFAULT_WORKERS_PER_NODE
     download_retries: int = 5
     download_timeout: float = 60.0
+    languages: tuple[str, ...] = ()
+    min_language_score: float = 0.0
+    extractor: str = "resiliparse"
+    records_per_batch: int = 256
     extra: dict[str, str] = field(default_factory=dict)
 
     def source(self) -> SourceStage:
@@ -79,7 +88,7 @@ class PipelineOptions:
         return reader_for(self.input_file_type, self.malformed)
 
     def writer(self) -> WriterStage:
-        return writer_for(self.output_file_type, self.output_dir)
+        return writer_for(self.output_file_type or DEFAULT_OUTPUT_FORMAT, self.output_dir)
 
 
 @dataclass
@@ -142,10 +151,14 @@ def default_pipeline(options: PipelineOptions) -> Pipeline:
 
 
 def load_pipeline(reference: str, options: PipelineOptions) -> Pipeline:
-    """Import ``package.module:function`` (the working directory is importable) and build."""
-    module_name, _, function_name = reference.partition(":")
+    """A built-in pipeline by name, or ``package.module:function`` (the working directory is
+    importable), built with ``options``."""
+    module_name, _, function_name = BUILT_IN_PIPELINES.get(reference, reference).partition(":")
     if not module_name or not function_name:
-        raise ConfigError(f"--pipeline {reference!r}: expected the form package.module:function")
+        raise ConfigError(
+            f"--pipeline {reference!r}: expected a built-in name ({', '.join(sorted(BUILT_IN_PIPELINES))}) "
+            "or the form package.module:function"
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import pickle
 import sys
-import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -21,7 +20,8 @@ import ray.data
 
 from .pools import ClusterShape, PoolChoice, choose_pool
 from .stages.base import ProcessingStage
-from .tasks import FailedTask, Task
+from .stages.apply import apply_chain, apply_stage
+from .tasks import Task
 
 logger = logging.getLogger(__name__)
 
@@ -36,42 +36,6 @@ def _encode(tasks: Sequence[Task]) -> pa.Table:
 
 def _decode(batch: pa.Table) -> list[Task]:
     return [pickle.loads(blob) for blob in batch.column(COLUMN).to_pylist()]
-
-
-def _failure(task: Task, stage: ProcessingStage, exc: BaseException) -> FailedTask:
-    logger.error("stage %s failed on %s:\n%s", stage.stage_name, task.task_id, traceback.format_exc())
-    return FailedTask(task_id=task.task_id, reason=f"{type(exc).__name__}: {exc}", stage=stage.stage_name)
-
-
-def run_stage_on(stage: ProcessingStage, tasks: list[Task]) -> list[Task]:
-    """Apply a stage, passing FailedTasks through and turning exceptions into FailedTasks.
-
-    One failing task must not hide the results of the others in its batch, so a batch that
-    raises is retried one task at a time to find the culprit.
-    """
-    failed = [t for t in tasks if isinstance(t, FailedTask)]
-    todo = [t for t in tasks if not isinstance(t, FailedTask)]
-    if not todo:
-        return failed
-    try:
-        return failed + _tag(stage.process_batch(todo), stage)
-    except Exception as exc:  # noqa: BLE001 - becomes a FailedTask with the reason
-        if len(todo) == 1:
-            return failed + [_failure(todo[0], stage, exc)]
-    out = list(failed)
-    for task in todo:
-        try:
-            out += _tag(stage.process_batch([task]), stage)
-        except Exception as exc:  # noqa: BLE001
-            out.append(_failure(task, stage, exc))
-    return out
-
-
-def _tag(results: list[Task], stage: ProcessingStage) -> list[Task]:
-    for result in results:
-        if isinstance(result, FailedTask) and not result.stage:
-            result.stage = stage.stage_name
-    return results
 
 
 @ray.remote(num_cpus=0)
@@ -98,7 +62,7 @@ class BacklogBudget:
             self.tokens.release()
 
 
-def _within_budgets(tasks: list[Task], take, give, work: Callable[[list[Task]], list[Task]]) -> list[Task]:
+def _within_budgets(tasks: list[Task], take, give, work: Callable[[list[Task]], Iterator[Task]]) -> Iterator[Task]:
     """Run ``work`` on a batch between two backlog budgets.
 
     ``give`` (this stage consumes a bounded producer): its tokens go back as processing
@@ -112,7 +76,7 @@ def _within_budgets(tasks: list[Task], take, give, work: Callable[[list[Task]], 
     if take is not None:
         ray.get([take.acquire.remote(k) for k in keys])
     try:
-        return work(tasks)
+        yield from work(tasks)
     except BaseException:
         if take is not None:
             ray.get([take.release.remote(k) for k in keys])
@@ -122,17 +86,19 @@ def _within_budgets(tasks: list[Task], take, give, work: Callable[[list[Task]], 
 def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None):
     """One Ray task function running several stages in turn, without pickling in between.
 
-    ``take`` and ``give`` are backlog budgets (see :func:`_within_budgets`).
+    It yields one block per output task as soon as the last stage produces it, so a stage
+    that streams (a reader of a large file) never holds the whole file. ``take`` and
+    ``give`` are backlog budgets (see :func:`_within_budgets`).
     """
 
-    def run_chain(tasks: list[Task]) -> list[Task]:
+    def run_chain(tasks: list[Task]) -> Iterator[Task]:
         for stage in stages:
             stage.setup()
-            tasks = run_stage_on(stage, tasks)
-        return tasks
+        return apply_chain(stages, tasks)
 
-    def apply(batch: pa.Table) -> pa.Table:
-        return _encode(_within_budgets(_decode(batch), take, give, run_chain))
+    def apply(batch: pa.Table) -> Iterator[pa.Table]:
+        for task in _within_budgets(_decode(batch), take, give, run_chain):
+            yield _encode([task])
 
     apply.__name__ = apply.__qualname__ = "->".join(stage.stage_name for stage in stages)
     return apply
@@ -170,11 +136,12 @@ class _StageActor:
         self.take, self.give = take, give
         stage.setup()
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        return _encode(_within_budgets(_decode(batch), self.take, self.give, self._run))
+    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
+        for task in _within_budgets(_decode(batch), self.take, self.give, self._run):
+            yield _encode([task])
 
-    def _run(self, tasks: list[Task]) -> list[Task]:
-        return run_stage_on(self.stage, tasks)
+    def _run(self, tasks: list[Task]) -> Iterator[Task]:
+        return apply_stage(self.stage, tasks)
 
 
 def cluster_shape() -> ClusterShape:

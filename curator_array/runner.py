@@ -172,7 +172,7 @@ def _shard_stats(prepared: PreparedShard, written: list[WrittenFiles], output_di
     return {
         "source_tasks": len(prepared.tasks),
         "source_task_ids": sorted(t.task_id for t in prepared.tasks),
-        "tasks_written": len(written),
+        "tasks_written": len({w.task_id for w in written}),
         "rows_in": counters.rows_read,
         "rows_out": sum(w.rows_written for w in written),
         "bytes_in": counters.bytes_read,

@@ -64,9 +64,14 @@ class FileGroupTask(Task):
 
 @dataclass
 class DocumentBatch(Task):
-    """Documents of one source task as an Arrow table (one row per document)."""
+    """Documents of one source task as an Arrow table (one row per document).
+
+    A reader that streams a large file emits it in numbered ``part``s (0, 1, ...); each
+    part is written to its own file. ``None`` means the batch is the whole source task.
+    """
 
     table: pa.Table = field(default_factory=pa.table)
+    part: int | None = None
 
     @property
     def num_rows(self) -> int:

@@ -55,12 +55,13 @@ error (a different pipeline than the run's included), 1 crash.
               help="Seconds without data before a download attempt is abandoned.")
 @click.option("--input-file-type", type=click.Choice(input_formats()), default="jsonl",
               show_default=True, envvar="INPUT_FILE_TYPE")
-@click.option("--output-file-type", type=click.Choice(output_formats()), default="jsonl",
-              show_default=True, envvar="OUTPUT_FILE_TYPE")
+@click.option("--output-file-type", type=click.Choice(output_formats()), default=None, envvar="OUTPUT_FILE_TYPE",
+              help="Default: jsonl (parquet for --pipeline commoncrawl).")
 @click.option("--files-per-partition", type=click.IntRange(min=1), default=1, show_default=True,
               envvar="FILES_PER_PARTITION", help="Input files per source task.")
-@click.option("--pipeline", "pipeline_ref", envvar="CURATOR_PIPELINE", metavar="MODULE:FUNCTION",
-              help="A function building the stage list (default: read, filters, write).")
+@click.option("--pipeline", "pipeline_ref", envvar="CURATOR_PIPELINE", metavar="NAME|MODULE:FUNCTION",
+              help="A built-in pipeline (commoncrawl: WARC → text → language → quality → Parquet) or a "
+                   "function building the stage list (default: read, filters, write).")
 @click.option("--text-field", default="text", show_default=True, help="Field the filters look at.")
 @click.option("--drop-empty", is_flag=True, help="Drop documents with empty or missing text.")
 @click.option("--min-words", type=click.IntRange(min=0), help="Drop documents with fewer words.")
@@ -69,6 +70,15 @@ error (a different pipeline than the run's included), 1 crash.
 @click.option("--malformed", type=click.Choice(["fail", "skip"]), default="fail", show_default=True,
               envvar="MALFORMED_RECORDS",
               help="Malformed JSONL lines: fail the task, or skip and count them.")
+@click.option("--languages", envvar="LANGUAGES", callback=lambda ctx, param, value: tuple(
+                  code.strip() for code in (value or "").split(",") if code.strip()),
+              help="commoncrawl: keep documents in these languages, e.g. en,de,ja (default: all).")
+@click.option("--min-language-score", type=click.FloatRange(0, 1), default=0.0, show_default=True,
+              envvar="MIN_LANGUAGE_SCORE", help="commoncrawl: drop documents whose language score is lower.")
+@click.option("--extractor", type=click.Choice(["resiliparse", "trafilatura"]), default="resiliparse",
+              show_default=True, envvar="HTML_EXTRACTOR", help="commoncrawl: HTML → main text extractor.")
+@click.option("--records-per-batch", type=click.IntRange(min=1), default=256, show_default=True,
+              help="WARC input: records per part (a reader's memory grows with this, not the file).")
 @click.option("--force", is_flag=True, help="Rerun a shard even if its manifest exists.")
 @click.option("--new-run", is_flag=True,
               help="If the checkpoint holds a run with another pipeline, shard range or input listing, "

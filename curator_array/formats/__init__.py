@@ -33,7 +33,7 @@ class Format:
 
 
 _REGISTRY: dict[str, Format] = {}
-_MODULES = ("jsonl", "parquet")
+_MODULES = ("jsonl", "parquet", "warc")
 
 
 def register(fmt: Format) -> Format:

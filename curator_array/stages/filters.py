@@ -17,23 +17,28 @@ from ..tasks import DocumentBatch, Task
 from .base import ProcessingStage
 
 
+Mask = pa.Array | pa.ChunkedArray
+
+
 class FilterStage(ProcessingStage):
     """Keeps the rows of a ``DocumentBatch`` that ``keep`` accepts; counts the others.
 
     Override ``keep(text)`` to decide from the text column alone, or ``score(table, text)``
     to add columns (scores worth keeping for later analysis) and decide from the whole
-    table. A null in the mask drops the row.
+    table. ``score`` may return one mask or, for a filter made of several rules, a dict of
+    rule name → mask: a row is dropped by the first rule that rejects it and counted as
+    ``<stage>.<rule>``. A null in a mask drops the row.
     """
 
     def __init__(self, text_field: str = "text"):
         self.text_field = text_field
         super().__init__()
 
-    def keep(self, text: pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    def keep(self, text: pa.ChunkedArray) -> Mask:
         raise NotImplementedError(f"{type(self).__name__} must implement keep() or score()")
 
-    def score(self, table: pa.Table, text: pa.ChunkedArray) -> tuple[pa.Table, pa.Array | pa.ChunkedArray]:
-        """The table to keep rows of (with any added columns) and the boolean mask."""
+    def score(self, table: pa.Table, text: pa.ChunkedArray) -> tuple[pa.Table, Mask | dict[str, Mask]]:
+        """The table to keep rows of (with any added columns) and the mask, or a mask per rule."""
         return table, self.keep(text)
 
     def process(self, task: DocumentBatch) -> Task:
@@ -48,10 +53,18 @@ class FilterStage(ProcessingStage):
             text = text.cast(pa.string())
         if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
             return task.failed(f"field {self.text_field!r} has type {text.type}, expected strings", self.stage_name)
-        scored, mask = self.score(table, text)
-        kept = scored.filter(pc.fill_null(mask, False))
-        counters = task.counters.with_dropped(self.stage_name, table.num_rows - kept.num_rows)
-        return replace(task, table=kept, counters=counters)
+        scored, masks = self.score(table, text)
+        if not isinstance(masks, dict):
+            masks = {"": masks}
+        counters = task.counters
+        keep = pa.array([True] * table.num_rows)
+        for rule, mask in masks.items():
+            passed = pc.fill_null(mask, False)
+            dropped_here = pc.sum(pc.and_(keep, pc.invert(passed))).as_py() or 0
+            keep = pc.and_(keep, passed)
+            key = f"{self.stage_name}.{rule}" if rule else self.stage_name
+            counters = counters.with_dropped(key, dropped_here)
+        return replace(task, table=scored.filter(keep), counters=counters)
 
 
 class NonEmptyTextFilter(FilterStage):

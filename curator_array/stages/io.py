@@ -11,6 +11,7 @@ reader and writer.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -29,6 +30,9 @@ class MalformedRecordError(ValueError):
     """A record (or a whole file) a reader cannot decode; the message names file and place."""
 
 
+READ_ERRORS = (MalformedRecordError, OSError, pa.ArrowException)
+
+
 @dataclass
 class FileContents:
     """What a reader got from one file: its rows, and records it left out on purpose."""
@@ -45,9 +49,12 @@ def concat_tables(tables: list[pa.Table]) -> pa.Table:
 
 
 class ReaderStage(ProcessingStage):
-    """Reads every file of a FileGroupTask into one DocumentBatch.
+    """Reads the files of a FileGroupTask into DocumentBatches.
 
-    Subclasses implement ``read_file``. A file that cannot be read fails its task with a
+    Subclasses implement ``read_file`` (the whole file at once: one batch for the task) or,
+    for formats whose files are too large to hold (``streams = True``), ``read_parts``,
+    which yields the file in parts; each becomes a numbered batch, so memory is bounded by
+    the part size, not the file size. A file that cannot be read fails its task with a
     message naming the file (and the line or offset, where the format knows it).
     ``malformed="skip"`` is accepted only by formats that can skip single records
     (``skips_malformed``); they then count what they skipped.
@@ -55,6 +62,7 @@ class ReaderStage(ProcessingStage):
 
     format_name: ClassVar[str] = ""
     skips_malformed: ClassVar[bool] = False
+    streams: ClassVar[bool] = False
 
     def __init__(self, malformed: str = "fail"):
         if malformed not in MALFORMED_POLICIES:
@@ -65,22 +73,47 @@ class ReaderStage(ProcessingStage):
         super().__init__()
 
     def read_file(self, path: str) -> FileContents:
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement read_file() or read_parts()")
 
-    def process(self, task: FileGroupTask) -> Task:
+    def read_parts(self, path: str) -> Iterator[FileContents]:
+        yield self.read_file(path)
+
+    @staticmethod
+    def _reason(path: str, exc: BaseException) -> str:
+        return str(exc) if path in str(exc) else f"{path}: {exc}"
+
+    def process(self, task: FileGroupTask):
+        if self.streams:
+            return self._stream(task)
         tables, counters = [], TaskCounters()
         for path in task.files:
             try:
                 contents = self.read_file(path)
                 size = os.path.getsize(path)
-            except (MalformedRecordError, OSError, pa.ArrowException) as exc:
-                reason = str(exc) if path in str(exc) else f"{path}: {exc}"
-                return task.failed(reason, self.stage_name)
+            except READ_ERRORS as exc:
+                return task.failed(self._reason(path, exc), self.stage_name)
             tables.append(contents.table)
             counters = counters + TaskCounters(rows_read=contents.table.num_rows, bytes_read=size,
                                                skipped=contents.skipped)
         metadata = {**task.metadata, "source_files": list(task.files)}
         return DocumentBatch(task.task_id, metadata, task.counters + counters, table=concat_tables(tables))
+
+    def _stream(self, task: FileGroupTask) -> Iterator[Task]:
+        part = 0
+        metadata = {**task.metadata, "source_files": list(task.files)}
+        for path in task.files:
+            try:
+                size = os.path.getsize(path)
+                for contents in self.read_parts(path):
+                    counters = TaskCounters(rows_read=contents.table.num_rows, bytes_read=size, skipped=contents.skipped)
+                    size = 0  # a file's bytes count once, with its first part
+                    yield DocumentBatch(task.task_id, metadata, counters, table=contents.table, part=part)
+                    part += 1
+            except READ_ERRORS as exc:
+                yield task.failed(self._reason(path, exc), self.stage_name)
+                return
+        if part == 0:
+            yield DocumentBatch(task.task_id, metadata, task.counters, table=pa.table({}), part=0)
 
 
 class WriterStage(ProcessingStage):
@@ -98,7 +131,8 @@ class WriterStage(ProcessingStage):
         super().__init__()
 
     def output_path(self, task: Task) -> Path:
-        return self.output_dir / f"{task.task_id}{self.suffix}"
+        part = getattr(task, "part", None)
+        return self.output_dir / f"{task.task_id}{'' if part is None else f'.part-{part:05d}'}{self.suffix}"
 
     def write_table(self, table: pa.Table, path: Path) -> None:
         """Write and fsync ``table`` at ``path`` (a temporary name; the base renames it)."""

@@ -85,3 +85,37 @@ def test_dockerfile_is_hadolint_clean():
     hadolint = hadolint if hadolint.exists() else REPO / ".venv" / "bin" / "hadolint"
     result = subprocess.run([str(hadolint), str(REPO / "container" / "Dockerfile")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_commoncrawl_pipeline_runs_inside_the_image(docker_client, image, tmp_path):
+    """WARC → text → language → quality → Parquet, with the libraries of the image's lock."""
+    import pyarrow.parquet as pq
+
+    from curator_array.devtools.warcs import write_warc
+    from tests.web_pages import pages
+
+    warcs = tmp_path / "warcs"
+    warcs.mkdir()
+    expected = {}
+    for index in range(2):
+        records, outcome = pages(f"site{index}.example")
+        write_warc(warcs / f"crawl-{index}.warc.gz", records)
+        expected.update(outcome)
+    out = tmp_path / "out"
+    out.mkdir()
+    out.chmod(0o777)
+    logs = docker_client.containers.run(
+        image,
+        ["--pipeline", "commoncrawl", "--input-file-type", "warc", "--languages", "en,de,ja",
+         "--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"],
+        user="12345:12345", read_only=True, tmpfs={"/tmp": "rw,exec"}, network_mode="none", shm_size="512m",
+        volumes={str(warcs): {"bind": "/data/in", "mode": "ro"}, str(out): {"bind": "/data/out", "mode": "rw"}},
+        environment={"INPUT_DIR": "/data/in", "OUTPUT_DIR": "/data/out"}, remove=True, stdout=True, stderr=True,
+    ).decode()
+    manifest = json.loads((out / ".nemo_curator_metadata/.slurm_array_completion/completed_slurm_array_0.json").read_text())
+    assert manifest["status"] == "completed", logs[-2000:]
+    rows = [r for path in sorted(out.glob("*.parquet")) for r in pq.read_table(path).to_pylist()]
+    kept = {url: e["language"] for url, e in expected.items() if e["kept"]}
+    assert {r["url"]: r["language"] for r in rows} == kept
+    assert manifest["records_skipped"] == {"non_html_records": 2, "truncated_records": 2}
+    assert manifest["rows_dropped_by_stage"]["language.not_kept"] == 2

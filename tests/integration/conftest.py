@@ -1,11 +1,31 @@
+import time
+
 import pytest
+import ray
 
 from curator_array.clients import RayClient
-from curator_array.ray_cluster import NodeOptions
+from curator_array.ray_cluster import NodeOptions, start_worker
+from curator_array.stages.download import DOWNLOAD_SLOT
+
+MiB = 2**20
 
 
 @pytest.fixture(scope="module")
 def ray_cluster():
     """One private Ray cluster per test module (8 logical CPUs, so pool caps bind)."""
     with RayClient(node_options=NodeOptions(num_cpus=8, object_store_memory=300 * 1024 * 1024)) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def two_node_cluster():
+    """Two raylets on this host, each offering two download slots (the hard per-node cap)."""
+    options = NodeOptions(num_cpus=8, object_store_memory=150 * MiB, custom_resources={DOWNLOAD_SLOT: 2})
+    with RayClient(node_options=options) as client:
+        client.extra_nodes.append(start_worker(client.address, client.session_dir, client.token_path, options,
+                                               log_name="ray-worker-2.log"))
+        deadline = time.monotonic() + 60
+        while sum(n["Alive"] for n in ray.nodes()) < 2:
+            assert time.monotonic() < deadline, client.extra_nodes[0].log_tail()
+            time.sleep(0.5)
         yield client

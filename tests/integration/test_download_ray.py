@@ -7,13 +7,9 @@ import time
 from pathlib import Path
 
 import pytest
-import ray
 
-from curator_array.clients import RayClient
 from curator_array.pipeline import Pipeline, PipelineOptions, default_pipeline
-from curator_array.ray_cluster import NodeOptions, start_worker
 from curator_array.ray_data import RayDataExecutor
-from curator_array.stages.download import DOWNLOAD_SLOT
 from curator_array.stages.io import FileListWriter
 from curator_array.stages.urls import UrlListStage
 from tests.conftest import read_records, records_digest
@@ -23,19 +19,6 @@ from curator_array.app import run_shard_here
 
 pytestmark = pytest.mark.ray
 MiB = 2**20
-
-
-@pytest.fixture(scope="module")
-def two_node_cluster():
-    options = NodeOptions(num_cpus=8, object_store_memory=150 * MiB, custom_resources={DOWNLOAD_SLOT: 2})
-    with RayClient(node_options=options) as client:
-        client.extra_nodes.append(start_worker(client.address, client.session_dir, client.token_path, options,
-                                               log_name="ray-worker-2.log"))
-        deadline = time.monotonic() + 60
-        while sum(n["Alive"] for n in ray.nodes()) < 2:
-            assert time.monotonic() < deadline, client.extra_nodes[0].log_tail()
-            time.sleep(0.5)
-        yield client
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,56 @@
+"""What several benchmarks share: cache paths, datatrove in its own site dir, timing and
+peak-memory measurement of a Python snippet in a fresh process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = REPO / ".cache" / "bench"
+SITE = REPO / ".cache" / "bench-site"
+DATATROVE_PACKAGES = ("datatrove>=0.4", "regex", "orjson", "warcio", "faust-cchardet", "python-magic")
+
+# Appended to every measured snippet: the process's own peak RSS and its children's.
+_REPORT = """
+import json as _json, resource as _resource
+print("@@" + _json.dumps({"peak_rss": _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024,
+                          "children_peak_rss": _resource.getrusage(_resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+                          **globals().get("REPORT", {})}))
+"""
+
+
+def ensure_datatrove() -> None:
+    """datatrove, the comparison point, goes into .cache/bench-site, never into .venv."""
+    marker = SITE / ".complete"
+    if marker.exists() and marker.read_text() == " ".join(DATATROVE_PACKAGES):
+        return
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(SITE), *DATATROVE_PACKAGES],
+                   check=True)
+    marker.write_text(" ".join(DATATROVE_PACKAGES))
+
+
+def datatrove_env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(SITE), str(REPO), os.environ.get("PYTHONPATH", "")]))
+
+
+def timed(command: list[str], env: dict | None = None) -> float:
+    began = time.perf_counter()
+    subprocess.run(command, check=True, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - began
+
+
+def measure_snippet(code: str, *args: str, env: dict | None = None) -> dict:
+    """Run ``code`` in a fresh interpreter; its wall time, peak RSS and its ``REPORT`` dict."""
+    began = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", code + _REPORT, *args], capture_output=True, text=True, cwd=REPO,
+                            env=env or dict(os.environ, PYTHONPATH=str(REPO)))
+    wall = time.perf_counter() - began
+    if result.returncode:
+        raise RuntimeError(f"benchmark snippet failed:\n{result.stderr[-3000:]}")
+    line = next(line for line in result.stdout.splitlines() if line.startswith("@@"))
+    return {"wall": wall, **json.loads(line[2:])}

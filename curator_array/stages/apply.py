@@ -1,0 +1,87 @@
+"""Applying stages to tasks, lazily: the part of execution that needs no Ray.
+
+A stage's ``process`` may return one task, a list, None, or an iterator (a reader that
+streams a large file in parts yields them). Outputs flow on one at a time, so a chain of
+stages holds one part in memory, not one file. An exception becomes a ``FailedTask`` for
+the input it came from; outputs already yielded for that input still go on, and the
+shard is then incomplete anyway.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Iterable, Iterator, Sequence
+
+from ..tasks import FailedTask, Task
+from .base import ProcessingStage
+
+logger = logging.getLogger(__name__)
+
+
+def _failure(task: Task, stage: ProcessingStage, exc: BaseException) -> FailedTask:
+    logger.error("stage %s failed on %s:\n%s", stage.stage_name, task.task_id, traceback.format_exc())
+    return task.failed(f"{type(exc).__name__}: {exc}", stage.stage_name)
+
+
+def _outputs(result) -> Iterable[Task]:
+    if result is None:
+        return ()
+    if isinstance(result, Task):
+        return (result,)
+    return result
+
+
+def _tagged(task: Task, stage: ProcessingStage) -> Task:
+    if isinstance(task, FailedTask) and not task.stage:
+        task.stage = stage.stage_name
+    return task
+
+
+def _custom_batches(stage: ProcessingStage) -> bool:
+    return type(stage).process_batch is not ProcessingStage.process_batch
+
+
+def apply_stage(stage: ProcessingStage, tasks: Iterable[Task]) -> Iterator[Task]:
+    """Outputs of ``stage`` for ``tasks``; FailedTasks pass through untouched."""
+    if _custom_batches(stage):
+        yield from _apply_batch(stage, list(tasks))
+        return
+    for task in tasks:
+        if isinstance(task, FailedTask):
+            yield task
+            continue
+        try:
+            for output in _outputs(stage.process(task)):
+                yield _tagged(output, stage)
+        except Exception as exc:  # noqa: BLE001 - becomes a FailedTask with the reason
+            yield _failure(task, stage, exc)
+
+
+def _apply_batch(stage: ProcessingStage, tasks: list[Task]) -> Iterator[Task]:
+    """For stages that vectorise over several tasks: one failing task must not hide the
+    others' results, so a batch that raises is retried one task at a time."""
+    yield from (t for t in tasks if isinstance(t, FailedTask))
+    todo = [t for t in tasks if not isinstance(t, FailedTask)]
+    if not todo:
+        return
+    try:
+        results = list(stage.process_batch(todo))
+    except Exception as exc:  # noqa: BLE001
+        if len(todo) == 1:
+            yield _failure(todo[0], stage, exc)
+            return
+        results = []
+        for task in todo:
+            try:
+                results += list(stage.process_batch([task]))
+            except Exception as exc:  # noqa: BLE001
+                results.append(_failure(task, stage, exc))
+    yield from (_tagged(r, stage) for r in results)
+
+
+def apply_chain(stages: Sequence[ProcessingStage], tasks: Iterable[Task]) -> Iterator[Task]:
+    """Several stages in one process, each output handed to the next as it appears."""
+    for stage in stages:
+        tasks = apply_stage(stage, tasks)
+    return iter(tasks)

@@ -1,0 +1,53 @@
+"""Language identification with py3langid, whose model ships inside its package.
+
+Adds ``language`` (ISO 639-1) and ``language_score`` (a probability) columns, and keeps
+documents whose language is in ``languages`` (all, if empty) with a score of at least
+``min_score``. Only the first ``max_chars`` characters are classified: enough for a
+stable answer, and long pages then cost no more than short ones.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ...errors import ConfigError
+from ..filters import FilterStage
+
+
+class LanguageFilter(FilterStage):
+    name = "language"
+    ray_stage_spec = {"is_actor_stage": True}
+
+    def __init__(self, languages: tuple[str, ...] | list[str] = (), min_score: float = 0.0,
+                 text_field: str = "text", max_chars: int = 4000):
+        if not 0.0 <= min_score <= 1.0:
+            raise ConfigError(f"language score threshold must be between 0 and 1, got {min_score}")
+        self.languages = sorted({code.strip().lower() for code in languages if code.strip()})
+        self.min_score, self.max_chars = min_score, max_chars
+        self._identifier = None
+        super().__init__(text_field)
+
+    def setup(self) -> None:
+        if self._identifier is None:
+            try:
+                from py3langid.langid import MODEL_FILE, LanguageIdentifier
+            except ImportError:
+                raise ConfigError("language identification needs the web extras: "
+                                  "pip install 'curator-array[web]'") from None
+            self._identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_identifier": None}
+
+    def score(self, table, text):
+        self.setup()
+        found = [self._identifier.classify(t[: self.max_chars]) if t else ("und", 0.0) for t in text.to_pylist()]
+        language = pa.array([code for code, _ in found], pa.string())
+        score = pa.array([round(float(p), 4) for _, p in found], pa.float64())
+        table = table.append_column("language", language).append_column("language_score", score)
+        rules = {}
+        if self.languages:
+            rules["not_kept"] = pc.is_in(language, value_set=pa.array(self.languages))
+        rules["low_score"] = pc.greater_equal(score, self.min_score)
+        return table, rules

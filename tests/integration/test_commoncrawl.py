@@ -1,0 +1,118 @@
+"""The built-in commoncrawl pipeline on real Ray: WARC files built here, read from a
+directory or downloaded under the per-node cap from the fault-injecting server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from curator_array.app import run_shard_here
+from curator_array.devtools.fault_server import FaultServer
+from curator_array.devtools.warcs import write_warc
+from curator_array.pipeline import PipelineOptions, load_pipeline
+from curator_array.ray_data import RayDataExecutor
+from curator_array.sharding import ShardConfig
+from tests.integration.helper_stages import ProbedDownloadStage, peak_concurrency
+from tests.web_pages import ARTICLES, BOILERPLATE, pages
+
+pytestmark = pytest.mark.ray
+KEEP = ("en", "de", "ja")
+
+
+@pytest.fixture(scope="module")
+def warc_dir(tmp_path_factory):
+    """Six WARC files, each with every page (good, bad, non-HTML, truncated) of its own host."""
+    directory = tmp_path_factory.mktemp("warcs")
+    expected = {}
+    for index in range(6):
+        records, outcome = pages(f"site{index}.example")
+        write_warc(directory / f"crawl-{index:02d}.warc.gz", records)
+        expected.update(outcome)
+    return directory, expected
+
+
+def outputs(out: Path) -> dict[str, dict]:
+    rows = [r for path in sorted(out.glob("*.parquet")) for r in pq.read_table(path).to_pylist()]
+    by_url = {r["url"]: r for r in rows}
+    assert len(by_url) == len(rows), "no document written twice"
+    return by_url
+
+
+def options(source: dict, out: Path, **extra) -> PipelineOptions:
+    return PipelineOptions(output_dir=str(out), languages=KEEP, records_per_batch=4, **source, **extra)
+
+
+def check_documents(written: dict[str, dict], expected: dict[str, dict]) -> None:
+    kept = {url for url, e in expected.items() if e["kept"]}
+    assert set(written) == kept
+    for url, row in written.items():
+        lang = expected[url]["language"]
+        assert row["language"] == lang and row["language_score"] > 0.9
+        assert all(sentence in row["text"] for sentence in ARTICLES[lang]), url
+        assert not any(noise in row["text"] for noise in BOILERPLATE), url
+        assert row["gopher_word_count"] >= 50 and row["c4_lines_removed"] == 1  # the title has no full stop
+
+
+def check_counts(stats: dict, expected: dict[str, dict]) -> None:
+    dropped = {k: v for k, v in stats["rows_dropped_by_stage"].items() if v}
+    wanted: dict[str, int] = {}
+    for outcome in expected.values():
+        if "dropped_by" in outcome:
+            wanted[outcome["dropped_by"]] = wanted.get(outcome["dropped_by"], 0) + 1
+    for rule, count in wanted.items():
+        assert sum(v for k, v in dropped.items() if k.startswith(rule)) == count, (rule, dropped)
+    assert sum(dropped.values()) == sum(wanted.values()), dropped
+    skips = [e["skipped"] for e in expected.values() if "skipped" in e]
+    assert stats["records_skipped"] == {reason: skips.count(reason) for reason in set(skips)}
+
+
+def test_warc_directory_three_shards_equal_one_run(two_node_cluster, warc_dir, tmp_path):
+    directory, expected = warc_dir
+    source = {"input_dir": str(directory), "input_file_type": "warc"}
+    whole = tmp_path / "whole"
+    outcome = run_shard_here(load_pipeline("commoncrawl", options(source, whole)), tmp_path / "c1", output_dir=whole)
+    assert outcome.status == "completed"
+    check_documents(outputs(whole), expected)
+    check_counts(outcome.stats, expected)
+    assert outcome.stats["rows_in"] == sum(1 for e in expected.values() if "skipped" not in e)
+    assert all(name.endswith(".parquet") and ".part-" in name for name in outcome.stats["output_files"])
+
+    sharded = tmp_path / "sharded"
+    pipeline = load_pipeline("commoncrawl", options(source, sharded))
+    owned = []
+    for index in range(3):
+        part = run_shard_here(pipeline, tmp_path / "c3", ShardConfig(index, 3), output_dir=sharded)
+        assert part.status == "completed"
+        owned += part.stats["source_task_ids"]
+    assert sorted(owned) == sorted(set(owned)) and len(owned) == 6
+    assert outputs(sharded) == outputs(whole)
+
+
+def test_urls_downloaded_under_the_per_node_cap_then_extracted(two_node_cluster, warc_dir, tmp_path):
+    directory, expected = warc_dir
+    files = {path.name: path.read_bytes() for path in sorted(directory.glob("*.warc.gz"))}
+    server = FaultServer(files, per_connection_rate=20_000).start()
+    try:
+        lists = tmp_path / "warc_urls.txt"
+        lists.write_text("".join(server.url("flaky503", name) + "\n" for name in files))
+        out, probe = tmp_path / "out", tmp_path / "probe"
+        pipeline = load_pipeline("commoncrawl", options({"input_dir": "", "input_urls": (str(lists),)}, out))
+        download = pipeline.stages[0]
+        assert download.stage_name == "download"
+        pipeline.stages[0] = ProbedDownloadStage(str(download.download_dir), str(probe), workers_per_node=1)
+        executor = RayDataExecutor(progress_bars=False)
+        outcome = run_shard_here(pipeline, tmp_path / "ckpt", output_dir=out, executor=executor)
+    finally:
+        server.stop()
+    assert outcome.status == "completed"
+    assert executor.pool_choices["download"].size == 2
+    per_node = {p.name: peak_concurrency(str(p)) for p in probe.iterdir() if p.is_dir()}
+    assert per_node and all(peak == 1 for peak in per_node.values()), per_node
+    assert server.peak_active <= 2
+    check_documents(outputs(out), expected)
+    check_counts(outcome.stats, expected)
+    manifest = json.loads(Path(outcome.manifest_path).read_text())
+    assert manifest["bytes_in"] == sum(len(body) for body in files.values())

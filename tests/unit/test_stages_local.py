@@ -102,7 +102,7 @@ def test_example_pipeline_and_loader(tmp_path):
     kept = AlphabeticRatioFilter(0.8).process(batch(["plain words here", "1234 5678 ||| <>", ""]))
     assert kept.table.column("n").to_pylist() == [0]
     assert kept.table.column("alphabetic_ratio").to_pylist() == [1.0]
-    with pytest.raises(ConfigError, match="expected the form"):
+    with pytest.raises(ConfigError, match="or the form package.module:function"):
         load_pipeline("no_colon", options)
     with pytest.raises(ConfigError, match="cannot import"):
         load_pipeline("not_a_module_xyz:build", options)

@@ -181,3 +181,16 @@ def test_commoncrawl_pipeline_by_name(tmp_path):
         load_pipeline("commoncrawl", PipelineOptions(str(tmp_path), str(tmp_path / "out")))
     with pytest.raises(ConfigError, match="built-in name \\(commoncrawl\\)"):
         load_pipeline("crawl", options)
+
+
+def test_every_registered_format_is_offered_and_documented(capsys):
+    from curator_array.cli import main
+    from curator_array.formats import input_formats, output_formats
+
+    readme = (REPO / "README.md").read_text()
+    for name in {*input_formats(), *output_formats()}:
+        assert f"| `{name}` |" in readme, f"README's format table misses {name}"
+    main(["run", "--help"])
+    help_text = capsys.readouterr().out
+    assert "[jsonl|jsonl.gz|parquet|warc]" in help_text and "[jsonl|jsonl.gz|parquet]" in help_text
+    assert "INPUT_FILE_TYPE (jsonl|jsonl.gz|parquet|warc)" in (REPO / "site_configs" / "local.sbatch").read_text()

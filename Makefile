@@ -21,9 +21,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## The main job: a 4-shard array on the bundled sample data, then its status.
+## The main job: a 4-shard array on the bundled sample data, then its status. It runs the
+## image under pyxis/enroot on a throwaway SLURM cluster when it can (else bare metal on
+## SLURM, else local processes) and says which path it took and why.
 demo: $(STAMP)
-	PATH="$(CURDIR)/$(BIN):$$PATH" DEMO_DIR="$(DEMO_DIR)" scripts/demo.sh
+	DEMO_DIR="$(DEMO_DIR)" $(BIN)/python scripts/demo.py
 
 ## The whole test suite (unit, real Ray, real SLURM, containers).
 test: $(STAMP)
@@ -37,9 +39,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_download.py
 	$(BIN)/python bench/bench_container.py
+	$(BIN)/python bench/bench_pyxis.py
+	$(BIN)/python bench/bench_web.py
 
 ## Container image (DOCKER_HOST, the default socket, or a throwaway dockerd when root).
-## BASE_IMAGE=curator-array-base:bookworm after `make base-image` needs no registry.
+## Without a registry it builds its Debian base from packages first (`make base-image`);
+## BASE_IMAGE=... picks another base.
 image: $(STAMP)
 	$(BIN)/python container/build_image.py image --tag $(IMAGE) $(if $(BASE_IMAGE),--base-image $(BASE_IMAGE))
 

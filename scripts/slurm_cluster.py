@@ -2,14 +2,26 @@
 """A throwaway SLURM cluster on this host, for tests, the demo and CI.
 
     scripts/slurm_cluster.py start [--nodes 3] [--dir D] [--max-array-size 1001]
-    scripts/slurm_cluster.py env      # prints: export SLURM_CONF=...
+                                   [--pyxis auto|required|off] [--squashfuse]
+    scripts/slurm_cluster.py env      # prints: export SLURM_CONF=... (and CURATOR_ARRAY_PYXIS=...)
+    scripts/slurm_cluster.py pyxis-mode create|squashfuse     # no restart needed
     scripts/slurm_cluster.py stop
 
 It installs the Debian packages when they are missing (root only). It writes a config
 under ``--dir``, starts munged (unless one already answers), slurmctld and one slurmd per
 node (``slurmd -N nodeK``, each on its own port), and waits until every node is idle.
 Starting an already running cluster with the same settings does nothing. Stopping
-signals only the pids this script recorded.
+signals only the pids this script recorded, then removes the enroot containers its nodes
+left and unmounts whatever is still mounted under ``--dir``.
+
+pyxis (the SPANK plugin behind ``srun --container-image``) and enroot are loaded through
+``PlugStackConfig`` when they can be had: an enroot/pyxis installed on the host, else
+built once (seconds) from the sources in ``CURATOR_ARRAY_PYXIS_SRC`` or
+``../shared/third_party/pyxis-enroot`` into ``/var/tmp/curator-array-pyxis``. Every node
+gets its own enroot state through a wrapper first in its slurmd's PATH: pyxis names a
+step's container ``pyxis_<job>.<step>`` in the data dir, which nodes sharing one disk
+would race on. ``--squashfuse`` sets pyxis's ``use_squashfuse=1`` (mount the image
+instead of unpacking it for every step).
 """
 
 from __future__ import annotations
@@ -22,11 +34,20 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_DIR = Path(os.environ.get("CURATOR_ARRAY_SLURM_DIR", "/tmp/curator-array-slurm"))
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 CTLD_PORT, FIRST_SLURMD_PORT = 16817, 17001
+REPO = Path(__file__).resolve().parent.parent
+PYXIS_HOME = Path(os.environ.get("CURATOR_ARRAY_PYXIS_HOME", "/var/tmp/curator-array-pyxis"))
+PYXIS_SOURCES = [Path(p) for p in (os.environ.get("CURATOR_ARRAY_PYXIS_SRC"),
+                                   REPO.parent / "shared" / "third_party" / "pyxis-enroot",
+                                   Path("/work/shared/third_party/pyxis-enroot")) if p]
+INSTALLED_PLUGIN_DIRS = ("/usr/local/lib/slurm", "/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib/slurm",
+                         "/usr/lib64/slurm", "/usr/lib/aarch64-linux-gnu/slurm-wlm")
+BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class ClusterError(RuntimeError):
@@ -91,11 +112,105 @@ def ensure_munge(root: Path) -> None:
     raise ClusterError("munged did not start (see /var/log/munge/munged.log)")
 
 
+@dataclass(frozen=True)
+class Pyxis:
+    """Where enroot and the pyxis plugin are: ``bin`` holds ``enroot``, ``plugin`` the .so."""
+
+    bin: Path
+    plugin: Path
+    how: str
+
+
+def installed_pyxis() -> Pyxis | None:
+    enroot = shutil.which("enroot")
+    if not enroot:
+        return None
+    for directory in INSTALLED_PLUGIN_DIRS:
+        plugin = Path(directory) / "spank_pyxis.so"
+        if plugin.exists():
+            return Pyxis(Path(enroot).parent, plugin, f"installed on this host ({enroot}, {plugin})")
+    return None
+
+
+def built_pyxis() -> Pyxis | None:
+    """enroot and pyxis built from their sources, once; None when there are none or we cannot."""
+    prefix = PYXIS_HOME / "prefix"
+    ready = Pyxis(prefix / "bin", prefix / "lib" / "slurm" / "spank_pyxis.so", f"built from sources into {prefix}")
+    source = next((p for p in PYXIS_SOURCES if (p / "build.sh").is_file()), None)
+    stamp = PYXIS_HOME / "built-from"
+    if ready.plugin.exists() and (ready.bin / "enroot").exists() and stamp.exists():
+        return ready
+    if source is None or os.geteuid() != 0:
+        return None
+    env = dict(os.environ, PREFIX=str(prefix), BUILD_DIR=str(PYXIS_HOME / "build"),
+               ENROOT_STATE=str(PYXIS_HOME / "enroot"), PYXIS_RUNTIME=str(PYXIS_HOME / "pyxis-runtime"))
+    result = run("bash", str(source / "build.sh"), check=False, env=env)
+    if result.returncode != 0:
+        raise ClusterError(f"building enroot and pyxis from {source} failed:\n{result.stderr[-2000:]}")
+    stamp.write_text(f"{source}\n")
+    return ready
+
+
+def find_pyxis(mode: str) -> Pyxis | None:
+    if mode == "off":
+        return None
+    found = installed_pyxis() or built_pyxis()
+    if found is None and mode == "required":
+        raise ClusterError(
+            "pyxis and enroot are neither installed nor buildable here: set CURATOR_ARRAY_PYXIS_SRC to a directory "
+            "with build.sh and the enroot/pyxis sources (as root), or install both"
+        )
+    return found
+
+
+def node_enroot_wrapper(root: Path, name: str, pyxis: Pyxis) -> Path:
+    """A per-node ``enroot`` that keeps the node's containers apart from the other nodes'."""
+    node = root / "nodes" / name
+    bin_dir = node / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for sub in ("runtime", "data", "cache", "tmp"):
+        (node / "enroot" / sub).mkdir(parents=True, exist_ok=True)
+        (node / "enroot" / sub).chmod(0o1777)  # jobs of any user create their own subdirectory
+    wrapper = bin_dir / "enroot"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'export ENROOT_RUNTIME_PATH="{node}/enroot/runtime/user-$(id -u)"\n'
+        f'export ENROOT_DATA_PATH="{node}/enroot/data/user-$(id -u)"\n'
+        f'export ENROOT_CACHE_PATH="{node}/enroot/cache/group-$(id -g)"\n'
+        f'export ENROOT_TEMP_PATH="{node}/enroot/tmp"\n'
+        f'exec "{pyxis.bin / "enroot"}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return bin_dir
+
+
+def write_plugstack(root: Path, plugin: Path, squashfuse: bool) -> None:
+    """The pyxis line; slurmstepd reads it at every step, so a change needs no restart."""
+    runtime = root / "pyxis-runtime"
+    runtime.mkdir(parents=True, exist_ok=True)
+    options = f"runtime_path={runtime}" + (" use_squashfuse=1" if squashfuse else "")
+    (root / "etc" / "plugstack.conf").write_text(f"required {plugin} {options}\n")
+
+
+def set_pyxis_mode(root: Path, squashfuse: bool) -> None:
+    """Switch a running cluster between unpacking images per step (pyxis's default) and
+    mounting them (``use_squashfuse=1``)."""
+    plugstack = root / "etc" / "plugstack.conf"
+    if not plugstack.exists():
+        raise ClusterError(f"no pyxis in the cluster at {root}")
+    write_plugstack(root, Path(plugstack.read_text().split()[1]), squashfuse)
+    settings = root / "run" / "settings"
+    if settings.exists():
+        fields = settings.read_text().split()
+        settings.write_text(" ".join([*fields[:-1], str(squashfuse)]))
+
+
 def node_names(nodes: int) -> list[str]:
     return [f"node{i}" for i in range(1, nodes + 1)]
 
 
-def write_config(root: Path, nodes: int, max_array_size: int, cpus: int) -> Path:
+def write_config(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis: Pyxis | None = None,
+                 squashfuse: bool = False) -> Path:
     host = socket.gethostname().split(".")[0]
     for sub in ("etc", "state", "log", "run", "spool"):
         (root / sub).mkdir(parents=True, exist_ok=True)
@@ -136,6 +251,9 @@ def write_config(root: Path, nodes: int, max_array_size: int, cpus: int) -> Path
             f"CPUs={cpus} RealMemory=8000 State=UNKNOWN"
         )
     lines.append("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+    if pyxis is not None:
+        write_plugstack(root, pyxis.plugin, squashfuse)
+        lines.append(f"PlugStackConfig={root / 'etc' / 'plugstack.conf'}")
     config = root / "etc" / "slurm.conf"
     text = "\n".join(lines) + "\n"
     if not config.exists() or config.read_text() != text:
@@ -165,27 +283,33 @@ def wait_idle(config: Path, names: list[str], timeout: float = 60.0) -> None:
     raise ClusterError(f"nodes not idle after {timeout:.0f}s: {last.strip()}")
 
 
-def start(root: Path, nodes: int, max_array_size: int, cpus: int) -> Path:
+def start(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis_mode: str = "auto",
+          squashfuse: bool = False) -> tuple[Path, Pyxis | None]:
     ensure_packages()
     root.mkdir(parents=True, exist_ok=True)
     (root / "run").mkdir(exist_ok=True)
+    pyxis = find_pyxis(pyxis_mode)
     settings = root / "run" / "settings"
-    wanted = f"{nodes} {max_array_size} {cpus}"
+    wanted = f"{nodes} {max_array_size} {cpus} {pyxis.plugin if pyxis else 'no-pyxis'} {squashfuse}"
     running = pid_alive(root / "run" / "slurmctld.pid")
     if running and (not settings.exists() or settings.read_text() != wanted):
         stop(root)  # other settings: restart from scratch
         running = None
     ensure_munge(root)
-    config = write_config(root, nodes, max_array_size, cpus)
+    config = write_config(root, nodes, max_array_size, cpus, pyxis, squashfuse)
     env = client_env(config)
     if not running:
         run("slurmctld", "-c", "-f", str(config), env=env)
     for name in node_names(nodes):
         if not pid_alive(root / "run" / f"slurmd-{name}.pid"):
-            run("slurmd", "-f", str(config), "-N", name, env=env)
+            node_env = dict(env)
+            if pyxis is not None:
+                # pyxis runs `enroot` (and enroot its helpers) through slurmstepd's PATH.
+                node_env["PATH"] = f"{node_enroot_wrapper(root, name, pyxis)}:{pyxis.bin}:{BASE_PATH}"
+            run("slurmd", "-f", str(config), "-N", name, env=node_env)
     settings.write_text(wanted)
     wait_idle(config, node_names(nodes))
-    return config
+    return config, pyxis
 
 
 def stop(root: Path) -> None:
@@ -202,6 +326,28 @@ def stop(root: Path) -> None:
             os.kill(pid, signal.SIGKILL)
     for pid_file in pid_files:
         pid_file.unlink(missing_ok=True)
+    remove_containers(root)
+
+
+def mounts_under(root: Path) -> list[str]:
+    """Mount points below ``root``, deepest first (``/proc/self/mountinfo``, octal escapes decoded)."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].encode().decode("unicode_escape")
+        if point == str(root) or point.startswith(f"{root}/"):
+            found.append(point)
+    return sorted(found, key=len, reverse=True)
+
+
+def remove_containers(root: Path) -> None:
+    """What pyxis and enroot may have left on our nodes: mounts (squashfuse) and containers."""
+    for point in mounts_under(root):
+        if run("umount", point, check=False).returncode != 0:
+            run("umount", "-l", point, check=False)
+    for data in (root / "nodes").glob("*/enroot/data/*"):
+        shutil.rmtree(data, ignore_errors=True)
+    for runtime in (root / "nodes").glob("*/enroot/runtime/*"):
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 def _not_zombie(pid: int) -> bool:
@@ -213,18 +359,32 @@ def _not_zombie(pid: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["start", "stop", "env"])
+    parser.add_argument("command", choices=["start", "stop", "env", "pyxis-mode"])
+    parser.add_argument("mode", nargs="?", choices=["create", "squashfuse"],
+                        help="pyxis-mode: unpack images per step (create, pyxis's default) or mount them")
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--nodes", type=int, default=3)
     parser.add_argument("--cpus", type=int, default=2, help="CPUs each node advertises")
     parser.add_argument("--max-array-size", type=int, default=1001)
+    parser.add_argument("--pyxis", choices=["auto", "required", "off"], default="auto",
+                        help="load pyxis + enroot: when available (auto), or fail without them (required)")
+    parser.add_argument("--squashfuse", action="store_true", help="pyxis mounts images (use_squashfuse=1)")
     args = parser.parse_args(argv)
     try:
         if args.command == "start":
-            config = start(args.dir, args.nodes, args.max_array_size, args.cpus)
+            config, pyxis = start(args.dir, args.nodes, args.max_array_size, args.cpus, args.pyxis, args.squashfuse)
             print(f"export SLURM_CONF={config}")
+            print(f"export CURATOR_ARRAY_PYXIS={'1' if pyxis else '0'}")
+            print(f"# pyxis: {pyxis.how if pyxis else 'not loaded (' + args.pyxis + ')'}", file=sys.stderr)
         elif args.command == "env":
-            print(f"export SLURM_CONF={args.dir / 'etc' / 'slurm.conf'}")
+            config = args.dir / "etc" / "slurm.conf"
+            print(f"export SLURM_CONF={config}")
+            loaded = config.exists() and "PlugStackConfig=" in config.read_text()
+            print(f"export CURATOR_ARRAY_PYXIS={'1' if loaded else '0'}")
+        elif args.command == "pyxis-mode":
+            if not args.mode:
+                parser.error("pyxis-mode needs create or squashfuse")
+            set_pyxis_mode(args.dir, args.mode == "squashfuse")
         else:
             stop(args.dir)
     except (ClusterError, subprocess.CalledProcessError) as exc:

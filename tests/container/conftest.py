@@ -1,7 +1,7 @@
 """A real Docker daemon (scripts/dockerd.py) and the image, built once per session.
 
-The base comes from Debian packages (`make base-image`), so no registry is needed; the
-image build reuses the daemon's layer cache, which lives outside the checkout.
+Without a registry the build makes its base from Debian packages first, as `make image`
+does; the image build reuses the daemon's layer cache, which lives outside the checkout.
 """
 
 from __future__ import annotations
@@ -48,17 +48,8 @@ def build_tool():
 
 @pytest.fixture(scope="session")
 def image(docker_client, build_tool):
-    import docker
-
-    try:
-        docker_client.images.get(BASE_TAG)
-    except docker.errors.ImageNotFound:
-        need(shutil.which("mmdebstrap") is not None or os.geteuid() == 0, "mmdebstrap is needed for the offline base")
-        if not shutil.which("mmdebstrap"):
-            subprocess.run(["apt-get", "install", "-y", "-qq", "mmdebstrap"], check=True,
-                           env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-        build_tool.build_base(BASE_TAG)
-    build_tool.build_image(IMAGE_TAG, BASE_TAG)
+    """Built as `make image` builds it: no base given, so the registry's or the offline one."""
+    build_tool.build_image(IMAGE_TAG, None)
     return IMAGE_TAG
 
 
@@ -72,4 +63,4 @@ def sqsh(image, build_tool, tmp_path_factory):
     return build_tool.build_sqsh(image, None)
 
 
-from tests.slurm.conftest import slurm_cluster  # noqa: E402,F401  (the same session cluster)
+from tests.slurm.conftest import pyxis, slurm_cluster  # noqa: E402,F401  (the same session cluster)

@@ -119,3 +119,23 @@ def test_commoncrawl_pipeline_runs_inside_the_image(docker_client, image, tmp_pa
     assert {r["url"]: r["language"] for r in rows} == kept
     assert manifest["records_skipped"] == {"non_html_records": 2, "truncated_records": 2}
     assert manifest["rows_dropped_by_stage"]["language.not_kept"] == 2
+
+
+def test_without_a_registry_the_build_makes_its_own_base(docker_client, build_tool, monkeypatch, capsys):
+    """No registry is reachable here: the pull fails for real and the Debian base is built."""
+    import docker
+
+    offline = "curator-array-base:offline-test"
+    monkeypatch.setattr(build_tool, "DEFAULT_BASE_TAG", offline)
+    with pytest.raises(docker.errors.ImageNotFound):
+        docker_client.images.get(build_tool.REGISTRY_BASE)
+    try:
+        assert build_tool.choose_base(docker_client, None) == offline
+        said = capsys.readouterr().out.strip().splitlines()
+        assert said[0].startswith("cannot pull python:3.11-slim (") and "building the offline Debian base" in said[0]
+        python = docker_client.containers.run(offline, ["python3", "-c", "import venv, ssl; print('ok')"],
+                                              remove=True, network_mode="none")
+        assert python.decode().strip() == "ok"
+        assert build_tool.choose_base(docker_client, "my/base:1") == "my/base:1", "BASE_IMAGE still overrides"
+    finally:
+        docker_client.images.remove(offline, force=True)

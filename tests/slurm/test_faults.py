@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from curator_array.checkpoint import CheckpointLayout
 from curator_array.ray_cluster import session_members
 from tests.conftest import REPO, read_records, visible_files
-from tests.slurm.conftest import CLUSTER_SCRIPT, MAX_ARRAY_SIZE, entrypoint_line, job_script, job_states, sbatch, wait_for
+from tests.slurm.conftest import entrypoint_line, job_script, job_states, sbatch, start_cluster, wait_for
 from tests.slurm.test_arrays import manifests, raylet_pids
 
 pytestmark = pytest.mark.slurm
@@ -168,9 +167,7 @@ def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_
         assert "NODE FAILURE" in text and "received SIGTERM: stopping before finishing" in text, text[-3000:]
         assert [e["error_type"] for e in attempt_errors(out, 0)] == ["ShardStopped"]
     finally:
-        restarted = subprocess.run([sys.executable, str(CLUSTER_SCRIPT), "start", "--nodes", "3", "--max-array-size",
-                                    str(MAX_ARRAY_SIZE)], capture_output=True, text=True)
-        assert restarted.returncode == 0, restarted.stderr
+        assert start_cluster("--squashfuse")["SLURM_CONF"] == os.environ["SLURM_CONF"]
     deadline = time.monotonic() + 120
     while [p for p in worker_processes if Path(f"/proc/{p}").exists()] and time.monotonic() < deadline:
         time.sleep(1)

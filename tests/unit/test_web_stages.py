@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import resource
 import subprocess
 import sys
 import textwrap
@@ -19,7 +17,7 @@ from curator_array.pipeline import PipelineOptions, load_pipeline
 from curator_array.stages.web.extract import HtmlExtractor
 from curator_array.stages.web.language import LanguageFilter
 from curator_array.stages.web.quality import C4QualityFilter, GopherQualityFilter, GopherRepetitionFilter
-from curator_array.tasks import DocumentBatch, FailedTask, FileGroupTask
+from curator_array.tasks import DocumentBatch, FileGroupTask
 from tests.conftest import REPO
 from tests.web_pages import ARTICLES, BOILERPLATE, TITLES, html_page, pages
 

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""The main job on the bundled sample data: a 4-element array, then `curator-array status`.
+
+It takes the most realistic path this machine allows and says which one and why:
+
+1. **container**: the image (`make image`, reused when cached) as a `.sqsh` (`make sqsh`),
+   submitted with `curator-array submit --site local-pyxis` to the throwaway SLURM cluster
+   with the real pyxis plugin, as on a cluster with pyxis/enroot;
+2. **bare metal on SLURM**: the same array through the entrypoint, without a container;
+3. **local processes**: four processes with the array variables SLURM would set.
+
+`DEMO_MODE=container|slurm|local` forces a path. Run it twice: the second time every shard
+is already complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+DEMO = Path(os.environ.get("DEMO_DIR", REPO / "demo_output")).resolve()
+INPUT = REPO / "sample_data" / "jsonl"
+OUTPUT, CHECKPOINT, LOGS = DEMO / "output", DEMO / "checkpoint", DEMO / "logs"
+RUN_OPTIONS = ["--output-file-type", "parquet", "--drop-empty", "--min-words", "5", "--dedup",
+               "--num-cpus", "1", "--object-store-memory", str(200 * 2**20), "--no-progress"]
+SHARDS = 4
+
+
+class Unavailable(Exception):
+    """This path cannot run here; the message says why."""
+
+
+def run(*command: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(list(command), capture_output=True, text=True, cwd=REPO, env=env, check=check)
+
+
+def job_env(**extra: str) -> dict[str, str]:
+    return dict(os.environ, PATH=f"{BIN}:{os.environ['PATH']}", INPUT_DIR=str(INPUT), OUTPUT_DIR=str(OUTPUT),
+                CHECKPOINT_PATH=str(CHECKPOINT), **extra)
+
+
+def start_cluster() -> tuple[dict[str, str], bool]:
+    if not (shutil.which("slurmctld") or (os.geteuid() == 0 and shutil.which("apt-get"))):
+        raise Unavailable("SLURM is not installed and cannot be (needs root and apt-get)")
+    started = run(sys.executable, str(REPO / "scripts" / "slurm_cluster.py"), "start", "--nodes", "3",
+                  "--max-array-size", "5", "--squashfuse", check=False)
+    if started.returncode:
+        raise Unavailable(f"the throwaway SLURM cluster did not start: {started.stderr.strip()[-300:]}")
+    variables = dict(line[len("export "):].split("=", 1) for line in started.stdout.splitlines()
+                     if line.startswith("export "))
+    return variables, variables.get("CURATOR_ARRAY_PYXIS") == "1"
+
+
+def wait_for(job_ids: list[str], env: dict[str, str]) -> None:
+    while any(run("squeue", "-h", "-j", job, env=env, check=False).stdout.strip() for job in job_ids):
+        time.sleep(1)
+
+
+def report_elements(pattern: str) -> None:
+    for log in sorted(LOGS.glob(pattern)):
+        lines = [line for line in log.read_text(errors="replace").splitlines()
+                 if " complete: " in line or "already complete" in line or "error:" in line]
+        print(f"  {log.name}: {lines[-1].split(': ', 1)[-1] if lines else 'no result (see the log)'}")
+
+
+def container_path() -> str:
+    if os.geteuid() != 0 and not os.environ.get("DOCKER_HOST"):
+        raise Unavailable("building the image needs a Docker daemon (root starts a throwaway one)")
+    variables, pyxis = start_cluster()
+    if not pyxis:
+        raise Unavailable("pyxis/enroot are neither installed nor buildable here")
+    build = [sys.executable, str(REPO / "container" / "build_image.py")]
+    began = time.monotonic()
+    for step in ("image", "sqsh"):
+        done = run(*build, step, check=False)
+        if done.returncode:
+            raise Unavailable(f"`make {step}` failed: {(done.stderr or done.stdout).strip()[-300:]}")
+    sqsh = str((REPO / done.stdout.strip().splitlines()[-1]).resolve())  # `build_image.py sqsh` ends with the path
+    print(f"  image and {Path(sqsh).name} ready in {time.monotonic() - began:.1f}s")
+    env = job_env(SLURM_CONF=variables["SLURM_CONF"], CONTAINER_IMAGE=sqsh)
+    submitted = run(str(BIN / "curator-array"), "submit", "--site", "local-pyxis", "--total-shards", str(SHARDS),
+                    "--", *RUN_OPTIONS, env=dict(env, SBATCH_OUTPUT=str(LOGS / "slurm_%A_%a.out")), check=False)
+    if submitted.returncode:
+        raise Unavailable(f"curator-array submit failed: {submitted.stderr.strip()[-300:]}")
+    jobs = [line.split()[0] for line in submitted.stdout.splitlines()]
+    print(f"  submitted {', '.join(jobs)}: curator-array submit --site local-pyxis --total-shards {SHARDS} "
+          f"(CONTAINER_IMAGE={sqsh}); waiting")
+    wait_for(jobs, env)
+    report_elements("slurm_*.out")
+    return variables["SLURM_CONF"]
+
+
+def baremetal_path() -> str:
+    variables, _ = start_cluster()
+    script = DEMO / "demo.sbatch"
+    script.write_text(
+        "#!/bin/bash\n#SBATCH --job-name=curator-array-demo\n#SBATCH --cpus-per-task=1\n"
+        f"#SBATCH --output={LOGS}/slurm_%A_%a.out\n"
+        f"srun --ntasks-per-node=1 {REPO}/entrypoints/curator-array-entrypoint {' '.join(RUN_OPTIONS)}\n"
+    )
+    env = job_env(SLURM_CONF=variables["SLURM_CONF"])
+    job = run("sbatch", "--parsable", f"--array=0-{SHARDS - 1}", str(script), env=env).stdout.strip().split(";")[0]
+    print(f"  submitted array job {job}: sbatch --array=0-{SHARDS - 1} (entrypoint on bare metal); waiting")
+    wait_for([job], env)
+    report_elements(f"slurm_{job}_*.out")
+    return variables["SLURM_CONF"]
+
+
+def local_path() -> None:
+    processes = []
+    for shard in range(SHARDS):
+        log = open(LOGS / f"shard_{shard}.log", "w")
+        env = job_env(SLURM_ARRAY_TASK_ID=str(shard), SLURM_ARRAY_TASK_COUNT=str(SHARDS))
+        processes.append(subprocess.Popen([str(BIN / "curator-array"), "run", *RUN_OPTIONS], cwd=REPO, env=env,
+                                          stdout=log, stderr=subprocess.STDOUT))
+    for process in processes:
+        process.wait()
+    report_elements("shard_*.log")
+
+
+def main() -> int:
+    LOGS.mkdir(parents=True, exist_ok=True)
+    forced = os.environ.get("DEMO_MODE", "auto")
+    paths = [("container", "the image under pyxis/enroot on a throwaway SLURM cluster", container_path),
+             ("slurm", "the entrypoint on a throwaway SLURM cluster, without a container", baremetal_path),
+             ("local", "four local processes standing in for sbatch --array=0-3", local_path)]
+    if forced != "auto":
+        paths = [p for p in paths if p[0] == forced]
+    began = time.monotonic()
+    slurm_conf = None
+    for name, what, path in paths:
+        print(f"curator-array demo: trying the {name} path ({what})")
+        try:
+            slurm_conf = path()
+            break
+        except Unavailable as why:
+            print(f"  not possible here: {why}")
+    else:
+        return 1
+    print(f"curator-array demo: {name} path done in {time.monotonic() - began:.1f}s\n")
+    env = job_env(**({"SLURM_CONF": slurm_conf} if slurm_conf else {}))
+    print(run(str(BIN / "curator-array"), "status", "--checkpoint-path", str(CHECKPOINT), env=env, check=False).stdout)
+    print(f"outputs:   {OUTPUT}/ ({len(list(OUTPUT.glob('*.parquet')))} Parquet files)")
+    print(f"manifests: {CHECKPOINT}/.nemo_curator_metadata/.slurm_array_completion/")
+    print(f"logs:      {LOGS}/")
+    print(f"retry:     curator-array retry --checkpoint-path {CHECKPOINT} --format fields   (empty = nothing to do)")
+    left = run(str(BIN / "curator-array"), "retry", "--checkpoint-path", str(CHECKPOINT), env=env, check=False)
+    return 0 if left.returncode == 0 and not left.stdout.strip() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""The image under the real pyxis plugin and enroot, through the rendered pyxis site script:
+`sbatch --array ... site_configs/local-pyxis.sbatch` with CONTAINER_IMAGE set to the `.sqsh`
+from `make sqsh`, on the throwaway cluster (scripts/slurm_cluster.py loads pyxis)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from curator_array.checkpoint import CheckpointLayout
+from tests.conftest import REPO, SAMPLE, read_records, records_digest, visible_files
+from tests.slurm.conftest import pyxis_mode, wait_for
+
+pytestmark = [pytest.mark.pyxis, pytest.mark.container, pytest.mark.slurm]
+SITE = REPO / "site_configs" / "local-pyxis.sbatch"
+RUN_OPTIONS = ("--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress")
+# Not under /tmp, so the paths mean the same inside the container (whose /tmp is its own).
+WORK_ROOT = Path("/var/tmp/curator-array-tests")
+
+
+@pytest.fixture
+def work(tmp_path):
+    WORK_ROOT.mkdir(parents=True, exist_ok=True)
+    WORK_ROOT.chmod(0o755)
+    directory = Path(os.path.realpath(tmp_path)).name
+    path = WORK_ROOT / directory
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def input_records(directory: Path) -> list[dict]:
+    records = []
+    for path in sorted(directory.iterdir()):
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt") as handle:
+            records += [json.loads(line) for line in handle if line.strip()]
+    return records
+
+
+def submit(work: Path, sqsh: Path, out: Path, *args: str, env: dict | None = None, user: str | None = None,
+           data: Path | None = None) -> str:
+    """sbatch the pyxis site script, as `user` when given; returns the job id."""
+    variables = {"INPUT_DIR": str(data or work / "in"), "OUTPUT_DIR": str(out), "CONTAINER_IMAGE": str(sqsh),
+                 **(env or {})}
+    options = [a for a in args if a.startswith(("--array", "--nodes"))]
+    command = ["sbatch", "--parsable", f"--output={work}/slurm_%A_%a.out", *options, str(SITE),
+               *[a for a in args if a not in options], *RUN_OPTIONS]
+    if user:
+        exported = [f"{k}={v}" for k, v in {**variables, "SLURM_CONF": os.environ["SLURM_CONF"]}.items()]
+        command = ["runuser", "-u", user, "--", "env", "-C", str(work), *exported, *command]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=work, env=dict(os.environ, **variables))
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip().split(";")[0]
+
+
+def logs(work: Path) -> str:
+    return "\n".join(p.read_text(errors="replace")[-3000:] for p in sorted(work.glob("slurm_*.out")))
+
+
+def manifests(out: Path) -> dict[int, dict]:
+    return {int(p.stem.rsplit("_", 1)[1]): json.loads(p.read_text())
+            for p in CheckpointLayout(out).completion_dir.glob("completed_slurm_array_*.json")}
+
+
+def test_array_of_three_through_the_pyxis_site(pyxis, sqsh, work):
+    shutil.copytree(SAMPLE / "jsonl", work / "in")
+    out = work / "out"
+    job = submit(work, sqsh, out, "--array=0-2", "--output-file-type", "parquet")
+    states = wait_for(job, 3, timeout=400)
+    assert set(states.values()) == {"COMPLETED"}, (states, logs(work))
+    assert sorted(manifests(out)) == [0, 1, 2]
+    assert "pyxis: imported docker image" not in logs(work) and "inside a container" not in logs(work)
+    assert records_digest(read_records(out)) == records_digest(input_records(work / "in"))
+
+
+def test_two_node_elements_form_one_ray_cluster_across_two_containers(pyxis, sqsh, work):
+    shutil.copytree(SAMPLE / "jsonl", work / "in")
+    out = work / "out"
+    job = submit(work, sqsh, out, "--array=0-1", "--nodes=2", "--worker-join-timeout", "120")
+    states = wait_for(job, 2, timeout=400)
+    assert set(states.values()) == {"COMPLETED"}, (states, logs(work))
+    for manifest in manifests(out).values():
+        assert manifest["slurm_num_nodes"] == 2 and len({n["node_id"] for n in manifest["ray_nodes"]}) == 2
+    assert "2 nodes → one Ray cluster over them (SlurmRayClient); this is node 1 (worker)" in logs(work)
+    assert records_digest(read_records(out)) == records_digest(input_records(work / "in"))
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def plain_user():
+    """A non-root user made for this test (removed afterwards)."""
+    name = "curatortest"
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", name], check=True)
+    yield pwd.getpwnam(name)
+    subprocess.run(["userdel", name], check=False)
+
+
+def test_a_plain_user_runs_the_read_only_image_and_owns_the_outputs(pyxis, sqsh, work, plain_user):
+    """In pyxis's default mode (the image unpacked per step by `enroot create`): a plain user
+    needs user namespaces, which work here; squashfuse would also need /dev/fuse, which only
+    root may open on these machines."""
+    before = sha256(sqsh)
+    os.chown(work, plain_user.pw_uid, plain_user.pw_gid)
+    shutil.copytree(SAMPLE / "jsonl", work / "in")
+    out = work / "out"
+    with pyxis_mode("create"):
+        job = submit(work, sqsh, out, "--array=0-1", user=plain_user.pw_name)
+        states = wait_for(job, 2, timeout=400)
+    assert set(states.values()) == {"COMPLETED"}, (states, logs(work))
+    written = [out / name for name in visible_files(out)]
+    assert written and {p.stat().st_uid for p in [out, *written]} == {plain_user.pw_uid}
+    assert {m["slurm_job_id"] for m in manifests(out).values()}
+    assert records_digest(read_records(out)) == records_digest(input_records(work / "in"))
+    with pyxis_mode("create"):
+        probe = subprocess.run(
+            ["runuser", "-u", plain_user.pw_name, "--", "env", f"SLURM_CONF={os.environ['SLURM_CONF']}", "srun",
+             "-N1", f"--container-image={sqsh}", "sh", "-c", "id -u; touch /opt/curator-array/written-by-a-job"],
+            capture_output=True, text=True, cwd=work)
+    assert probe.returncode != 0 and probe.stdout.split()[0] == str(plain_user.pw_uid)
+    assert "Read-only file system" in probe.stderr, probe.stderr
+    assert sha256(sqsh) == before, "the image file is never changed"
+
+
+SLOW_PIPELINE = (REPO / "tests" / "slurm" / "slow_pipeline.py").read_text()
+
+
+def test_scancel_in_the_container_then_retry_gives_identical_outputs(pyxis, sqsh, work):
+    shutil.copytree(SAMPLE / "jsonl", work / "in")
+    pipelines = work / "pipelines"  # mounted, so the container can import the test's pipeline
+    pipelines.mkdir()
+    (pipelines / "slow_pipeline.py").write_text(SLOW_PIPELINE)
+    common = {"CONTAINER_MOUNTS": f"{pipelines}:{pipelines}:ro", "PYTHONPATH": str(pipelines)}
+    args = ("--pipeline", "slow_pipeline:build", "--output-file-type", "parquet")
+    baseline = work / "baseline"
+    job = submit(work, sqsh, baseline, "--array=0-1", *args, env={**common, "SLOW_SECONDS": "0.2"})
+    assert set(wait_for(job, 2, timeout=400).values()) == {"COMPLETED"}, logs(work)
+
+    out = work / "out"
+    job = submit(work, sqsh, out, "--array=0-1", *args, env={**common, "SLOW_SECONDS": "3"})
+    log = work / f"slurm_{job}_1.out"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not (log.exists() and "stage slow" in log.read_text()):
+        time.sleep(0.5)
+    subprocess.run(["scancel", f"{job}_1"], check=True)
+    states = wait_for(job, 2, timeout=400)
+    assert states["1"].startswith("CANCELLED") and 1 not in manifests(out), states
+    fields = subprocess.run([str(REPO / ".venv" / "bin" / "curator-array"), "retry", "--checkpoint-path", str(out),
+                             "--format", "fields"], capture_output=True, text=True, check=True).stdout
+    assert fields == "1 0 0 2\n"
+    array, offset, minimum, total = fields.split()
+    retry = submit(work, sqsh, out, f"--array={array}", *args, env={
+        **common, "SLOW_SECONDS": "0.2", "SHARD_INDEX_OFFSET": offset, "MINIMUM_SHARD_INDEX": minimum,
+        "TOTAL_SHARDS": total})
+    assert set(wait_for(retry, 1, timeout=400).values()) == {"COMPLETED"}, logs(work)
+    assert sorted(manifests(out)) == [0, 1]
+    assert visible_files(out) == visible_files(baseline)
+    for name in visible_files(out):
+        assert (out / name).read_bytes() == (baseline / name).read_bytes(), name
+
+
+def test_a_mount_path_pyxis_cannot_express_stops_the_script(pyxis, sqsh, work):
+    data = work / "in:put"
+    shutil.copytree(SAMPLE / "jsonl", data)
+    job = submit(work, sqsh, work / "out", "--array=0", data=data)
+    states = wait_for(job, 1, timeout=120)
+    assert states["0"].startswith("FAILED"), states
+    assert f"pyxis cannot mount a path with ',' or ':': {data}" in logs(work)
+    assert not (work / "out").exists() or not manifests(work / "out")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import struct
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,6 +25,9 @@ logger = logging.getLogger(__name__)
 
 RANDOM_ID_PREFIX = "r"
 _FIRST_64_BITS = struct.Struct(">Q").unpack_from
+# Above this many ids, selection is split over the CPUs (forked, so the ids are not copied).
+PARALLEL_SELECT_THRESHOLD = 200_000
+_FORKED_IDS: list[str] = []
 
 
 def shard_of(task_id: str, total_shards: int, minimum_shard_index: int = 0) -> int:
@@ -134,10 +138,39 @@ class ShardConfig:
                 self.range,
             )
             return []
-        sha256, first_64_bits, total = hashlib.sha256, _FIRST_64_BITS, self.total_shards
+        ids = task_ids if isinstance(task_ids, list) else list(task_ids)
         wanted = self.shard_index - self.minimum_shard_index
-        # shard_of() inlined: this loop runs over every source task of the run in every element.
-        return [t for t in task_ids if first_64_bits(sha256(t.encode()).digest())[0] % total == wanted]
+        workers = min(4, os.cpu_count() or 1)
+        if len(ids) < PARALLEL_SELECT_THRESHOLD or workers < 2 or not hasattr(os, "fork"):
+            return _owned(ids, self.total_shards, wanted)
+        return _owned_in_parallel(ids, self.total_shards, wanted, workers)
+
+
+def _owned(task_ids: list[str], total: int, wanted: int) -> list[str]:
+    # shard_of() inlined, with locals: this loop runs over every source task of the run.
+    first_64_bits, sha256 = _FIRST_64_BITS, hashlib.sha256
+    return [t for t in task_ids if first_64_bits(sha256(t.encode()).digest())[0] % total == wanted]
+
+
+def _owned_slice(start: int, stop: int, total: int, wanted: int) -> list[str]:
+    return _owned(_FORKED_IDS[start:stop], total, wanted)
+
+
+def _owned_in_parallel(task_ids: list[str], total: int, wanted: int, workers: int) -> list[str]:
+    """Contiguous slices on forked workers, which inherit the ids instead of receiving them."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _FORKED_IDS
+    _FORKED_IDS = task_ids
+    step = -(-len(task_ids) // workers)
+    bounds = [(start, min(start + step, len(task_ids))) for start in range(0, len(task_ids), step)]
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            parts = list(pool.map(_owned_slice, *zip(*bounds), [total] * len(bounds), [wanted] * len(bounds)))
+    finally:
+        _FORKED_IDS = []
+    return [task_id for part in parts for task_id in part]
 
 
 def validate_source_ids(task_ids: Sequence[str]) -> None:

@@ -104,3 +104,14 @@ def test_shard_range_membership_indices_and_windows():
 def test_shard_range_refuses_nonsense(total, minimum):
     with pytest.raises(ConfigError):
         ShardRange(total, minimum)
+
+
+def test_parallel_selection_equals_the_serial_one_in_input_order(monkeypatch):
+    from curator_array import sharding
+
+    ids = random_ids(5_000, seed=5)
+    serial = [ShardConfig(s, 7).select(ids) for s in range(7)]
+    monkeypatch.setattr(sharding, "PARALLEL_SELECT_THRESHOLD", 10)
+    assert [ShardConfig(s, 7).select(ids) for s in range(7)] == serial
+    assert all(part == [t for t in ids if t in set(part)] for part in serial), "input order is kept"
+    assert sharding._FORKED_IDS == [], "the forked list is released"

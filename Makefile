@@ -35,6 +35,7 @@ test: $(STAMP)
 ## datatrove, the comparison point, is installed into .cache/bench-site, not into .venv.
 bench: $(STAMP)
 	$(BIN)/python bench/bench_core.py
+	$(BIN)/python bench/bench_listing.py
 	$(BIN)/python bench/bench_pipeline.py
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_download.py

@@ -65,7 +65,8 @@ def run_entrypoint(nodes: int, work: Path) -> tuple[float, float]:
 NAIVE_DRIVER = r"""
 import sys, ray
 from curator_array.pipeline import PipelineOptions
-from curator_array.runner import prepare_shard, run_prepared
+from curator_array.prepare import prepare_shard
+from curator_array.runner import run_prepared
 from curator_array.ray_data import RayDataExecutor
 from curator_array.checkpoint import AttemptId
 from curator_array.jobenv import JobEnvironment

@@ -19,7 +19,8 @@ from .jobenv import JobEnvironment
 from .pipeline import Pipeline, PipelineOptions, default_pipeline, load_pipeline
 from .sharding import ShardConfig
 from .ray_cluster import NodeOptions
-from .runner import ShardOutcome, prepare_shard, run_prepared
+from .prepare import prepare_shard
+from .runner import ShardOutcome, run_prepared
 from .stages.download import DOWNLOAD_SLOT
 from .stopping import StopController
 
@@ -35,6 +36,7 @@ class RunRequest:
     pipeline_ref: str | None = None
     force: bool = False
     new_run: bool = False
+    relist: bool = False
     ray_address: str | None = None
     num_cpus: int | None = None
     object_store_memory: int | None = None
@@ -170,7 +172,7 @@ def _prepare(request: RunRequest, context: JobContext):
         )
     pipeline = request.build_pipeline()
     try:
-        return prepare_shard(pipeline, request.checkpoint, context.shard, request.force)
+        return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist)
     except CheckpointMismatchError as exc:
         if not request.new_run:
             raise

@@ -40,7 +40,6 @@ RUN_FILE = "run.json"
 MANIFEST_PREFIX = "completed_slurm_array_"
 FAILED_TASKS_FILE = "failed_tasks.json"
 ATTEMPT_ERROR_FILE = "attempt_error.json"
-PIPELINE_PIN_FILE = "pipeline-pin.json"
 SUBMISSIONS_FILE = "submissions.jsonl"
 ARCHIVE_DIR = ".archived_runs"
 
@@ -83,9 +82,9 @@ class CheckpointLayout:
     def failed_tasks_root(self) -> Path:
         return self.metadata_dir / FAILED_TASKS_DIR
 
-    @property
-    def pipeline_pin(self) -> Path:
-        return self.completion_dir / PIPELINE_PIN_FILE
+    def pin_file(self, field: str) -> Path:
+        """Where a field missing from an older run.json is pinned first (see ``_pin``)."""
+        return self.completion_dir / f"pin-{field}.json"
 
     @property
     def submissions_file(self) -> Path:
@@ -135,10 +134,10 @@ class AttemptId:
 class RunConfig:
     """What ``run.json`` pins for the whole logical run.
 
-    ``pipeline`` is the pipeline's fingerprint and ``run_id`` tells this run's manifests
-    from those of an archived one; both are None in a ``run.json`` written by the
-    reference system or an older curator-array (the fingerprint is then pinned on the
-    next start).
+    ``pipeline`` is the pipeline's fingerprint, ``listing`` names the frozen listing of the
+    input files, and ``run_id`` tells this run's manifests from those of an archived one.
+    They are None in a ``run.json`` written by the reference system or an older
+    curator-array; the fingerprint and the listing are then pinned on the next start.
     """
 
     shards: ShardRange
@@ -146,6 +145,7 @@ class RunConfig:
     source_task_digest: str | None = None
     pipeline: dict[str, Any] | None = None
     run_id: str | None = None
+    listing: dict[str, Any] | None = None
 
     @property
     def minimum_shard_index(self) -> int:
@@ -162,6 +162,7 @@ class RunConfig:
             "source_task_digest": self.source_task_digest,
             "pipeline": self.pipeline,
             "run_id": self.run_id,
+            "listing": self.listing,
             "created_at": utc_now(),
             "created_by": f"curator-array {__version__}",
         }
@@ -202,15 +203,16 @@ def read_run_config(layout: CheckpointLayout) -> RunConfig:
         shards = ShardRange(_require_int(payload, "total_shards", path), _require_int(payload, "minimum_shard_index", path))
     except ConfigError as exc:
         raise CorruptCheckpointError(f"{path}: {exc}") from None
-    pipeline = payload.get("pipeline")
-    if pipeline is None and layout.pipeline_pin.is_file():
-        pipeline = _load_json(layout.pipeline_pin).get("pipeline")
+    pinned = {name: payload.get(name) for name in PINNED_FIELDS}
+    for name, value in pinned.items():
+        if value is None and layout.pin_file(name).is_file():
+            pinned[name] = _load_json(layout.pin_file(name)).get(name)
     return RunConfig(
         shards,
         source_task_count=payload.get("source_task_count"),
         source_task_digest=payload.get("source_task_digest"),
-        pipeline=pipeline,
         run_id=payload.get("run_id"),
+        **pinned,
     )
 
 
@@ -219,22 +221,25 @@ def ensure_run_config(
     shards: ShardRange,
     source_task_ids: Sequence[str],
     pipeline: dict[str, Any] | None = None,
+    listing: dict[str, Any] | None = None,
 ) -> RunConfig:
     """Create run.json for a new run, or check that this attempt matches the original.
 
     Many array elements start at once; exactly one creates the file and the others compare
-    against it: the shard range, the listing (by digest) and, when given, the pipeline's
-    fingerprint. The full id list is kept next to it (named by digest, so racing writers
-    of different listings cannot overwrite each other) to report what changed.
+    against it: the shard range, the source tasks (by digest) and, when given, the
+    pipeline's fingerprint and the frozen listing. Without a frozen listing, the full id
+    list is kept next to it (named by digest, so racing writers of different listings
+    cannot overwrite each other) to report what changed.
     """
     digest = source_digest(source_task_ids)
-    wanted = RunConfig(shards, len(source_task_ids), digest, pipeline, secrets.token_hex(8))
+    wanted = RunConfig(shards, len(source_task_ids), digest, pipeline, secrets.token_hex(8), listing)
     try:
         layout.completion_dir.mkdir(parents=True, exist_ok=True)
-        create_bytes_exclusive(
-            layout.source_list_path(digest),
-            dump_json({"digest": digest, "task_ids": sorted(source_task_ids)}),
-        )
+        if listing is None:
+            create_bytes_exclusive(
+                layout.source_list_path(digest),
+                dump_json({"digest": digest, "task_ids": sorted(source_task_ids)}),
+            )
         created = create_bytes_exclusive(layout.run_file, dump_json(wanted.to_json()))
     except OSError as exc:
         raise ConfigError(
@@ -243,9 +248,7 @@ def ensure_run_config(
         ) from None
     if created:
         return wanted
-    existing = read_run_config(layout)
-    if pipeline is not None and existing.pipeline is None:
-        existing = _pin_pipeline(layout, existing, pipeline)
+    existing = pin_missing(layout, read_run_config(layout), pipeline=pipeline, listing=listing)
     check_run(layout, existing, shards, source_task_ids, pipeline)
     return existing
 
@@ -269,18 +272,26 @@ def check_run(
         check_pipeline(layout, existing, pipeline)
 
 
-def _pin_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: dict[str, Any]) -> RunConfig:
-    """Pin the fingerprint into a run.json that has none (written before fingerprints).
+PINNED_FIELDS = ("pipeline", "listing")
 
-    The first start to create the pin file wins, exactly as for run.json itself; it then
-    rewrites run.json with the fingerprint. Everyone else compares against the pin.
-    """
-    if create_bytes_exclusive(layout.pipeline_pin, dump_json({"pipeline": pipeline, "pinned_at": utc_now()})):
+
+def pin_missing(layout: CheckpointLayout, existing: RunConfig, **values: dict[str, Any] | None) -> RunConfig:
+    """Pin fields an older run.json lacks (its first start after this change decides them)."""
+    for name, value in values.items():
+        if value is not None and getattr(existing, name) is None:
+            existing = replace(existing, **{name: _pin(layout, name, value)})
+    return existing
+
+
+def _pin(layout: CheckpointLayout, name: str, value: dict[str, Any]) -> dict[str, Any]:
+    """The first start to create the pin file wins, exactly as for run.json itself; it then
+    rewrites run.json with the value. Everyone else gets the pinned value to compare with."""
+    if create_bytes_exclusive(layout.pin_file(name), dump_json({name: value, "pinned_at": utc_now()})):
         payload = _read_run_payload(layout)
-        payload["pipeline"] = pipeline
+        payload[name] = value
         write_bytes_atomic(layout.run_file, dump_json(payload))
-        return replace(existing, pipeline=pipeline)
-    return replace(existing, pipeline=_load_json(layout.pipeline_pin).get("pipeline"))
+        return value
+    return _load_json(layout.pin_file(name)).get(name)
 
 
 def check_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: dict[str, Any]) -> None:

@@ -1,9 +1,8 @@
-"""Run one logical shard of a pipeline at the driver, and record the outcome.
+"""Run one prepared logical shard at the driver, and record the outcome.
 
-The order matters and is the heart of "correct by construction":
-list every source task → validate ids → create or check run.json → skip if this shard
-is already complete → run only this shard's tasks → write failed_tasks.json as soon as a
-failure is seen → write the completion manifest only if nothing failed.
+What comes before (``prepare``): the run's contract and this shard's tasks. Then, here:
+run only this shard's tasks → write failed_tasks.json as soon as a failure is seen →
+write the completion manifest only if nothing failed.
 """
 
 from __future__ import annotations
@@ -15,32 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import (
-    AttemptId,
-    CheckpointLayout,
-    RunConfig,
-    completion_manifest,
-    ensure_run_config,
-    manifest_exists,
-    utc_now,
-    write_completion_manifest,
-    write_failed_tasks,
-)
-from .errors import CuratorArrayError
+from .checkpoint import AttemptId, completion_manifest, utc_now, write_completion_manifest, write_failed_tasks
 from .formats.jsonl import MALFORMED_LINES
 from .jobenv import JobEnvironment
-from .pipeline import Pipeline
-from .sharding import ShardConfig, ShardRange, validate_source_ids
+from .prepare import PreparedShard
+from .sharding import ShardConfig
 from .tasks import FailedTask, Task, TaskCounters, WrittenFiles
 
 logger = logging.getLogger(__name__)
 
 EXIT_OK = 0
 EXIT_FAILED_TASKS = 3
-
-
-class SourceFailedError(CuratorArrayError):
-    """A source stage produced a FailedTask, which has no stable identity to retry."""
 
 
 @dataclass
@@ -55,57 +39,6 @@ class ShardOutcome:
     @property
     def exit_code(self) -> int:
         return EXIT_FAILED_TASKS if self.status == "failed" else EXIT_OK
-
-
-@dataclass
-class PreparedShard:
-    """Everything decided before Ray starts, so config errors and skips cost no cluster."""
-
-    pipeline: Pipeline
-    shard: ShardConfig
-    layout: CheckpointLayout
-    run: RunConfig
-    tasks: list[Task]
-    already_complete: bool
-    total_source_tasks: int
-
-
-def list_source(pipeline: Pipeline) -> list[Task]:
-    """Every source task of the run, checked: deterministic, unique, none failed."""
-    listed = pipeline.source.list_tasks()
-    failed = [t for t in listed if isinstance(t, FailedTask)]
-    if failed:
-        raise SourceFailedError(
-            f"source stage {pipeline.source.stage_name!r} produced {len(failed)} FailedTask(s) "
-            f"(first: {failed[0].task_id}: {failed[0].reason}); a source must raise instead, "
-            "since its failures have no stable id to retry"
-        )
-    validate_source_ids([t.task_id for t in listed])
-    return listed
-
-
-def pin_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange, listed: list[Task] | None = None) -> RunConfig:
-    """Create the run's contract (range, listing, pipeline) or check this pipeline against it."""
-    listed = list_source(pipeline) if listed is None else listed
-    return ensure_run_config(layout, shards, [t.task_id for t in listed], pipeline.fingerprint())
-
-
-def prepare_shard(
-    pipeline: Pipeline, checkpoint_path: str | Path, shard: ShardConfig | None, force: bool = False
-) -> PreparedShard:
-    shard = shard or ShardConfig.single()
-    listed = list_source(pipeline)
-    ids = [t.task_id for t in listed]
-    layout = CheckpointLayout(checkpoint_path)
-    run = pin_run(pipeline, layout, shard.range, listed)
-    complete = manifest_exists(layout, shard.shard_index) and not force
-    wanted = set(shard.select(ids))
-    mine = [t for t in listed if t.task_id in wanted]
-    if not listed:
-        logger.warning("the source listed no tasks: shard %d completes with 0 tasks", shard.shard_index)
-    elif not mine and shard.in_range:
-        logger.warning("shard %d owns none of the %d source tasks (more shards than tasks?)", shard.shard_index, len(ids))
-    return PreparedShard(pipeline, shard, layout, run, mine, complete, len(ids))
 
 
 def run_prepared(

@@ -36,6 +36,7 @@ def status(checkpoint_path: str, as_json: bool) -> None:
 Examples:
   curator-array plan --input-dir /shared/data --total-shards 20
   curator-array plan --input-dir /shared/data --total-shards 20 --files-per-partition 4 --json
+  curator-array plan --input-dir /shared/data --total-shards 20 --freeze --checkpoint-path /shared/ckpt
 """)
 @click.option("--input-dir", required=True, envvar="INPUT_DIR", type=click.Path(file_okay=False),
               help="Input directory, listed recursively (env: INPUT_DIR).")
@@ -48,16 +49,45 @@ Examples:
 @click.option("--input-file-type", type=click.Choice(input_formats()), default="jsonl",
               show_default=True, envvar="INPUT_FILE_TYPE")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
-def plan(input_dir, total_shards, minimum_shard_index, files_per_partition, input_file_type, as_json):
+@click.option("--freeze", is_flag=True,
+              help="Also freeze this listing into --checkpoint-path, so no array element walks the input.")
+@click.option("--checkpoint-path", envvar="CHECKPOINT_PATH", type=click.Path(file_okay=False),
+              help="With --freeze: the run's checkpoint directory (env: CHECKPOINT_PATH).")
+def plan(input_dir, total_shards, minimum_shard_index, files_per_partition, input_file_type, as_json, freeze,
+         checkpoint_path):
     """Show which logical shard each source task would go to, before submitting."""
     from ..plan import format_plan, plan_shards
     from ..sharding import ShardRange
     from ..stages.partition import FilePartitioningStage
 
+    if freeze and not checkpoint_path:
+        raise click.UsageError("--freeze needs --checkpoint-path (or CHECKPOINT_PATH)")
+    shards = ShardRange(total_shards, minimum_shard_index)
     source = FilePartitioningStage(input_dir, input_file_type, files_per_partition)
-    listing = [(t.task_id, t.metadata["relative_files"]) for t in source.list_tasks()]
-    result = plan_shards(listing, ShardRange(total_shards, minimum_shard_index))
+    snapshot = source.snapshot()
+    if freeze:
+        freeze_listing(snapshot, CheckpointLayout(checkpoint_path), shards)
+    listing = [(t.task_id, t.metadata["relative_files"]) for t in source.tasks_from(snapshot.table)]
+    result = plan_shards(listing, shards)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
         click.echo(format_plan(result), nl=False)
+
+
+def freeze_listing(snapshot, layout: CheckpointLayout, shards) -> None:
+    """Write the listing and a run.json without a pipeline (the first start pins that)."""
+    from .. import listing as listings
+    from ..checkpoint import ensure_run_config
+
+    listings.validate(snapshot)
+    name = listings.save(layout, snapshot)
+    run = ensure_run_config(layout, shards, snapshot.task_ids(), None, snapshot.reference(name))
+    if run.listing and run.listing.get("digest") != snapshot.digest:
+        from ..errors import CheckpointMismatchError
+
+        raise CheckpointMismatchError(
+            f"{layout.root} already holds a run with another frozen listing "
+            f"({listings.load(layout, run.listing).differences(snapshot)}): use a new checkpoint path")
+    click.echo(f"froze {snapshot.table.num_rows} files ({run.source_task_count} tasks) into {layout.completion_dir / name}",
+               err=True)

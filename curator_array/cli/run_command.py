@@ -80,6 +80,9 @@ error (a different pipeline than the run's included), 1 crash.
 @click.option("--records-per-batch", type=click.IntRange(min=1), default=256, show_default=True,
               help="WARC input: records per part (a reader's memory grows with this, not the file).")
 @click.option("--force", is_flag=True, help="Rerun a shard even if its manifest exists.")
+@click.option("--relist", is_flag=True,
+              help="Walk the input tree anyway and refuse any difference from the run's frozen listing "
+                   "(elements otherwise read the frozen listing and check only their own files).")
 @click.option("--new-run", is_flag=True,
               help="If the checkpoint holds a run with another pipeline, shard range or input listing, "
                    "archive its records and start a new logical run (outside arrays; arrays use "

@@ -164,8 +164,8 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     checkpoint already holds the run): shard range, input listing and pipeline.
     """
     from ..arrays import parse_array_expression
-    from ..checkpoint import archive_run, check_run, read_run_config
-    from ..runner import list_source, pin_run
+    from ..checkpoint import archive_run
+    from ..prepare import check_against_run, pin_run
     from ..sharding import ShardRange
     from ..submit import plan_submissions, resolve_max_array_size
 
@@ -173,13 +173,11 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     layout = submission_checkpoint(checkpoint_path)
     shards = ShardRange(total_shards, minimum_shard_index)
     pipeline = submitted_pipeline(site_config, run_args)
-    listed = list_source(pipeline)
     try:
         if dry_run:
-            if layout.run_file.is_file():
-                check_run(layout, read_run_config(layout), shards, [t.task_id for t in listed], pipeline.fingerprint())
+            check_against_run(pipeline, layout, shards)
         else:
-            pin_run(pipeline, layout, shards, listed)
+            pin_run(pipeline, layout, shards)
     except CheckpointMismatchError:
         if not new_run or dry_run:
             raise
@@ -187,7 +185,7 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
             refuse_while_queued(layout, "start a new run")
         archive = archive_run(layout)
         click.echo(f"archived the previous run's records in {archive}; its output files are untouched", err=True)
-        pin_run(pipeline, layout, shards, listed)
+        pin_run(pipeline, layout, shards)
     wanted = parse_array_expression(array_expression) if array_expression else shards.indices()
     size = resolve_max_array_size(max_array_size, os.environ, default="auto")
     print_or_submit(plan_submissions(wanted, shards, script, size, parallel, run_args), layout, dry_run)

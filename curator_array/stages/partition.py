@@ -7,12 +7,16 @@ import logging
 import os
 from pathlib import Path
 
+import pyarrow as pa
+
 from ..errors import ConfigError, InputError
 from ..formats import get_format
+from ..listing import Listing
 from ..tasks import FileGroupTask
 from .base import SourceStage
 
 logger = logging.getLogger(__name__)
+
 
 def group_task_id(relative_paths: list[str]) -> str:
     """Depends only on paths relative to the input root, so not on the mount point."""
@@ -37,39 +41,56 @@ class FilePartitioningStage(SourceStage):
         self.file_type = file_type
         self.files_per_partition = files_per_partition
 
-    def list_relative_files(self) -> list[str]:
+    def _walk(self) -> tuple[list[str], list[int], list[int]]:
+        """Relative paths (sorted), sizes and mtimes of the matching files, in one walk."""
         root = self.input_dir
         if not root.is_dir():
             raise ConfigError(f"input directory {root} does not exist or is not a directory")
         suffixes = self._suffixes
-        found: list[str] = []
-
-        def raise_error(error: OSError) -> None:
-            raise InputError(f"cannot list {error.filename}: {error.strerror}")
-
-        for directory, subdirs, files in os.walk(root, onerror=raise_error):
-            subdirs[:] = [d for d in subdirs if not d.startswith(".")]
-            for filename in files:
-                if filename.startswith(".") or not filename.endswith(suffixes):
-                    continue
-                found.append(Path(directory, filename).relative_to(root).as_posix())
+        found: list[tuple[str, int, int]] = []
+        pending = [""]
+        while pending:
+            relative = pending.pop()
+            try:
+                with os.scandir(root / relative if relative else root) as entries:
+                    for entry in entries:
+                        if entry.name.startswith("."):
+                            continue
+                        path = f"{relative}/{entry.name}" if relative else entry.name
+                        if entry.is_dir(follow_symlinks=False):
+                            pending.append(path)
+                        elif entry.name.endswith(suffixes):
+                            status = entry.stat()
+                            found.append((path, status.st_size, status.st_mtime_ns))
+            except OSError as error:
+                raise InputError(f"cannot list {error.filename}: {error.strerror}") from None
         found.sort()
         if not found:
             logger.warning("no %s files (%s) under %s", self.file_type, ", ".join(suffixes), root)
-        return found
+        return [f[0] for f in found], [f[1] for f in found], [f[2] for f in found]
+
+    def list_relative_files(self) -> list[str]:
+        return self._walk()[0]
+
+    def snapshot(self) -> Listing:
+        """Walk the input once: every file with its size, mtime, task id and shard hash."""
+        paths, sizes, mtimes = self._walk()
+        size = self.files_per_partition
+        task_ids: list[str] = []
+        for start in range(0, len(paths), size):
+            group = paths[start:start + size]
+            task_ids += [group_task_id(group)] * len(group)
+        return Listing.from_rows(paths, sizes, mtimes, task_ids)
+
+    def tasks_from(self, rows: pa.Table) -> list[FileGroupTask]:
+        """Tasks for listing rows (a shard's, or all), consecutive rows of a task together."""
+        tasks: list[FileGroupTask] = []
+        for path, task_id in zip(rows.column("path").to_pylist(), rows.column("task_id").to_pylist()):
+            if not tasks or tasks[-1].task_id != task_id:
+                tasks.append(FileGroupTask(task_id=task_id, root=str(self.input_dir), metadata={"relative_files": []}))
+            tasks[-1].files.append(str(self.input_dir / path))
+            tasks[-1].metadata["relative_files"].append(path)
+        return tasks
 
     def list_tasks(self) -> list[FileGroupTask]:
-        relative = self.list_relative_files()
-        size = self.files_per_partition
-        tasks = []
-        for start in range(0, len(relative), size):
-            group = relative[start : start + size]
-            tasks.append(
-                FileGroupTask(
-                    task_id=group_task_id(group),
-                    files=[str(self.input_dir / path) for path in group],
-                    root=str(self.input_dir),
-                    metadata={"relative_files": group},
-                )
-            )
-        return tasks
+        return self.tasks_from(self.snapshot().table)

@@ -15,8 +15,9 @@ from curator_array.job_context import JobContext
 from curator_array.checkpoint import CheckpointLayout
 from curator_array.errors import CheckpointMismatchError
 from curator_array.pipeline import Pipeline, PipelineOptions, default_pipeline
-from curator_array.runner import SourceFailedError, prepare_shard
-from curator_array.sharding import ShardConfig
+from curator_array.prepare import SourceFailedError, prepare_shard
+from curator_array.sharding import ShardConfig, shard_of
+from curator_array.stages.partition import group_task_id
 from curator_array.stages.base import SourceStage
 from curator_array.tasks import FailedTask, FileGroupTask
 from tests.conftest import read_records, records_digest, visible_files
@@ -176,13 +177,18 @@ def test_source_failed_task_is_an_error(tmp_path):
         prepare_shard(pipeline, tmp_path / "ckpt", None)
 
 
-def test_changed_input_list_on_second_attempt_is_an_error(sample_jsonl, tmp_path):
+def test_changed_input_is_caught_by_its_shard_and_by_relist(sample_jsonl, tmp_path):
     options = PipelineOptions(str(sample_jsonl), str(tmp_path / "out"))
     prepare_shard(default_pipeline(options), tmp_path / "ckpt", ShardConfig(0, 4))
+    owner = shard_of(group_task_id(["part-000.jsonl"]), 4)
     (sample_jsonl / "part-000.jsonl").unlink()
     (sample_jsonl / "new.jsonl").write_text('{"text": "x"}\n')
-    with pytest.raises(CheckpointMismatchError, match=r"1 id\(s\) added, 1 removed"):
-        prepare_shard(default_pipeline(options), tmp_path / "ckpt", ShardConfig(1, 4))
+    others = [s for s in range(4) if s != owner]
+    prepare_shard(default_pipeline(options), tmp_path / "ckpt", ShardConfig(others[0], 4))  # its files are intact
+    with pytest.raises(CheckpointMismatchError, match=r"part-000.jsonl is gone"):
+        prepare_shard(default_pipeline(options), tmp_path / "ckpt", ShardConfig(owner, 4))
+    with pytest.raises(CheckpointMismatchError, match=r"1 added \(e.g. new.jsonl\), 1 removed \(e.g. part-000.jsonl\)"):
+        prepare_shard(default_pipeline(options), tmp_path / "ckpt", ShardConfig(others[0], 4), relist=True)
 
 
 def test_plain_stages_share_one_ray_task_and_sized_stages_do_not(tmp_path):

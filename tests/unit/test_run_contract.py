@@ -11,7 +11,7 @@ from curator_array.cli import main
 from curator_array.contract import describe_changes
 from curator_array.errors import CheckpointMismatchError
 from curator_array.pipeline import PipelineOptions, default_pipeline
-from curator_array.runner import prepare_shard
+from curator_array.prepare import prepare_shard
 from curator_array.sharding import ShardConfig
 
 
@@ -86,7 +86,7 @@ def test_racing_pins_of_an_old_run_json_agree_on_one_fingerprint(inputs, tmp_pat
     layout = CheckpointLayout(tmp_path / "ckpt")
     layout.completion_dir.mkdir(parents=True)
     layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 3}))
-    layout.pipeline_pin.write_text(json.dumps({"pipeline": pipeline(inputs, tmp_path, min_words=7).fingerprint()}))
+    layout.pin_file("pipeline").write_text(json.dumps({"pipeline": pipeline(inputs, tmp_path, min_words=7).fingerprint()}))
     with pytest.raises(CheckpointMismatchError, match="min_words: 7 → 5"):
         prepare_shard(pipeline(inputs, tmp_path, min_words=5), layout.root, ShardConfig(0, 3))
 

@@ -12,17 +12,23 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
 
+from typing import TYPE_CHECKING
+
 from .checkpoint import AttemptId, CheckpointLayout, archive_run, write_attempt_error
 from .errors import CheckpointMismatchError, ConfigError
 from .job_context import JobContext
 from .jobenv import JobEnvironment
-from .pipeline import Pipeline, PipelineOptions, default_pipeline, load_pipeline
-from .sharding import ShardConfig
+from .options import DOWNLOAD_SLOT, PipelineOptions
 from .ray_cluster import NodeOptions
-from .prepare import prepare_shard
-from .runner import ShardOutcome, run_prepared
-from .stages.download import DOWNLOAD_SLOT
+from .sharding import ShardConfig
 from .stopping import StopController
+from .timeline import Timeline
+
+if TYPE_CHECKING:  # the heavy modules (pyarrow, Ray Data) are imported after the head is launched
+    from .pipeline import Pipeline
+    from .runner import ShardOutcome
+
+
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +68,8 @@ class RunRequest:
         return self.checkpoint_path or self.options.output_dir
 
     def build_pipeline(self) -> Pipeline:
+        from .pipeline import default_pipeline, load_pipeline
+
         if self.pipeline_ref:
             return load_pipeline(self.pipeline_ref, self.options)
         return default_pipeline(self.options)
@@ -117,20 +125,28 @@ def run_shard_command(
     only contribute their Ray node and return when the driver is done. ``stop`` is the
     run's stop controller when the caller installed one (the ``run`` command does).
     """
-    from .ray_data import RayDataExecutor, describe_cluster
-
+    timeline = Timeline()
     job = context.job
     client = client_factory() if client_factory else make_client(request, job, stop)
     if request.cluster == "slurm" and not job.is_driver:
         return client.run_worker()
+    if request.cluster == "local" and hasattr(client, "launch"):
+        client.launch()  # boots while Ray Data is imported and the shard prepared
+        timeline.mark("head_launched")
     try:
+        from .ray_data import RayDataExecutor, describe_cluster
+        from .runner import run_prepared
+
         logger.info(context.describe_shard())
         prepared = _prepare(request, context)
+        timeline.mark("prepared")
     except BaseException:
         client.finish("failed")
+        _stop_unused(client)
         raise
     if prepared.already_complete or not prepared.tasks:
         client.finish("ok")
+        _stop_unused(client)
     if prepared.already_complete:
         logger.info(
             "shard %d is already complete (%s); nothing to do (--force reruns it)",
@@ -155,12 +171,19 @@ def run_shard_command(
         # The inner recording comes before the cluster's teardown, which can hang or be cut
         # short; the outer one catches a cluster that never started.
         with record_on_stop, errors.recording(), client, errors.recording():
+            timeline.mark("ray_ready")
             outcome = run_prepared(
                 prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
-                health_check=health_check,
+                health_check=health_check, timeline=timeline,
             )
     report(outcome)
     return outcome.exit_code
+
+
+def _stop_unused(client) -> None:
+    """A head launched early for a shard that needs none (complete, empty, or refused)."""
+    if getattr(client, "head", None) is not None:
+        client.stop()
 
 
 def _prepare(request: RunRequest, context: JobContext):
@@ -170,6 +193,8 @@ def _prepare(request: RunRequest, context: JobContext):
             "--new-run archives the checkpoint's run and must happen once, not in every array element: "
             "use `curator-array submit --new-run`, or run once outside the array"
         )
+    from .prepare import prepare_shard
+
     pipeline = request.build_pipeline()
     try:
         return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist)
@@ -233,7 +258,9 @@ def run_shard_here(
     For notebooks, tests and benchmarks: no client, no stop handlers, no exit codes; the
     same run contract, manifests and failed-task records as ``curator-array run``.
     """
+    from .prepare import prepare_shard
     from .ray_data import RayDataExecutor, describe_cluster
+    from .runner import run_prepared
 
     executor = executor or RayDataExecutor(progress_bars=False)
     job = job or JobEnvironment.from_env({})

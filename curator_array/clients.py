@@ -15,7 +15,7 @@ from pathlib import Path
 
 from collections.abc import Callable
 
-from .ray_cluster import AUTH_ENV, NodeOptions, RayNodeProcess, new_session_dir, start_head, write_token
+from .ray_cluster import AUTH_ENV, NodeOptions, RayNodeProcess, new_session_dir, spawn_head, start_head, write_token
 
 logger = logging.getLogger(__name__)
 
@@ -80,14 +80,28 @@ class RayClient:
         self.startup_s: float | None = None
         self.teardown_s: float | None = None
         self._saved_env: dict[str, str | None] = {}
+        self._launched_at: float | None = None
+
+    def launch(self) -> None:
+        """Spawn the private head now without waiting for it.
+
+        A head takes seconds to boot; the driver spends about as long importing Ray Data and
+        preparing its shard. Launched first, the two overlap. ``start`` then waits for it.
+        """
+        if not self.owns_cluster or self.head is not None:
+            return
+        self._launched_at = time.monotonic()
+        self.session_dir = new_session_dir(self.temp_root)
+        self.token_path = write_token(self.session_dir / "auth_token")
+        self.head, self.address = spawn_head(self.session_dir, self.token_path, self.node_options)
 
     def start(self) -> RayClient:
-        began = time.monotonic()
+        began = self._launched_at or time.monotonic()
         if self.owns_cluster:
-            self.session_dir = new_session_dir(self.temp_root)
-            self.token_path = write_token(self.session_dir / "auth_token")
+            self.launch()
             self.head, self.address = start_head(
-                self.session_dir, self.token_path, self.node_options, timeout_s=self.start_timeout_s
+                self.session_dir, self.token_path, self.node_options, timeout_s=self.start_timeout_s,
+                spawned=(self.head, self.address),
             )
             self._set_auth_env()
             logger.info("started a private Ray head at %s (session dir %s)", self.address, self.session_dir)
@@ -125,7 +139,9 @@ class RayClient:
         if self.owns_cluster:
             for node in [*self.extra_nodes, self.head]:
                 if node is not None:
-                    node.stop()
+                    # Results are on disk by now: after a clean run kill at once; after an
+                    # error give Ray a moment to flush the logs that are kept.
+                    node.stop(grace_s=1.0 if keep_logs else 0.0)
             self._restore_env()
             if self.session_dir is not None:
                 if keep_logs:

@@ -1,7 +1,7 @@
 """A pipeline is a source stage plus a list of processing stages.
 
-Users write a function ``build(options) -> list[stage]`` and pass it as
-``--pipeline package.module:function``. Without one, the default pipeline reads the
+Users write a function ``build(options) -> list[stage]`` (``options`` is a
+``PipelineOptions``, see ``options``) and pass it as ``--pipeline package.module:function``. Without one, the default pipeline reads the
 inputs, applies the filters switched on by options, and writes the outputs; with no
 filters it copies every record unchanged.
 """
@@ -12,83 +12,13 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
-from .formats import reader_for, writer_for
+from .options import BUILT_IN_PIPELINES, PipelineOptions
 from .stages.base import ProcessingStage, SourceStage
-from .stages.download import DEFAULT_WORKERS_PER_NODE, DownloadStage
-from .stages.filters import ExactDuplicateFilter, NonEmptyTextFilter, WordCountFilter
 from .stages.io import ReaderStage, WriterStage
-from .stages.partition import FilePartitioningStage
-from .stages.urls import UrlListStage
-
-
-DEFAULT_OUTPUT_FORMAT = "jsonl"
-# Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
-BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.stages.web.pipeline:build"}
-
-
-@dataclass(frozen=True)
-class PipelineOptions:
-    """What a pipeline builder may use; the submit-script variables map onto these."""
-
-    input_dir: str
-    output_dir: str
-    input_file_type: str = "jsonl"
-    output_file_type: str | None = None
-    files_per_partition: int = 1
-    text_field: str = "text"
-    drop_empty: bool = False
-    min_words: int | None = None
-    max_words: int | None = None
-    dedup: bool = False
-    malformed: str = "fail"
-    input_urls: tuple[str, ...] = ()
-    download_dir: str | None = None
-    download_workers_per_node: float = DEFAULT_WORKERS_PER_NODE
-    download_retries: int = 5
-    download_timeout: float = 60.0
-    languages: tuple[str, ...] = ()
-    min_language_score: float = 0.0
-    extractor: str = "resiliparse"
-    records_per_batch: int = 256
-    extra: dict[str, str] = field(default_factory=dict)
-
-    def source(self) -> SourceStage:
-        if self.input_urls:
-            return UrlListStage(self.input_urls, self.files_per_partition)
-        return FilePartitioningStage(self.input_dir, self.input_file_type, self.files_per_partition)
-
-    def downloads(self) -> list[ProcessingStage]:
-        """The download stage when the inputs are URLs (downloaded files then go to the reader)."""
-        if not self.input_urls:
-            return []
-        directory = self.download_dir or str(Path(self.output_dir) / ".downloads")
-        return [
-            DownloadStage(
-                directory, workers_per_node=self.download_workers_per_node, retries=self.download_retries,
-                read_timeout_s=self.download_timeout,
-            )
-        ]
-
-    def filters(self) -> list[ProcessingStage]:
-        stages: list[ProcessingStage] = []
-        if self.drop_empty:
-            stages.append(NonEmptyTextFilter(self.text_field))
-        if self.min_words is not None or self.max_words is not None:
-            stages.append(WordCountFilter(self.min_words, self.max_words, self.text_field))
-        if self.dedup:
-            stages.append(ExactDuplicateFilter(self.text_field))
-        return stages
-
-    def reader(self) -> ReaderStage:
-        return reader_for(self.input_file_type, self.malformed)
-
-    def writer(self) -> WriterStage:
-        return writer_for(self.output_file_type or DEFAULT_OUTPUT_FORMAT, self.output_dir)
 
 
 @dataclass

@@ -314,6 +314,28 @@ def wait_for_port(host: str, port: int, node: RayNodeProcess, timeout_s: float) 
     raise RayStartError(f"Ray GCS at {host}:{port} did not come up within {timeout_s:.0f}s:\n{node.log_tail()}")
 
 
+def spawn_head(
+    session_dir: Path, token_path: Path, options: NodeOptions, node_ip: str | None = None
+) -> tuple[RayNodeProcess, str]:
+    """Spawn a head node without waiting for it; returns it and its ``ip:port`` address.
+
+    Without ``node_ip`` Ray advertises the host's reachable address (it rewrites loopback
+    on purpose); the GCS listens on every interface, which is why token auth is always on.
+    """
+    ports = NodePorts.allocate()
+    args = [
+        "--head",
+        *([f"--node-ip-address={node_ip}"] if node_ip else []),
+        f"--temp-dir={session_dir}",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        *ports.arguments(head=True),
+        *options.arguments(),
+    ]
+    node = RayNodeProcess(args, ray_environment(token_path), session_dir / "ray-head.log", node_ip)
+    return node, f"{node_ip or '127.0.0.1'}:{ports.gcs}"
+
+
 def start_head(
     session_dir: Path,
     token_path: Path,
@@ -321,30 +343,17 @@ def start_head(
     node_ip: str | None = None,
     timeout_s: float = 60.0,
     attempts: int = 3,
+    spawned: tuple[RayNodeProcess, str] | None = None,
 ) -> tuple[RayNodeProcess, str]:
-    """Start a head node; returns it and its ``ip:port`` address. Port races are retried.
-
-    Without ``node_ip`` Ray advertises the host's reachable address (it rewrites loopback
-    on purpose); the GCS listens on every interface, which is why token auth is always on.
-    """
-    env = ray_environment(token_path)
+    """A head that answers: ``spawned`` (from :func:`spawn_head`) or a new one; port races
+    (another cluster took a port between choosing and binding) are retried."""
     last_error: Exception | None = None
-    for _ in range(attempts):
-        ports = NodePorts.allocate()
-        args = [
-            "--head",
-            *([f"--node-ip-address={node_ip}"] if node_ip else []),
-            f"--temp-dir={session_dir}",
-            "--include-dashboard=false",
-            "--disable-usage-stats",
-            *ports.arguments(head=True),
-            *options.arguments(),
-        ]
-        node = RayNodeProcess(args, env, session_dir / "ray-head.log", node_ip)
-        host = node_ip or "127.0.0.1"
+    for attempt in range(attempts):
+        node, address = spawned if attempt == 0 and spawned else spawn_head(session_dir, token_path, options, node_ip)
+        host, _, port = address.rpartition(":")
         try:
-            wait_for_port(host, ports.gcs, node, timeout_s)
-            return node, f"{host}:{ports.gcs}"
+            wait_for_port(host, int(port), node, timeout_s)
+            return node, address
         except RayStartError as exc:
             last_error = exc
             node.stop()

@@ -223,9 +223,7 @@ class RayDataExecutor:
             return
         self._configure_context()
         shape = cluster_shape()
-        dataset = ray.data.from_arrow(
-            [_encode([task]) for task in tasks]
-        )
+        dataset = ray.data.from_arrow([_encode([task]) for task in tasks])
         pending_budget = None
         for segment in chain_stages(stages):
             kwargs = self._map_kwargs(segment[0], shape)

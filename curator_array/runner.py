@@ -20,6 +20,7 @@ from .jobenv import JobEnvironment
 from .prepare import PreparedShard
 from .sharding import ShardConfig
 from .tasks import FailedTask, Task, TaskCounters, WrittenFiles
+from .timeline import Timeline
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +50,10 @@ def run_prepared(
     cluster_nodes: Callable[[], list[dict[str, Any]]] = list,
     output_dir: str | Path | None = None,
     health_check: Callable[[], None] | None = None,
+    timeline: Timeline | None = None,
 ) -> ShardOutcome:
     """Execute the shard's tasks and write the manifest or the failed-task record."""
+    timeline = timeline or Timeline()
     shard, layout = prepared.shard, prepared.layout
     started_at, began = utc_now(), time.monotonic()
     nodes = cluster_nodes() if prepared.tasks else []
@@ -59,6 +62,7 @@ def run_prepared(
     written: list[WrittenFiles] = []
     stray = 0
     for result in execute(prepared.pipeline.stages, prepared.tasks):
+        timeline.mark("first_result", once=True)
         if isinstance(result, FailedTask):
             failures.append(result)
             logger.error("task %s failed in stage %s: %s", result.task_id, result.stage, result.reason)
@@ -70,6 +74,7 @@ def run_prepared(
             stray += 1
         if health_check is not None:
             health_check()
+    timeline.mark("last_result")
     if stray:
         logger.warning("%d result(s) left the last stage without being written", stray)
     stats = _shard_stats(prepared, written, output_dir)
@@ -78,6 +83,7 @@ def run_prepared(
     if failures:
         return ShardOutcome("failed", shard, failed_tasks_path=failed_path, failures=failures, stats=stats)
     ended_at = utc_now()
+    timeline.mark("manifest")
     manifest = completion_manifest(
         shard,
         **stats,
@@ -90,6 +96,7 @@ def run_prepared(
         **job.describe(),
         hostnames=sorted({n.get("hostname") or "" for n in nodes} | {job.hostname}),
         ray_nodes=nodes,
+        timeline_s=timeline.as_dict(),
     )
     path = write_completion_manifest(layout, manifest)
     return ShardOutcome("completed", shard, manifest_path=path, stats=stats)

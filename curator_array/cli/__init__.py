@@ -34,6 +34,21 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+class FormatChoice(click.ParamType):
+    """A file format of the registry, listed in --help but looked up only when a pipeline is
+    built: importing the formats imports pyarrow, which a run can do while its Ray head boots."""
+
+    name = "format"
+
+    def __init__(self, role: str):
+        self.role = role
+
+    def get_metavar(self, param, ctx=None) -> str:
+        from ..formats import input_formats, output_formats
+
+        return "[" + "|".join(input_formats() if self.role == "input" else output_formats()) + "]"
+
+
 def default_sites_dir() -> str:
     return os.environ.get("CURATOR_ARRAY_SITES_DIR", "site_configs")
 

@@ -7,8 +7,7 @@ import json
 import click
 
 from ..checkpoint import CheckpointLayout
-from ..formats import input_formats
-from . import checkpoint_option, cli
+from . import FormatChoice, checkpoint_option, cli
 
 
 @cli.command(epilog="""\b
@@ -46,7 +45,7 @@ Examples:
               envvar="MINIMUM_SHARD_INDEX", help="First logical shard (env: MINIMUM_SHARD_INDEX).")
 @click.option("--files-per-partition", type=click.IntRange(min=1), default=1, show_default=True,
               envvar="FILES_PER_PARTITION", help="Files grouped into one source task.")
-@click.option("--input-file-type", type=click.Choice(input_formats()), default="jsonl",
+@click.option("--input-file-type", type=FormatChoice("input"), default="jsonl",
               show_default=True, envvar="INPUT_FILE_TYPE")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 @click.option("--freeze", is_flag=True,

@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 
 import click
 
-from ..formats import input_formats, output_formats
-from . import cli
+from . import FormatChoice, cli
 
 RUN_EPILOG = """\b
 Examples:
@@ -53,9 +52,9 @@ error (a different pipeline than the run's included), 1 crash.
               help="Further attempts per URL after the first.")
 @click.option("--download-timeout", type=click.FloatRange(min=0.1), default=60, show_default=True,
               help="Seconds without data before a download attempt is abandoned.")
-@click.option("--input-file-type", type=click.Choice(input_formats()), default="jsonl",
+@click.option("--input-file-type", type=FormatChoice("input"), default="jsonl",
               show_default=True, envvar="INPUT_FILE_TYPE")
-@click.option("--output-file-type", type=click.Choice(output_formats()), default=None, envvar="OUTPUT_FILE_TYPE",
+@click.option("--output-file-type", type=FormatChoice("output"), default=None, envvar="OUTPUT_FILE_TYPE",
               help="Default: jsonl (parquet for --pipeline commoncrawl).")
 @click.option("--files-per-partition", type=click.IntRange(min=1), default=1, show_default=True,
               envvar="FILES_PER_PARTITION", help="Input files per source task.")

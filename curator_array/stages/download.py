@@ -31,14 +31,14 @@ import requests
 
 from ..atomic import fsync_directory
 from ..errors import ConfigError
+from ..options import DEFAULT_DOWNLOAD_WORKERS_PER_NODE as DEFAULT_WORKERS_PER_NODE
+from ..options import DOWNLOAD_SLOT
 from ..tasks import FailedTask, FileGroupTask, Task
 from .base import ProcessingStage, Resources
 from .urls import UrlGroupTask
 
 logger = logging.getLogger(__name__)
 
-DOWNLOAD_SLOT = "curator_download_slot"
-DEFAULT_WORKERS_PER_NODE = 2
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 CHUNK = 1 << 20
 # Small reads: bytes of a read that a dropped connection interrupts are lost, so keep it short.

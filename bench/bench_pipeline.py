@@ -1,4 +1,4 @@
-"""JSONL → filter → Parquet on ~200 MB of synthetic documents: three engines side by side.
+"""JSONL → filter → Parquet on a 1 GB shard of synthetic documents: three engines side by side.
 
 1. `curator-array run` (Ray Data, private cluster; wall time including Ray start/stop),
 2. datatrove's LocalPipelineExecutor doing the same read/filter/write,
@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import CACHE, REPO, datatrove_env, ensure_datatrove, timed  # noqa: E402
 
-INPUT = CACHE / "pipeline_input"
-FILES, TARGET_BYTES = 40, 200 * 1024 * 1024
+INPUT = CACHE / "pipeline_input_1g"
+FILES, TARGET_BYTES = 200, 1024 * 1024 * 1024
 WORDS = [w for w in open(__file__).read().split() if w.isalpha()][:400] or ["word"]
 
 
@@ -59,7 +59,7 @@ def keep(doc):
     return bool(doc.text.strip()) and 5 <= words <= 1000
 LocalPipelineExecutor(
     pipeline=[JsonlReader(sys.argv[1], text_key="text", id_key="id", glob_pattern="*.jsonl"), LambdaFilter(keep), ParquetWriter(sys.argv[2])],
-    tasks=40, workers=2, logging_dir=sys.argv[3], skip_completed=False,
+    tasks=200, workers=2, logging_dir=sys.argv[3], skip_completed=False,
 ).run()
 """
 

@@ -242,10 +242,7 @@ def ensure_run_config(
             )
         created = create_bytes_exclusive(layout.run_file, dump_json(wanted.to_json()))
     except OSError as exc:
-        raise ConfigError(
-            f"checkpoint path {layout.root} is not writable ({exc.strerror}): every array element must be "
-            "able to write there; choose a writable shared directory (CHECKPOINT_PATH)"
-        ) from None
+        raise unwritable(layout, exc) from None
     if created:
         return wanted
     existing = pin_missing(layout, read_run_config(layout), pipeline=pipeline, listing=listing)
@@ -270,6 +267,13 @@ def check_run(
         raise CheckpointMismatchError(_describe_listing_change(layout, existing, source_task_ids))
     if pipeline is not None:
         check_pipeline(layout, existing, pipeline)
+
+
+def unwritable(layout: CheckpointLayout, exc: OSError) -> ConfigError:
+    return ConfigError(
+        f"checkpoint path {layout.root} is not writable ({exc.strerror}): every array element must be "
+        "able to write there; choose a writable shared directory (CHECKPOINT_PATH)"
+    )
 
 
 PINNED_FIELDS = ("pipeline", "listing")

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .atomic import create_bytes_exclusive
-from .checkpoint import CheckpointLayout
+from .checkpoint import CheckpointLayout, unwritable
 from .errors import CheckpointMismatchError, CorruptCheckpointError
 from .sharding import ShardConfig, validate_source_ids
 
@@ -100,8 +100,11 @@ def save(layout: CheckpointLayout, listing: Listing) -> str:
     name = f"listing-{listing.digest[:16]}.parquet"
     sink = io.BytesIO()
     pq.write_table(listing.table, sink, compression="zstd")
-    layout.completion_dir.mkdir(parents=True, exist_ok=True)
-    create_bytes_exclusive(layout.completion_dir / name, sink.getvalue())
+    try:
+        layout.completion_dir.mkdir(parents=True, exist_ok=True)
+        create_bytes_exclusive(layout.completion_dir / name, sink.getvalue())
+    except OSError as exc:
+        raise unwritable(layout, exc) from None
     return name
 
 

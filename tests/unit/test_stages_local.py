@@ -143,3 +143,10 @@ def test_user_filter_gets_counting_and_field_checks_from_the_base():
     numbers = DocumentBatch("t2", {}, table=pa.table({"text": [1, 2]}))
     wrong = ShortTextFilter().process(numbers)
     assert isinstance(wrong, FailedTask) and "has type int64, expected strings" in wrong.reason
+
+
+def test_word_count_is_the_same_on_the_ascii_fast_path_and_with_unicode_spaces():
+    ascii_only = batch(["one two  three", "four\tfive", ""])
+    assert WordCountFilter(2, 2).process(ascii_only).table.column("n").to_pylist() == [1]
+    wide = batch(["one\u3000two", "one two", "ein\u00a0zwei drei"])
+    assert WordCountFilter(2, 2).process(wide).table.column("n").to_pylist() == [0, 1]

@@ -49,6 +49,7 @@ class RunRequest:
     ray_temp_dir: str | None = None
     stall_timeout: float | None = None
     progress: bool | None = None
+    progress_interval: float = 30.0
     cluster: str = "local"
     rendezvous_dir: str | None = None
     worker_join_timeout: float = 300.0
@@ -174,7 +175,7 @@ def run_shard_command(
             timeline.mark("ray_ready")
             outcome = run_prepared(
                 prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
-                health_check=health_check, timeline=timeline,
+                health_check=health_check, timeline=timeline, progress_interval_s=request.progress_interval,
             )
     report(outcome)
     return outcome.exit_code

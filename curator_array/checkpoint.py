@@ -410,9 +410,11 @@ class ManifestScan:
     totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUMMED_MANIFEST_FIELDS, 0))
     durations: list[float] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
+    records: dict[int, dict[str, Any]] = field(default_factory=dict)  # shard → the fields asked for
 
     def merge(self, other: ManifestScan) -> None:
         self.shards |= other.shards
+        self.records.update(other.records)
         for name, value in other.totals.items():
             self.totals[name] += value
         self.durations += other.durations
@@ -442,7 +444,7 @@ def _manifest_problem(payload: Any, run: RunConfig) -> str | None:
     return None
 
 
-def _scan_manifest_files(directory: str, names: list[str], run: RunConfig) -> ManifestScan:
+def _scan_manifest_files(directory: str, names: list[str], run: RunConfig, keep: tuple[str, ...] = ()) -> ManifestScan:
     """Read and check a list of manifests; runs in a worker process for large runs."""
     scan = ManifestScan()
     for name in names:
@@ -466,6 +468,8 @@ def _scan_manifest_files(directory: str, names: list[str], run: RunConfig) -> Ma
             scan.errors.append((name, problem))
             continue
         scan.shards.add(payload["shard_index"])
+        if keep:
+            scan.records[payload["shard_index"]] = {key: payload.get(key) for key in keep}
         for key in SUMMED_MANIFEST_FIELDS:
             value = payload.get(key)
             if isinstance(value, int) and not isinstance(value, bool):
@@ -475,8 +479,9 @@ def _scan_manifest_files(directory: str, names: list[str], run: RunConfig) -> Ma
     return scan
 
 
-def scan_completion_manifests(layout: CheckpointLayout, run: RunConfig) -> ManifestScan:
+def scan_completion_manifests(layout: CheckpointLayout, run: RunConfig, keep: tuple[str, ...] = ()) -> ManifestScan:
     """Every completion manifest, checked against run.json; the first bad one is an error.
+    ``keep`` names fields to return per shard (``records``).
 
     Large runs are read on several cores: at 100,000 shards one core spends seconds
     opening small files.
@@ -486,7 +491,7 @@ def scan_completion_manifests(layout: CheckpointLayout, run: RunConfig) -> Manif
         names = [e.name for e in entries if e.name.startswith(MANIFEST_PREFIX) and e.name.endswith(".json")]
     workers = min(4, os.cpu_count() or 1)
     if len(names) < PARALLEL_READ_THRESHOLD or workers < 2 or not hasattr(os, "fork"):
-        scan = _scan_manifest_files(str(directory), names, run)
+        scan = _scan_manifest_files(str(directory), names, run, keep)
     else:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -494,7 +499,8 @@ def scan_completion_manifests(layout: CheckpointLayout, run: RunConfig) -> Manif
         parts = [names[i::workers] for i in range(workers)]
         scan = ManifestScan()
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            for part in pool.map(_scan_manifest_files, [str(directory)] * workers, parts, [run] * workers):
+            for part in pool.map(_scan_manifest_files, [str(directory)] * workers, parts, [run] * workers,
+                                 [keep] * workers):
                 scan.merge(part)
     if scan.errors:
         name, problem = min(scan.errors)

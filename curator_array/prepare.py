@@ -47,6 +47,7 @@ class PreparedShard:
     tasks: list[Task]
     already_complete: bool
     total_source_tasks: int
+    input_bytes: int | None = None  # this shard's input, when the listing knows it
 
 
 def freezable(pipeline: Pipeline) -> bool:
@@ -136,15 +137,16 @@ def prepare_shard(
             rows.column("path").to_pylist(), rows.column("size").to_pylist(), rows.column("mtime_ns").to_pylist())])
         mine = pipeline.source.tasks_from(rows)
         total = run.source_task_count if run.source_task_count is not None else len(frozen.task_ids())
+        input_bytes = int(sum(rows.column("size").to_pylist()))
     else:
         listed = list_source(pipeline)
         run = ensure_run_config(layout, shard.range, [t.task_id for t in listed], pipeline.fingerprint())
         wanted = set(shard.select([t.task_id for t in listed]))
         mine = [t for t in listed if t.task_id in wanted]
-        total = len(listed)
+        total, input_bytes = len(listed), None
     complete = manifest_exists(layout, shard.shard_index) and not force
     if not total:
         logger.warning("the source listed no tasks: shard %d completes with 0 tasks", shard.shard_index)
     elif not mine and shard.in_range:
         logger.warning("shard %d owns none of the %d source tasks (more shards than tasks?)", shard.shard_index, total)
-    return PreparedShard(pipeline, shard, layout, run, mine, complete, total)
+    return PreparedShard(pipeline, shard, layout, run, mine, complete, total, input_bytes)

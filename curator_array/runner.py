@@ -20,6 +20,7 @@ from .jobenv import JobEnvironment
 from .prepare import PreparedShard
 from .sharding import ShardConfig
 from .tasks import FailedTask, Task, TaskCounters, WrittenFiles
+from .progress import ProgressReporter
 from .timeline import Timeline
 
 logger = logging.getLogger(__name__)
@@ -51,9 +52,11 @@ def run_prepared(
     output_dir: str | Path | None = None,
     health_check: Callable[[], None] | None = None,
     timeline: Timeline | None = None,
+    progress_interval_s: float = 0.0,
 ) -> ShardOutcome:
     """Execute the shard's tasks and write the manifest or the failed-task record."""
     timeline = timeline or Timeline()
+    progress = ProgressReporter(len(prepared.tasks), prepared.input_bytes, progress_interval_s)
     shard, layout = prepared.shard, prepared.layout
     started_at, began = utc_now(), time.monotonic()
     nodes = cluster_nodes() if prepared.tasks else []
@@ -61,19 +64,16 @@ def run_prepared(
     failed_path: Path | None = None
     written: list[WrittenFiles] = []
     stray = 0
-    for result in execute(prepared.pipeline.stages, prepared.tasks):
-        timeline.mark("first_result", once=True)
-        if isinstance(result, FailedTask):
-            failures.append(result)
-            logger.error("task %s failed in stage %s: %s", result.task_id, result.stage, result.reason)
-            failed_path = write_failed_tasks(layout, attempt, shard, [f.to_record() for f in failures], job)
-        elif isinstance(result, WrittenFiles):
-            written.append(result)
-            logger.info("task %s: %d rows written to %s", result.task_id, result.rows_written, ", ".join(result.files))
-        else:
-            stray += 1
-        if health_check is not None:
-            health_check()
+    with progress:
+        for result in execute(prepared.pipeline.stages, prepared.tasks):
+            timeline.mark("first_result", once=True)
+            progress.record(result)
+            stray += _record_result(result, failures, written)
+            if isinstance(result, FailedTask):
+                failed_path = write_failed_tasks(layout, attempt, shard, [f.to_record() for f in failures], job)
+            if health_check is not None:
+                health_check()
+    timeline.mark("last_result")
     timeline.mark("last_result")
     if stray:
         logger.warning("%d result(s) left the last stage without being written", stray)
@@ -100,6 +100,19 @@ def run_prepared(
     )
     path = write_completion_manifest(layout, manifest)
     return ShardOutcome("completed", shard, manifest_path=path, stats=stats)
+
+
+def _record_result(result: Task, failures: list[FailedTask], written: list[WrittenFiles]) -> int:
+    """File one result; returns 1 for a result that is neither written nor failed."""
+    if isinstance(result, FailedTask):
+        failures.append(result)
+        logger.error("task %s failed in stage %s: %s", result.task_id, result.stage, result.reason)
+        return 0
+    if isinstance(result, WrittenFiles):
+        written.append(result)
+        logger.info("task %s: %d rows written to %s", result.task_id, result.rows_written, ", ".join(result.files))
+        return 0
+    return 1
 
 
 def _shard_stats(prepared: PreparedShard, written: list[WrittenFiles], output_dir) -> dict[str, Any]:

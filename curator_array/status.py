@@ -20,6 +20,16 @@ class FailedAttempt:
     shard_completed_later: bool
     error: str | None = None
     unreadable: str | None = None
+    first_failure: str | None = None  # "<task id> in <stage>: <reason>" of the first failed task
+
+    @property
+    def reason(self) -> str:
+        if self.unreadable:
+            return f"unreadable record ({self.unreadable})"
+        if self.error:
+            return f"ended early: {self.error}"
+        first = f" (first: {self.first_failure})" if self.first_failure else ""
+        return f"{self.failed_task_count} failed task(s){first}"
 
 
 @dataclass
@@ -33,6 +43,7 @@ class RunStatus:
     totals: dict[str, int] = field(default_factory=dict)
     duration_s: dict[str, float] = field(default_factory=dict)
     queued: dict[int, str] = field(default_factory=dict)
+    records: dict[int, dict[str, Any]] = field(default_factory=dict)  # per complete shard, when asked for
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,9 +72,17 @@ class RunStatus:
         }
 
 
-def collect_status(layout: CheckpointLayout) -> RunStatus:
+def _first_failure(failed_tasks) -> str | None:
+    if not failed_tasks or not isinstance(failed_tasks[0], dict):
+        return None
+    first = failed_tasks[0]
+    return f"{first.get('task_id')} in {first.get('stage') or '?'}: {first.get('reason')}"
+
+
+def collect_status(layout: CheckpointLayout, keep: tuple[str, ...] = ()) -> RunStatus:
+    """What the checkpoint says; ``keep`` names manifest fields to return per shard."""
     run = read_run_config(layout)
-    scan = scan_completion_manifests(layout, run)
+    scan = scan_completion_manifests(layout, run, keep)
     manifests = scan.shards
     completed = [s for s in run.shards if s in manifests]
     incomplete = [s for s in run.shards if s not in manifests]
@@ -77,6 +96,7 @@ def collect_status(layout: CheckpointLayout) -> RunStatus:
                 shard_index=shard if isinstance(shard, int) else None,
                 attempt=str(payload.get("attempt", "?")),
                 failed_task_count=len(payload.get("failed_tasks") or []),
+                first_failure=_first_failure(payload.get("failed_tasks")),
                 shard_completed_later=shard in manifests,
                 error=payload.get("error"),
                 unreadable=payload.get("unreadable"),
@@ -96,6 +116,7 @@ def collect_status(layout: CheckpointLayout) -> RunStatus:
         failed_attempts=failed,
         totals=totals,
         duration_s=duration_summary,
+        records=scan.records,
     )
 
 
@@ -125,11 +146,60 @@ def format_status(status: RunStatus) -> str:
         lines.append(f"failed attempts ({len(status.failed_attempts)}):")
         for attempt in status.failed_attempts:
             later = " (shard completed later)" if attempt.shard_completed_later else ""
-            if attempt.unreadable:
-                what = f"unreadable record ({attempt.unreadable})"
-            elif attempt.error:
-                what = f"ended early: {attempt.error}"
-            else:
-                what = f"{attempt.failed_task_count} failed task(s)"
-            lines.append(f"  shard {attempt.shard_index}: {what}{later}  {attempt.path}")
+            lines.append(f"  shard {attempt.shard_index}: {attempt.reason}{later}  {attempt.path}")
     return "\n".join(lines) + "\n"
+
+
+def shard_states(status: RunStatus) -> dict[str, list[int]]:
+    """Every shard in one state: complete, running, pending, failed (an attempt failed and
+    nothing of it is queued), or waiting (not started, or stopped without a record)."""
+    failed_shards = {a.shard_index for a in status.failed_attempts if not a.shard_completed_later}
+    complete = set(status.completed)
+    states: dict[str, list[int]] = {"complete": [], "running": [], "pending": [], "failed": [], "waiting": []}
+    for shard in status.shards:
+        queued = status.queued.get(shard)
+        if shard in complete:
+            states["complete"].append(shard)
+        elif queued == "PENDING":
+            states["pending"].append(shard)
+        elif queued:
+            states["running"].append(shard)
+        elif shard in failed_shards:
+            states["failed"].append(shard)
+        else:
+            states["waiting"].append(shard)
+    return states
+
+
+def format_watch(status: RunStatus, now: str) -> str:
+    states = shard_states(status)
+    counts = ", ".join(f"{name} {len(shards)}" for name, shards in states.items())
+    lines = [f"{now}  {status.checkpoint}", f"{len(states['complete'])}/{status.shards.total} complete: {counts}"]
+    for name in ("running", "pending", "failed", "waiting"):
+        if states[name]:
+            lines.append(f"  {name:<8}{format_array_expression(states[name])}")
+    latest = {a.shard_index: a for a in status.failed_attempts if a.shard_index in states["failed"]}
+    for shard, attempt in sorted(latest.items())[:10]:
+        lines.append(f"  shard {shard}: {attempt.reason}  {attempt.path}")
+    return "\n".join(lines) + "\n"
+
+
+def watch(collect, echo, sleep, clock_text, interval_s: float, clear: bool) -> int:
+    """Refresh until every shard is complete (0) or nothing is left queued (3, with shards left).
+
+    ``collect`` returns a RunStatus with ``queued`` filled from squeue; the rest is injected
+    so the loop can be tested without a terminal or a clock.
+    """
+    while True:
+        status = collect()
+        states = shard_states(status)
+        echo(("\x1b[H\x1b[2J" if clear else "") + format_watch(status, clock_text()))
+        if len(states["complete"]) == status.shards.total:
+            echo("every shard is complete\n")
+            return 0
+        if not status.queued:
+            echo(f"nothing of this run is queued any more; {status.shards.total - len(states['complete'])} "
+                 "shard(s) incomplete: curator-array retry --checkpoint-path "
+                 f"{status.checkpoint} --submit --site <site>\n")
+            return 3
+        sleep(interval_s)

@@ -14,17 +14,37 @@ from . import FormatChoice, checkpoint_option, cli
 Examples:
   curator-array status --checkpoint-path /shared/ckpt
   curator-array status --checkpoint-path /shared/ckpt --json | jq .incomplete
+  curator-array status --checkpoint-path /shared/ckpt --watch --interval 30
+
+\b
+With --watch: exit 0 once every shard is complete, 3 when nothing of the run is
+queued any more and shards are still incomplete.
 """)
 @checkpoint_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
-def status(checkpoint_path: str, as_json: bool) -> None:
-    """Show what is complete, incomplete and failed in a logical run."""
-    from ..status import collect_status, format_status
+@click.option("--watch", is_flag=True, help="Refresh until the run is complete or nothing is left queued.")
+@click.option("--interval", type=click.FloatRange(min=0.5), default=10, show_default=True,
+              help="With --watch: seconds between refreshes.")
+def status(checkpoint_path: str, as_json: bool, watch: bool, interval: float) -> None:
+    """Show what is complete, running, pending and failed in a logical run."""
+    import sys
+    import time
+
+    from ..status import collect_status, format_status, watch as watch_loop
     from ..submit import queued_shards
 
     layout = CheckpointLayout(checkpoint_path)
-    result = collect_status(layout)
-    result.queued = queued_shards(layout)
+
+    def collect():
+        result = collect_status(layout)
+        result.queued = queued_shards(layout)
+        return result
+
+    if watch:
+        code = watch_loop(collect, lambda text: click.echo(text, nl=False), time.sleep,
+                          lambda: time.strftime("%H:%M:%S"), interval, sys.stdout.isatty())
+        raise click.exceptions.Exit(code)
+    result = collect()
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2, sort_keys=True))
     else:
@@ -90,3 +110,22 @@ def freeze_listing(snapshot, layout: CheckpointLayout, shards) -> None:
             f"({listings.load(layout, run.listing).differences(snapshot)}): use a new checkpoint path")
     click.echo(f"froze {snapshot.table.num_rows} files ({run.source_task_count} tasks) into {layout.completion_dir / name}",
                err=True)
+
+
+@cli.command(epilog="""\b
+Examples:
+  curator-array report --checkpoint-path /shared/ckpt -o report.html
+""")
+@checkpoint_option
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="The HTML file to write.")
+def report(checkpoint_path: str, output: str) -> None:
+    """Write one self-contained HTML page about the run: shard grid, durations, rows and
+    drops per filter, throughput per node, failures and the retry command."""
+    from pathlib import Path
+
+    from ..report import write_report
+    from ..submit import queued_shards
+
+    layout = CheckpointLayout(checkpoint_path)
+    path = write_report(layout, Path(output), queued_shards(layout))
+    click.echo(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", err=True)

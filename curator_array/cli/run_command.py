@@ -94,7 +94,10 @@ error (a different pipeline than the run's included), 1 crash.
               help="Parent of Ray's session dir (default: TMPDIR); keep it short.")
 @click.option("--stall-timeout", type=click.FloatRange(min=1), envvar="CURATOR_ARRAY_STALL_TIMEOUT",
               help="Fail when no operator progresses for this many seconds.")
-@click.option("--progress/--no-progress", default=None, help="Progress bars (default: on a terminal).")
+@click.option("--progress/--no-progress", default=None, help="Ray Data's progress bars (default: on a terminal).")
+@click.option("--progress-interval", type=click.FloatRange(min=0), default=30, show_default=True,
+              envvar="CURATOR_ARRAY_PROGRESS_INTERVAL",
+              help="Seconds between progress lines in the log (tasks, rows/s, MB/s, ETA); 0: none.")
 @click.option("--cluster", type=click.Choice(["local", "slurm"]), default="local", show_default=True,
               help="local: a private Ray head on this node; slurm: one Ray cluster over the job's "
                    "nodes (every node runs this command; node 0 drives). The entrypoint chooses.")

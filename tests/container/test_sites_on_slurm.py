@@ -79,6 +79,13 @@ def test_local_site_submit_windows_cancel_and_retry_submit(slurm_cluster, sqsh, 
     queued = json.loads(cli("status", "--checkpoint-path", str(out), "--json", env=env, cwd=tmp_path).stdout)
     assert queued["pending"] or queued["running"]
 
+    watched = cli("status", "--checkpoint-path", str(out), "--watch", "--interval", "2", env=env, cwd=tmp_path,
+                  check=False)  # refreshes until nothing of the run is queued
+    assert watched.returncode == 3, watched.stderr
+    frames = watched.stdout.split(str(out))
+    assert any("running" in frame for frame in frames[:-1]), watched.stdout[:3000]
+    assert "4/6 complete: complete 4, running 0, pending 0, failed 0, waiting 2" in watched.stdout
+    assert "nothing of this run is queued any more; 2 shard(s) incomplete" in watched.stdout
     wait_for(jobs[0], 4, timeout=400)  # element 4 was cancelled while pending: it never ran
     assert job_states(jobs[0]).get("4", "CANCELLED").startswith("CANCELLED")
     done = sorted(int(p.stem.rsplit("_", 1)[1]) for p in CheckpointLayout(out).completion_dir.glob("completed_*"))

@@ -113,3 +113,48 @@ def test_every_command_has_help_with_examples(capsys):
     for command in sorted(cli.commands):
         code, out, _ = run_cli(capsys, command, "--help")
         assert code == 0 and "Examples:" in out, f"{command} --help has no examples"
+
+
+def test_watch_refreshes_until_complete_or_nothing_is_queued(checkpoint):
+    from curator_array.status import collect_status, watch
+
+    queued = {2: "RUNNING", 3: "PENDING", 5: "RUNNING"}
+    frames, sleeps = [], []
+
+    def collect():
+        status = collect_status(checkpoint)
+        status.queued = dict(queued)
+        return status
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        shard = 2 if 2 in queued else 5  # a running shard finishes at each refresh
+        write_completion_manifest(checkpoint, completion_manifest(ShardConfig(shard, 6), source_tasks=1, rows_in=1,
+                                                                  rows_out=1, output_file_count=1))
+        del queued[shard]
+        if shard == 5:
+            del queued[3]  # cancelled while pending
+
+    code = watch(collect, frames.append, sleep, lambda: "12:00:00", 5, clear=False)
+    assert code == 3 and sleeps == [5, 5]
+    assert frames[0].splitlines()[1] == "3/6 complete: complete 3, running 2, pending 1, failed 0, waiting 0"
+    assert "  running 2,5" in frames[0] and "  pending 3" in frames[0]
+    assert frames[-2].splitlines()[1] == "5/6 complete: complete 5, running 0, pending 0, failed 1, waiting 0"
+    assert "shard 3: 1 failed task(s)" in frames[-2]
+    assert "nothing of this run is queued any more; 1 shard(s) incomplete" in frames[-1]
+    queued.clear()
+    write_completion_manifest(checkpoint, completion_manifest(ShardConfig(3, 6), source_tasks=1, rows_in=1, rows_out=1,
+                                                              output_file_count=1))
+    write_completion_manifest(checkpoint, completion_manifest(ShardConfig(5, 6), source_tasks=1, rows_in=1, rows_out=1,
+                                                              output_file_count=1))
+    assert watch(collect, frames.append, sleep, lambda: "12:00:01", 5, clear=True) == 0
+    assert frames[-2].startswith("\x1b[H\x1b[2J") and frames[-1] == "every shard is complete\n"
+
+
+def test_watch_names_failed_shards_and_why(checkpoint):
+    from curator_array.status import collect_status, format_watch
+
+    status = collect_status(checkpoint)
+    text = format_watch(status, "now")
+    assert "failed 1" in text and "  failed  3" in text
+    assert "shard 3: 1 failed task(s)" in text

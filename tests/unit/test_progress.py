@@ -1,0 +1,48 @@
+"""Progress lines, driven by a fake clock (no sleeping)."""
+
+from curator_array.progress import ProgressReporter, clock_text
+from curator_array.tasks import FailedTask, TaskCounters, WrittenFiles
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def written(task_id, rows, size):
+    return WrittenFiles(task_id, counters=TaskCounters(rows_read=rows, bytes_read=size), files=["x"], rows_written=rows)
+
+
+def test_lines_every_interval_with_rates_and_an_eta_from_bytes():
+    clock, lines = FakeClock(), []
+    progress = ProgressReporter(total_tasks=4, total_bytes=4_000_000, interval_s=30, clock=clock, emit=lines.append)
+    clock.now += 10
+    progress.record(written("a", 100, 1_000_000))
+    assert not progress.maybe_report(), "not before the interval"
+    clock.now += 20
+    assert progress.maybe_report()
+    assert lines == ["progress: 1/4 tasks, 3 rows/s, 0.0 MB/s, elapsed 0:00:30, ETA 0:01:30"]
+    progress.record(written("b", 300, 1_000_000))
+    progress.record(FailedTask("c", reason="bad"))
+    clock.now += 75  # two intervals passed: one line, not a burst
+    assert progress.maybe_report() and not progress.maybe_report()
+    assert lines[-1] == "progress: 3/4 tasks, 4 rows/s, 0.0 MB/s, elapsed 0:01:45, ETA 0:01:45"
+
+
+def test_eta_from_tasks_without_sizes_and_the_final_line():
+    clock, lines = FakeClock(), []
+    with ProgressReporter(total_tasks=2, interval_s=5, clock=clock, emit=lines.append) as progress:
+        clock.now += 10
+        progress.record(written("a", 50, 0))
+        assert progress.line().endswith("ETA 0:00:10")
+    assert lines[-1].startswith("finished: 1/2 tasks")
+
+
+def test_interval_zero_is_silent_and_clock_text():
+    lines = []
+    with ProgressReporter(3, interval_s=0, emit=lines.append) as progress:
+        assert not progress.maybe_report()
+    assert lines == [] and clock_text(3725) == "1:02:05"

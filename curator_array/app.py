@@ -14,7 +14,8 @@ from dataclasses import dataclass, fields
 
 from typing import TYPE_CHECKING
 
-from .checkpoint import AttemptId, CheckpointLayout, archive_run, write_attempt_error
+from .checkpoint import AttemptId, CheckpointLayout, write_attempt_error
+from .run_config import archive_run
 from .errors import CheckpointMismatchError, ConfigError
 from .job_context import JobContext
 from .jobenv import JobEnvironment

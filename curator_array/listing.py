@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .atomic import create_bytes_exclusive
-from .checkpoint import CheckpointLayout, unwritable
+from .checkpoint import CheckpointLayout
+from .run_config import unwritable
 from .errors import CheckpointMismatchError, CorruptCheckpointError
 from .sharding import ShardConfig, validate_source_ids
 

@@ -16,15 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import listing as listings
-from .checkpoint import (
-    CheckpointLayout,
-    RunConfig,
-    check_run,
-    ensure_run_config,
-    manifest_exists,
-    pin_missing,
-    read_run_config,
-)
+from .checkpoint import CheckpointLayout, manifest_exists
+from .run_config import RunConfig, check_run, ensure_run_config, pin_missing, read_run_config
 from .errors import CheckpointMismatchError, CuratorArrayError
 from .listing import Listing
 from .pipeline import Pipeline

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .arrays import ArrayWindow
-from .checkpoint import CheckpointLayout, read_run_config, scan_completion_manifests
+from .checkpoint import CheckpointLayout, scan_completion_manifests
+from .run_config import read_run_config
 from .errors import ConfigError
 from .sharding import ShardRange
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from .arrays import format_array_expression
-from .checkpoint import CheckpointLayout, find_failed_attempt_records, read_run_config, scan_completion_manifests
+from .checkpoint import CheckpointLayout, find_failed_attempt_records, scan_completion_manifests
+from .run_config import read_run_config
 from .sharding import ShardRange
 
 

@@ -97,7 +97,7 @@ def plan(input_dir, total_shards, minimum_shard_index, files_per_partition, inpu
 def freeze_listing(snapshot, layout: CheckpointLayout, shards) -> None:
     """Write the listing and a run.json without a pipeline (the first start pins that)."""
     from .. import listing as listings
-    from ..checkpoint import ensure_run_config
+    from ..run_config import ensure_run_config
 
     listings.validate(snapshot)
     name = listings.save(layout, snapshot)

@@ -107,7 +107,7 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
     run has finished: a shard still running has no manifest yet (--submit checks this).
     With --submit, the run options after `--` must describe the run's pipeline.
     """
-    from ..checkpoint import check_pipeline, read_run_config
+    from ..run_config import check_pipeline, read_run_config
     from ..submit import plan_submissions, resolve_max_array_size
 
     layout = CheckpointLayout(checkpoint_path)
@@ -164,7 +164,7 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     checkpoint already holds the run): shard range, input listing and pipeline.
     """
     from ..arrays import parse_array_expression
-    from ..checkpoint import archive_run
+    from ..run_config import archive_run
     from ..prepare import check_against_run, pin_run
     from ..sharding import ShardRange
     from ..submit import plan_submissions, resolve_max_array_size

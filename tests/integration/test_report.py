@@ -12,7 +12,7 @@ import pytest
 
 from curator_array.sharding import shard_of
 from curator_array.stages.partition import group_task_id
-from tests.conftest import REPO, need
+from tests.conftest import need
 from tests.integration.test_reliability import SMALL, run_cli, shard_env
 
 pytestmark = pytest.mark.ray

@@ -5,16 +5,15 @@ import signal
 
 import pytest
 
-from curator_array import checkpoint as ckpt
+from curator_array import run_config as ckpt
 from curator_array.checkpoint import (
     AttemptId,
     CheckpointLayout,
     completion_manifest,
-    ensure_run_config,
-    read_run_config,
     write_completion_manifest,
     write_failed_tasks,
 )
+from curator_array.run_config import ensure_run_config, read_run_config
 from curator_array.errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
 from curator_array.jobenv import JobEnvironment
 from curator_array.sharding import ShardConfig, ShardRange

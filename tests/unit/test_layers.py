@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-CORE = ["sharding", "arrays", "checkpoint", "contract", "retry", "status", "plan", "job_context", "jobenv"]
+CORE = ["sharding", "arrays", "checkpoint", "run_config", "contract", "retry", "status", "plan", "job_context", "jobenv"]
 
 
 @pytest.mark.parametrize("modules", [CORE, ["cli", "app", "options", "entrypoint"]])

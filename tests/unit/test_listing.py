@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout, read_run_config
+from curator_array.checkpoint import CheckpointLayout
+from curator_array.run_config import read_run_config
 from curator_array.cli import main
 from curator_array.errors import CheckpointMismatchError
 from curator_array.listing import load

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout, archive_run, read_run_config
+from curator_array.checkpoint import CheckpointLayout
+from curator_array.run_config import archive_run, read_run_config
 from curator_array.cli import main
 from curator_array.contract import describe_changes
 from curator_array.errors import CheckpointMismatchError

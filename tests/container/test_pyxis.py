@@ -187,3 +187,23 @@ def test_a_mount_path_pyxis_cannot_express_stops_the_script(pyxis, sqsh, work):
     assert states["0"].startswith("FAILED"), states
     assert f"pyxis cannot mount a path with ',' or ':': {data}" in logs(work)
     assert not (work / "out").exists() or not manifests(work / "out")
+
+
+def test_cluster_cleanup_unmounts_and_removes_what_enroot_left(pyxis, sqsh, tmp_path):
+    """What `slurm_cluster.py stop` does after the daemons: a squashfuse mount (as pyxis's
+    use_squashfuse leaves when a step is killed) and an unpacked container, both gone."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location("slurm_cluster", REPO / "scripts" / "slurm_cluster.py")
+    cluster = sys.modules["slurm_cluster"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cluster)
+    root = tmp_path / "cluster"
+    mount = root / "nodes" / "node1" / "enroot" / "runtime" / "user-0" / "mnt"
+    container = root / "nodes" / "node1" / "enroot" / "data" / "user-0" / "pyxis_7.0"
+    mount.mkdir(parents=True)
+    (container / "etc").mkdir(parents=True)
+    subprocess.run(["squashfuse", str(sqsh), str(mount)], check=True)
+    assert (mount / "etc" / "rc").exists() and cluster.mounts_under(root) == [str(mount)]
+    cluster.remove_containers(root)
+    assert cluster.mounts_under(root) == [] and not container.exists() and not mount.exists()

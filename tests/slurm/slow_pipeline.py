@@ -20,8 +20,12 @@ class Slow(ProcessingStage):
 
 
 def build(options):
-    """``SLOW_SECONDS`` per task; ``SLOW_SECONDS_ON_RESTART`` instead once SLURM has requeued the job."""
+    """``SLOW_SECONDS`` per task; ``SLOW_SECONDS_ON_RESTART`` instead once SLURM has requeued the job;
+    with ``SLOW_ONLY_ARRAY_TASK`` set, other array elements take 0.1 s per task."""
     seconds = os.environ.get("SLOW_SECONDS", "2")
     if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
         seconds = os.environ.get("SLOW_SECONDS_ON_RESTART", seconds)
+    only = os.environ.get("SLOW_ONLY_ARRAY_TASK")
+    if only and os.environ.get("SLURM_ARRAY_TASK_ID") != only:
+        seconds = "0.1"
     return [options.reader(), Slow(float(seconds)), options.writer()]

@@ -88,18 +88,18 @@ def test_windows_with_offsets_and_minimum_index(slurm_cluster, sample_data_modul
     out = tmp_path / "out"
     script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line()}")
     jobs = [
-        sbatch(script, "--array=0-3", env=submit_env(sample_data_module, out, TOTAL_SHARDS="8", SHARD_INDEX_OFFSET=str(offset)))
-        for offset in (0, 4)
+        sbatch(script, "--array=0-1", env=submit_env(sample_data_module, out, TOTAL_SHARDS="4", SHARD_INDEX_OFFSET=str(offset)))
+        for offset in (0, 2)
     ]
     for job in jobs:
-        assert set(wait_for(job, 4).values()) == {"COMPLETED"}
-    assert sorted(manifests(out)) == list(range(8))
+        assert set(wait_for(job, 2).values()) == {"COMPLETED"}
+    assert sorted(manifests(out)) == list(range(4))
     assert records_digest(read_records(out)) == records_digest(unsharded)
 
     out1 = tmp_path / "out-min1"
-    job = sbatch(script, "--array=1-4", env=submit_env(sample_data_module, out1, MINIMUM_SHARD_INDEX="1"))
-    assert set(wait_for(job, 4).values()) == {"COMPLETED"}
-    assert sorted(manifests(out1)) == [1, 2, 3, 4]
+    job = sbatch(script, "--array=1-3", env=submit_env(sample_data_module, out1, MINIMUM_SHARD_INDEX="1"))
+    assert set(wait_for(job, 3).values()) == {"COMPLETED"}
+    assert sorted(manifests(out1)) == [1, 2, 3]
     assert records_digest(read_records(out1)) == records_digest(unsharded)
 
 
@@ -112,7 +112,7 @@ def test_cancelled_element_is_retried_to_identical_outputs(slurm_cluster, sample
     assert set(wait_for(job, 3).values()) == {"COMPLETED"}
 
     out = tmp_path / "out"
-    job = sbatch(script, "--array=0-2", env=submit_env(sample_data_module, out, SLOW_SECONDS="3"))
+    job = sbatch(script, "--array=0-2", env=submit_env(sample_data_module, out, SLOW_SECONDS="3", SLOW_ONLY_ARRAY_TASK="1"))
     deadline = time.monotonic() + 120
     log = tmp_path / f"slurm_{job}_1.out"
     while time.monotonic() < deadline and not (log.exists() and "stage slow" in log.read_text()):
@@ -154,7 +154,7 @@ def test_worker_node_that_never_joins_fails_the_head_by_name(slurm_cluster, samp
     out = tmp_path / "out"
     body = (
         f"cd {REPO}\n"
-        "srun --ntasks-per-node=1 bash -c 'if [ \"$SLURM_NODEID\" = 1 ]; then sleep 60; else exec "
+        "srun --ntasks-per-node=1 bash -c 'if [ \"$SLURM_NODEID\" = 1 ]; then sleep 20; else exec "
         + entrypoint_line("--worker-join-timeout", "8").split(" ", 2)[2]
         + "; fi'"
     )

@@ -11,16 +11,15 @@ import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, fields
-
 from typing import TYPE_CHECKING
 
 from .checkpoint import AttemptId, CheckpointLayout, write_attempt_error
-from .run_config import archive_run
 from .errors import CheckpointMismatchError, ConfigError
 from .job_context import JobContext
 from .jobenv import JobEnvironment
 from .options import DOWNLOAD_SLOT, PipelineOptions
 from .ray_cluster import NodeOptions
+from .run_config import archive_run
 from .sharding import ShardConfig
 from .stopping import StopController
 from .timeline import Timeline
@@ -28,8 +27,6 @@ from .timeline import Timeline
 if TYPE_CHECKING:  # the heavy modules (pyarrow, Ray Data) are imported after the head is launched
     from .pipeline import Pipeline
     from .runner import ShardOutcome
-
-
 
 logger = logging.getLogger(__name__)
 

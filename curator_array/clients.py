@@ -11,11 +11,18 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from collections.abc import Callable
-
-from .ray_cluster import AUTH_ENV, NodeOptions, RayNodeProcess, new_session_dir, spawn_head, start_head, write_token
+from .ray_cluster import (
+    AUTH_ENV,
+    NodeOptions,
+    RayNodeProcess,
+    new_session_dir,
+    spawn_head,
+    start_head,
+    write_token,
+)
 
 logger = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 
 from .atomic import create_bytes_exclusive
 from .checkpoint import CheckpointLayout
-from .run_config import unwritable
 from .errors import CheckpointMismatchError, CorruptCheckpointError
+from .run_config import unwritable
 from .sharding import ShardConfig, validate_source_ids
 
 SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("mtime_ns", pa.int64()),

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from . import listing as listings
 from .checkpoint import CheckpointLayout, manifest_exists
-from .run_config import RunConfig, check_run, ensure_run_config, pin_missing, read_run_config
 from .errors import CheckpointMismatchError, CuratorArrayError
 from .listing import Listing
 from .pipeline import Pipeline
+from .run_config import RunConfig, check_run, ensure_run_config, pin_missing, read_run_config
 from .sharding import ShardConfig, ShardRange, validate_source_ids
 from .tasks import FailedTask, Task
 

@@ -19,8 +19,8 @@ import ray
 import ray.data
 
 from .pools import ClusterShape, PoolChoice, choose_pool
-from .stages.base import ProcessingStage
 from .stages.apply import apply_chain, apply_stage
+from .stages.base import ProcessingStage
 from .tasks import Task
 
 logger = logging.getLogger(__name__)

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from .arrays import ArrayWindow
 from .checkpoint import CheckpointLayout, scan_completion_manifests
-from .run_config import read_run_config
 from .errors import ConfigError
+from .run_config import read_run_config
 from .sharding import ShardRange
 
 FORMATS = ("array", "fields")

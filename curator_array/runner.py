@@ -14,13 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import AttemptId, completion_manifest, utc_now, write_completion_manifest, write_failed_tasks
+from .checkpoint import (
+    AttemptId,
+    completion_manifest,
+    utc_now,
+    write_completion_manifest,
+    write_failed_tasks,
+)
 from .formats.jsonl import MALFORMED_LINES
 from .jobenv import JobEnvironment
 from .prepare import PreparedShard
+from .progress import ProgressReporter
 from .sharding import ShardConfig
 from .tasks import FailedTask, Task, TaskCounters, WrittenFiles
-from .progress import ProgressReporter
 from .timeline import Timeline
 
 logger = logging.getLogger(__name__)

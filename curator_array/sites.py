@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import re
 import shlex
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from .errors import ConfigError
 

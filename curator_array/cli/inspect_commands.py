@@ -30,7 +30,8 @@ def status(checkpoint_path: str, as_json: bool, watch: bool, interval: float) ->
     import sys
     import time
 
-    from ..status import collect_status, format_status, watch as watch_loop
+    from ..status import collect_status, format_status
+    from ..status import watch as watch_loop
     from ..submit import queued_shards
 
     layout = CheckpointLayout(checkpoint_path)

@@ -164,8 +164,8 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     checkpoint already holds the run): shard range, input listing and pipeline.
     """
     from ..arrays import parse_array_expression
-    from ..run_config import archive_run
     from ..prepare import check_against_run, pin_run
+    from ..run_config import archive_run
     from ..sharding import ShardRange
     from ..submit import plan_submissions, resolve_max_array_size
 
@@ -204,7 +204,8 @@ Examples:
 @click.option("--check", is_flag=True, help="Change nothing; fail if a rendered script is out of date.")
 def render_site(names, render_all, sites_dir, check):
     """Render site_configs/<name>.toml into site_configs/<name>.sbatch."""
-    from ..sites import load_site, render_site as render, site_names, write_rendered
+    from ..sites import load_site, site_names, write_rendered
+    from ..sites import render_site as render
 
     directory = Path(sites_dir)
     chosen = site_names(directory) if render_all else list(names)

@@ -16,7 +16,6 @@ from ..errors import ConfigError
 from ..tasks import DocumentBatch, Task
 from .base import ProcessingStage
 
-
 Mask = pa.Array | pa.ChunkedArray
 
 

@@ -11,7 +11,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_DIR = Path(os.environ.get("CURATOR_ARRAY_SLURM_DIR", "/tmp/curator-array-slurm"))
+CRED_EXPIRE_S = 10
 PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
 CTLD_PORT, FIRST_SLURMD_PORT = 16817, 17001
 REPO = Path(__file__).resolve().parent.parent
@@ -209,11 +210,8 @@ def node_names(nodes: int) -> list[str]:
     return [f"node{i}" for i in range(1, nodes + 1)]
 
 
-def write_config(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis: Pyxis | None = None,
-                 squashfuse: bool = False) -> Path:
+def config_text(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis: Pyxis | None) -> str:
     host = socket.gethostname().split(".")[0]
-    for sub in ("etc", "state", "log", "run", "spool"):
-        (root / sub).mkdir(parents=True, exist_ok=True)
     lines = [
         "ClusterName=curatorarray",
         f"SlurmctldHost={host}(127.0.0.1)",
@@ -221,6 +219,8 @@ def write_config(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis: 
         "SlurmUser=root",
         "SlurmdUser=root",
         "AuthType=auth/munge",
+        # A requeued job may start again only once its old credential has expired (120 s by default).
+        f"AuthInfo=cred_expire={CRED_EXPIRE_S}",
         f"StateSaveLocation={root}/state",
         f"SlurmdSpoolDir={root}/spool/%n",
         f"SlurmctldPidFile={root}/run/slurmctld.pid",
@@ -252,10 +252,18 @@ def write_config(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis: 
         )
     lines.append("PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
     if pyxis is not None:
-        write_plugstack(root, pyxis.plugin, squashfuse)
         lines.append(f"PlugStackConfig={root / 'etc' / 'plugstack.conf'}")
+    return "\n".join(lines) + "\n"
+
+
+def write_config(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis: Pyxis | None = None,
+                 squashfuse: bool = False) -> Path:
+    for sub in ("etc", "state", "log", "run", "spool"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    if pyxis is not None:
+        write_plugstack(root, pyxis.plugin, squashfuse)
     config = root / "etc" / "slurm.conf"
-    text = "\n".join(lines) + "\n"
+    text = config_text(root, nodes, max_array_size, cpus, pyxis)
     if not config.exists() or config.read_text() != text:
         config.write_text(text)
     for name in node_names(nodes):
@@ -292,7 +300,9 @@ def start(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis_mode: st
     settings = root / "run" / "settings"
     wanted = f"{nodes} {max_array_size} {cpus} {pyxis.plugin if pyxis else 'no-pyxis'} {squashfuse}"
     running = pid_alive(root / "run" / "slurmctld.pid")
-    if running and (not settings.exists() or settings.read_text() != wanted):
+    config = root / "etc" / "slurm.conf"
+    stale = not config.exists() or config.read_text() != config_text(root, nodes, max_array_size, cpus, pyxis)
+    if running and (stale or not settings.exists() or settings.read_text() != wanted):
         stop(root)  # other settings: restart from scratch
         running = None
     ensure_munge(root)

@@ -242,7 +242,7 @@ def config_text(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis: P
         "MinJobAge=600",
         "KillWait=10",
         "InactiveLimit=0",
-        "SlurmdTimeout=30",
+        "SlurmdTimeout=15",  # a stopped slurmd is declared failed after this long
         "SchedulerParameters=sched_interval=1",
     ]
     for index, name in enumerate(node_names(nodes)):

@@ -6,7 +6,9 @@ does; the image build reuses the daemon's layer cache, which lives outside the c
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import shutil
 import subprocess
@@ -47,9 +49,20 @@ def build_tool():
 
 
 @pytest.fixture(scope="session")
-def image(docker_client, build_tool):
-    """Built as `make image` builds it: no base given, so the registry's or the offline one."""
-    build_tool.build_image(IMAGE_TAG, None)
+def base_choice(docker_client, build_tool) -> tuple[str, str]:
+    """The base `make image` picks with no base given, and what it said while picking: the
+    registry's image, else the offline one (built now from packages unless already there)."""
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        tag = build_tool.choose_base(docker_client, None)
+    sys.stdout.write(said.getvalue())
+    return tag, said.getvalue()
+
+
+@pytest.fixture(scope="session")
+def image(base_choice, build_tool):
+    """Built as `make image` builds it, on the base chosen above."""
+    build_tool.build_image(IMAGE_TAG, base_choice[0])
     return IMAGE_TAG
 
 

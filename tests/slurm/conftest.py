@@ -64,6 +64,24 @@ def pyxis(slurm_cluster) -> bool:
     return True
 
 
+SLOW = "--pipeline tests.slurm.slow_pipeline:build --output-file-type parquet"
+
+
+@pytest.fixture(scope="session")
+def slow_baseline(slurm_cluster, tmp_path_factory) -> Path:
+    """An uninterrupted 2-element run of the slow pipeline (Parquet): what every interrupted,
+    retried run must equal byte for byte (outputs are named by task, whatever the shard count)."""
+    from tests.conftest import SAMPLE
+
+    data = tmp_path_factory.mktemp("baseline-input") / "jsonl"
+    shutil.copytree(SAMPLE / "jsonl", data)
+    out = tmp_path_factory.mktemp("baseline") / "out"
+    script = job_script(out.parent / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}")
+    job = sbatch(script, "--array=0-1", env={"INPUT_DIR": str(data), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "0.1"})
+    assert set(wait_for(job, 2).values()) == {"COMPLETED"}
+    return out
+
+
 @pytest.fixture(scope="module")
 def sample_data_module(tmp_path_factory) -> Path:
     """The bundled JSONL sample, copied once per module (jobs read it from every node)."""

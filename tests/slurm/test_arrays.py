@@ -12,7 +12,7 @@ import pytest
 
 from curator_array.checkpoint import CheckpointLayout
 from tests.conftest import REPO, read_records, records_digest, visible_files
-from tests.slurm.conftest import entrypoint_line, job_script, sbatch, wait_for
+from tests.slurm.conftest import SLOW, entrypoint_line, job_script, sbatch, wait_for
 
 pytestmark = pytest.mark.slurm
 
@@ -103,14 +103,8 @@ def test_windows_with_offsets_and_minimum_index(slurm_cluster, sample_data_modul
     assert records_digest(read_records(out1)) == records_digest(unsharded)
 
 
-def test_cancelled_element_is_retried_to_identical_outputs(slurm_cluster, sample_data_module, tmp_path):
-    pipeline = "--pipeline tests.slurm.slow_pipeline:build --output-file-type parquet"
-    baseline = tmp_path / "baseline"
-    script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(pipeline)}")
-    env = dict(SLOW_SECONDS="0.5")
-    job = sbatch(script, "--array=0-2", env=submit_env(sample_data_module, baseline, **env))
-    assert set(wait_for(job, 3).values()) == {"COMPLETED"}
-
+def test_cancelled_element_is_retried_to_identical_outputs(slurm_cluster, sample_data_module, slow_baseline, tmp_path):
+    script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}")
     out = tmp_path / "out"
     job = sbatch(script, "--array=0-2", env=submit_env(sample_data_module, out, SLOW_SECONDS="3", SLOW_ONLY_ARRAY_TASK="1"))
     deadline = time.monotonic() + 120
@@ -132,9 +126,9 @@ def test_cancelled_element_is_retried_to_identical_outputs(slurm_cluster, sample
         sample_data_module, out, SHARD_INDEX_OFFSET=offset, MINIMUM_SHARD_INDEX=minimum, TOTAL_SHARDS=total, SLOW_SECONDS="0.5"))
     assert set(wait_for(retry_job, 1).values()) == {"COMPLETED"}
     assert sorted(manifests(out)) == [0, 1, 2]
-    assert visible_files(out) == visible_files(baseline)
+    assert visible_files(out) == visible_files(slow_baseline)
     for name in visible_files(out):
-        assert (out / name).read_bytes() == (baseline / name).read_bytes(), name
+        assert (out / name).read_bytes() == (slow_baseline / name).read_bytes(), name
 
 
 def test_two_elements_on_one_node_at_once(slurm_cluster, sample_data_module, unsharded, tmp_path):

@@ -15,11 +15,10 @@ import pytest
 from curator_array.checkpoint import CheckpointLayout
 from curator_array.ray_cluster import session_members
 from tests.conftest import REPO, read_records, visible_files
-from tests.slurm.conftest import entrypoint_line, job_script, job_states, sbatch, start_cluster, wait_for
+from tests.slurm.conftest import SLOW, entrypoint_line, job_script, job_states, sbatch, start_cluster, wait_for
 from tests.slurm.test_arrays import manifests, raylet_pids
 
 pytestmark = pytest.mark.slurm
-SLOW = "--pipeline tests.slurm.slow_pipeline:build --output-file-type parquet"
 CLI_ENV = dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ['PATH']}")
 
 
@@ -98,16 +97,7 @@ def joined_worker(out: Path, task: str, timeout: float = 60) -> dict:
     raise AssertionError(f"element {task}'s worker node never joined")
 
 
-@pytest.fixture(scope="module")
-def baseline(sample_data_module, tmp_path_factory):
-    out = tmp_path_factory.mktemp("baseline") / "out"
-    script = job_script(out.parent / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}")
-    job = sbatch(script, "--array=0-1", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "0.1"})
-    assert set(wait_for(job, 2).values()) == {"COMPLETED"}
-    return out
-
-
-def test_sigkill_of_the_driver_mid_shard(slurm_cluster, sample_data_module, baseline, tmp_path):
+def test_sigkill_of_the_driver_mid_shard(slurm_cluster, sample_data_module, slow_baseline, tmp_path):
     before = raylet_pids()
     out = tmp_path / "out"
     script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}")
@@ -122,10 +112,10 @@ def test_sigkill_of_the_driver_mid_shard(slurm_cluster, sample_data_module, base
         time.sleep(0.5)
     assert not raylet_pids() - before, "the killed driver's Ray cluster outlived it"
     retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n")
-    assert_same_as(out, baseline)
+    assert_same_as(out, slow_baseline)
 
 
-def test_worker_node_killed_in_a_two_node_element(slurm_cluster, sample_data_module, baseline, tmp_path):
+def test_worker_node_killed_in_a_two_node_element(slurm_cluster, sample_data_module, slow_baseline, tmp_path):
     out = tmp_path / "out"
     script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW, '--worker-join-timeout', '90')}",
                         ("#SBATCH --nodes=2",))
@@ -141,10 +131,10 @@ def test_worker_node_killed_in_a_two_node_element(slurm_cluster, sample_data_mod
     assert 0 not in manifests(out)
     assert attempt_errors(out, 0), "the head did not record why the attempt ended"
     retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n" if states["1"] == "COMPLETED" else "0-1 0 0 2\n")
-    assert_same_as(out, baseline)
+    assert_same_as(out, slow_baseline)
 
 
-def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_module, baseline, tmp_path):
+def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_module, slow_baseline, tmp_path):
     """The worker node's slurmd goes away (its job processes keep running): SLURM declares the
     node failed, the head's step is told to stop, no manifest; retry converges."""
     out = tmp_path / "out"
@@ -173,7 +163,7 @@ def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_
         time.sleep(1)
     assert not [p for p in worker_processes if Path(f"/proc/{p}").exists()], "the worker node's Ray processes outlived the job"
     retry_and_resubmit(out, script, sample_data_module, "0-1 0 0 2\n")
-    assert_same_as(out, baseline)
+    assert_same_as(out, slow_baseline)
 
 
 def wait_for_restart(element: str, timeout: float = 90) -> None:
@@ -239,7 +229,7 @@ def test_requeued_element_gets_a_new_restart_count_and_completes(slurm_cluster, 
     assert len({r["id"] for r in records}) == len(records) == manifest["rows_out"]
 
 
-def test_stop_signal_requeues_the_element_when_the_site_asks(slurm_cluster, sample_data_module, baseline, tmp_path):
+def test_stop_signal_requeues_the_element_when_the_site_asks(slurm_cluster, sample_data_module, slow_baseline, tmp_path):
     """Preemption as sites announce it (the `--signal` warning to the batch shell) with
     ``requeue_on_signal``: the attempt stops cleanly, records why, and the requeued attempt
     (restart 1) completes the shard."""
@@ -270,4 +260,4 @@ def test_stop_signal_requeues_the_element_when_the_site_asks(slurm_cluster, samp
     assert json.loads(stopped.read_text())["error_type"] == "ShardStopped"
     assert subprocess.run(["curator-array", "retry", "--checkpoint-path", str(out)], capture_output=True, text=True,
                           env=CLI_ENV).stdout == ""
-    assert_same_as(out, baseline)
+    assert_same_as(out, slow_baseline)

@@ -53,12 +53,15 @@ def wait_for_log(log: Path, text: str, timeout: float = 120) -> None:
     raise AssertionError(f"{text!r} never appeared in {log}")
 
 
-def retry_and_resubmit(out: Path, script: Path, data: Path, expected_fields: str) -> None:
+def retry_and_resubmit(out: Path, script: Path, data: Path, expected_fields: str, *options: str) -> None:
+    """``retry`` names what is missing; one resubmission of exactly that completes the run.
+
+    ``options`` go to sbatch (``--nodes=1`` lets the elements of a 2-node script run side by side)."""
     fields = subprocess.run(["curator-array", "retry", "--checkpoint-path", str(out), "--format", "fields"],
                             capture_output=True, text=True, check=True, env=CLI_ENV).stdout
     assert fields == expected_fields
     array, offset, minimum, total = fields.split()
-    job = sbatch(script, f"--array={array}", env={"INPUT_DIR": str(data), "OUTPUT_DIR": str(out),
+    job = sbatch(script, f"--array={array}", *options, env={"INPUT_DIR": str(data), "OUTPUT_DIR": str(out),
                                                   "SHARD_INDEX_OFFSET": offset, "MINIMUM_SHARD_INDEX": minimum,
                                                   "TOTAL_SHARDS": total, "SLOW_SECONDS": "0.2"})
     assert set(wait_for(job, len(array.split(","))).values()) == {"COMPLETED"}
@@ -130,7 +133,8 @@ def test_worker_node_killed_in_a_two_node_element(slurm_cluster, sample_data_mod
     assert "died during the run" in log.read_text() or "exited before the driver finished" in log.read_text()
     assert 0 not in manifests(out)
     assert attempt_errors(out, 0), "the head did not record why the attempt ended"
-    retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n" if states["1"] == "COMPLETED" else "0-1 0 0 2\n")
+    retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n" if states["1"] == "COMPLETED" else "0-1 0 0 2\n",
+                       "--nodes=1")
     assert_same_as(out, slow_baseline)
 
 
@@ -162,7 +166,7 @@ def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_
     while [p for p in worker_processes if Path(f"/proc/{p}").exists()] and time.monotonic() < deadline:
         time.sleep(1)
     assert not [p for p in worker_processes if Path(f"/proc/{p}").exists()], "the worker node's Ray processes outlived the job"
-    retry_and_resubmit(out, script, sample_data_module, "0-1 0 0 2\n")
+    retry_and_resubmit(out, script, sample_data_module, "0-1 0 0 2\n", "--nodes=1")
     assert_same_as(out, slow_baseline)
 
 

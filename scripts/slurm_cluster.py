@@ -256,14 +256,12 @@ def config_text(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis: P
     return "\n".join(lines) + "\n"
 
 
-def write_config(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis: Pyxis | None = None,
-                 squashfuse: bool = False) -> Path:
+def write_config(root: Path, text: str, nodes: int, pyxis: Pyxis | None = None, squashfuse: bool = False) -> Path:
     for sub in ("etc", "state", "log", "run", "spool"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     if pyxis is not None:
         write_plugstack(root, pyxis.plugin, squashfuse)
     config = root / "etc" / "slurm.conf"
-    text = config_text(root, nodes, max_array_size, cpus, pyxis)
     if not config.exists() or config.read_text() != text:
         config.write_text(text)
     for name in node_names(nodes):
@@ -301,12 +299,13 @@ def start(root: Path, nodes: int, max_array_size: int, cpus: int, pyxis_mode: st
     wanted = f"{nodes} {max_array_size} {cpus} {pyxis.plugin if pyxis else 'no-pyxis'} {squashfuse}"
     running = pid_alive(root / "run" / "slurmctld.pid")
     config = root / "etc" / "slurm.conf"
-    stale = not config.exists() or config.read_text() != config_text(root, nodes, max_array_size, cpus, pyxis)
+    text = config_text(root, nodes, max_array_size, cpus, pyxis)
+    stale = not config.exists() or config.read_text() != text
     if running and (stale or not settings.exists() or settings.read_text() != wanted):
         stop(root)  # other settings: restart from scratch
         running = None
     ensure_munge(root)
-    config = write_config(root, nodes, max_array_size, cpus, pyxis, squashfuse)
+    config = write_config(root, text, nodes, pyxis, squashfuse)
     env = client_env(config)
     if not running:
         run("slurmctld", "-c", "-f", str(config), env=env)

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+from typing import NamedTuple
 
 import pytest
 
@@ -48,21 +49,26 @@ def build_tool():
     return load_build_tool()
 
 
+class BaseChoice(NamedTuple):
+    tag: str
+    said: str  # what the build printed while choosing
+
+
 @pytest.fixture(scope="session")
-def base_choice(docker_client, build_tool) -> tuple[str, str]:
-    """The base `make image` picks with no base given, and what it said while picking: the
-    registry's image, else the offline one (built now from packages unless already there)."""
+def base_choice(docker_client, build_tool) -> BaseChoice:
+    """The base `make image` picks with no base given: the registry's image, else the
+    offline one (built now from packages unless already there)."""
     said = io.StringIO()
     with contextlib.redirect_stdout(said):
         tag = build_tool.choose_base(docker_client, None)
     sys.stdout.write(said.getvalue())
-    return tag, said.getvalue()
+    return BaseChoice(tag, said.getvalue())
 
 
 @pytest.fixture(scope="session")
 def image(base_choice, build_tool):
     """Built as `make image` builds it, on the base chosen above."""
-    build_tool.build_image(IMAGE_TAG, base_choice[0])
+    build_tool.build_image(IMAGE_TAG, base_choice.tag)
     return IMAGE_TAG
 
 

@@ -130,11 +130,11 @@ def test_without_a_registry_the_build_makes_its_own_base(docker_client, build_to
 
     with pytest.raises(docker.errors.ImageNotFound):
         docker_client.images.get(build_tool.REGISTRY_BASE)
-    built_this_session = "building the offline Debian base" in base_choice[1]
-    offline = base_choice[0] if built_this_session else "curator-array-base:offline-test"
+    built_this_session = "building the offline Debian base" in base_choice.said
+    offline = base_choice.tag if built_this_session else "curator-array-base:offline-test"
     try:
         if built_this_session:
-            said = base_choice[1].strip().splitlines()
+            said = base_choice.said.strip().splitlines()
         else:
             monkeypatch.setattr(build_tool, "DEFAULT_BASE_TAG", offline)
             assert build_tool.choose_base(docker_client, None) == offline

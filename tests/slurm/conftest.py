@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, need
+from tests.conftest import REPO, SAMPLE, need
 
 ENTRYPOINT = REPO / "entrypoints" / "curator-array-entrypoint"
 CLUSTER_SCRIPT = REPO / "scripts" / "slurm_cluster.py"
@@ -64,6 +64,13 @@ def pyxis(slurm_cluster) -> bool:
     return True
 
 
+def copy_sample(tmp_path_factory) -> Path:
+    """A fresh copy of the bundled JSONL sample in a directory every node can read."""
+    target = tmp_path_factory.mktemp("input") / "jsonl"
+    shutil.copytree(SAMPLE / "jsonl", target)
+    return target
+
+
 SLOW = "--pipeline tests.slurm.slow_pipeline:build --output-file-type parquet"
 
 
@@ -71,10 +78,7 @@ SLOW = "--pipeline tests.slurm.slow_pipeline:build --output-file-type parquet"
 def slow_baseline(slurm_cluster, tmp_path_factory) -> Path:
     """An uninterrupted 2-element run of the slow pipeline (Parquet): what every interrupted,
     retried run must equal byte for byte (outputs are named by task, whatever the shard count)."""
-    from tests.conftest import SAMPLE
-
-    data = tmp_path_factory.mktemp("baseline-input") / "jsonl"
-    shutil.copytree(SAMPLE / "jsonl", data)
+    data = copy_sample(tmp_path_factory)
     out = tmp_path_factory.mktemp("baseline") / "out"
     script = job_script(out.parent / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}")
     job = sbatch(script, "--array=0-1", env={"INPUT_DIR": str(data), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "0.1"})
@@ -85,11 +89,7 @@ def slow_baseline(slurm_cluster, tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def sample_data_module(tmp_path_factory) -> Path:
     """The bundled JSONL sample, copied once per module (jobs read it from every node)."""
-    from tests.conftest import SAMPLE
-
-    target = tmp_path_factory.mktemp("input") / "jsonl"
-    shutil.copytree(SAMPLE / "jsonl", target)
-    return target
+    return copy_sample(tmp_path_factory)
 
 
 def sbatch(script: Path, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> str:

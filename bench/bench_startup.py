@@ -104,7 +104,22 @@ def run_naive(work: Path) -> tuple[float, float]:
     return float((work / "stamp").read_text()) - began, gone - ended
 
 
+def import_ray_s() -> float:
+    """This machine's speed right now, as one figure: a fresh interpreter importing Ray (best of 3).
+
+    Start-up is CPU-bound on 2 cores and this VM's speed drifts by tens of percent between
+    sessions; printed beside the figures, it tells a slower run from a slower machine.
+    """
+    times = []
+    for _ in range(3):
+        began = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import ray"], check=True)
+        times.append(time.perf_counter() - began)
+    return min(times)
+
+
 def main() -> None:
+    reference = import_ray_s()
     rows = {}
     for label, nodes in (("1 node", 1), ("2 nodes", 2)):
         runs = []
@@ -125,6 +140,7 @@ def main() -> None:
           f"{one['driver_exit'] - one['last_result']:.1f} s from the last task to exit (goal <= 1)")
     print(f"naive `ray start` + address='auto' driver + default stop: {naive[0]:.1f} s to the first task, "
           f"{naive[1]:.1f} s to stop")
+    print(f"machine reference: `import ray` in a fresh interpreter took {reference:.2f} s in this run")
     print("NeMo Curator's RayClient on this machine (figures from issue 14, not re-measured): 6.8-7.3 s to start, "
           "5.0 s to stop")
 

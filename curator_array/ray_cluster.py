@@ -1,9 +1,11 @@
-"""Start and stop private Ray nodes: one ``ray start --block`` process per node, owned by us.
+"""Start and stop private Ray nodes: one foreground launcher process per node, owned by us.
 
-Each cluster gets free ports, a short temp dir, token auth with its own token file, a
-sized object store, no dashboard and no usage stats. Each node runs in a session of its
-own, so stopping one signals exactly the processes it started. The Ray CLI's stop command
-is never used: it stops every Ray cluster on the host, other users' too.
+The head runs under :mod:`curator_array.ray_head` (Ray's head minus the dashboard and the
+autoscaler monitor); other nodes under ``ray start --block``. Each cluster gets free
+ports, a short temp dir, token auth with its own token file, a sized object store, no
+dashboard and no usage stats. Each node runs in a session of its own, so stopping one
+signals exactly the processes it started. The Ray CLI's stop command is never used: it
+stops every Ray cluster on the host, other users' too.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CuratorArrayError
+from .ray_head import ray_executable
 
 logger = logging.getLogger(__name__)
 
@@ -200,16 +203,11 @@ def ray_environment(token_path: Path, base: Mapping[str, str] | None = None) -> 
     return env
 
 
-def ray_executable() -> str:
-    candidate = Path(sys.executable).with_name("ray")
-    return str(candidate) if candidate.exists() else "ray"
-
-
 def _prepare_node_process() -> None:
     """In the child before exec: tie the node's lifetime to the driver's.
 
     SIGTERM when the process that started us dies: a driver killed with SIGKILL (OOM
-    killer, scancel --signal=KILL) cannot stop its cluster, so `ray start --block` does.
+    killer, scancel --signal=KILL) cannot stop its cluster, so the node's launcher does.
     SIGUSR1 ignored (inherited by every Ray process): SLURM delivers the time-limit warning
     to every process of the step, and only the driver should react, by stopping this node.
     """
@@ -222,16 +220,24 @@ def _prepare_node_process() -> None:
         pass
 
 
-class RayNodeProcess:
-    """One ``ray start --block`` we launched, with everything it spawned in one process group."""
+def head_command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "curator_array.ray_head", *args]
 
-    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path, node_ip: str | None):
-        self.args = args
+
+def worker_command(args: list[str]) -> list[str]:
+    return [ray_executable(), "start", "--block", *args]
+
+
+class RayNodeProcess:
+    """One node launcher we started (see :func:`head_command`), with everything it spawned in one session."""
+
+    def __init__(self, command: list[str], env: Mapping[str, str], log_path: Path, node_ip: str | None):
+        self.command = command
         self.log_path = log_path
         self.node_ip = node_ip
         with open(log_path, "ab") as log:
             self.process = subprocess.Popen(
-                [ray_executable(), "start", "--block", *args],
+                command,
                 env=dict(env),
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -305,13 +311,26 @@ def wait_for_port(host: str, port: int, node: RayNodeProcess, timeout_s: float) 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not node.running():
-            raise RayStartError(f"ray start exited with code {node.process.returncode}:\n{node.log_tail()}")
+            raise RayStartError(f"the Ray node exited with code {node.process.returncode}:\n{node.log_tail()}")
         try:
             socket.create_connection((host, port), timeout=0.5).close()
             return
         except OSError:
             time.sleep(0.1)
     raise RayStartError(f"Ray GCS at {host}:{port} did not come up within {timeout_s:.0f}s:\n{node.log_tail()}")
+
+
+def head_arguments(session_dir: Path, ports: NodePorts, options: NodeOptions, node_ip: str | None = None) -> list[str]:
+    """Flags of a head node, as ``ray start`` spells them (the head launcher reads the same)."""
+    return [
+        "--head",
+        *([f"--node-ip-address={node_ip}"] if node_ip else []),
+        f"--temp-dir={session_dir}",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+        *ports.arguments(head=True),
+        *options.arguments(),
+    ]
 
 
 def spawn_head(
@@ -323,16 +342,8 @@ def spawn_head(
     on purpose); the GCS listens on every interface, which is why token auth is always on.
     """
     ports = NodePorts.allocate()
-    args = [
-        "--head",
-        *([f"--node-ip-address={node_ip}"] if node_ip else []),
-        f"--temp-dir={session_dir}",
-        "--include-dashboard=false",
-        "--disable-usage-stats",
-        *ports.arguments(head=True),
-        *options.arguments(),
-    ]
-    node = RayNodeProcess(args, ray_environment(token_path), session_dir / "ray-head.log", node_ip)
+    args = head_arguments(session_dir, ports, options, node_ip)
+    node = RayNodeProcess(head_command(args), ray_environment(token_path), session_dir / "ray-head.log", node_ip)
     return node, f"{node_ip or '127.0.0.1'}:{ports.gcs}"
 
 
@@ -377,4 +388,4 @@ def start_worker(
         *NodePorts.allocate().arguments(head=False),
         *options.arguments(),
     ]
-    return RayNodeProcess(args, ray_environment(token_path), session_dir / log_name, node_ip)
+    return RayNodeProcess(worker_command(args), ray_environment(token_path), session_dir / log_name, node_ip)

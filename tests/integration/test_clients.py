@@ -1,13 +1,27 @@
 """RayClient isolation on one host: auth, ports, concurrent clusters, clusters we do not own."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from curator_array.ray_cluster import NodeOptions, new_session_dir, ray_environment, start_head, write_token
+from curator_array.ray_cluster import (
+    NodeOptions,
+    NodePorts,
+    RayNodeProcess,
+    head_arguments,
+    head_command,
+    new_session_dir,
+    ray_environment,
+    start_head,
+    wait_for_port,
+    write_token,
+)
 from tests.conftest import REPO, read_records, records_digest
 
 pytestmark = pytest.mark.ray
@@ -48,15 +62,68 @@ def test_private_head_is_authenticated_isolated_and_stopped(tmp_path):
     assert result["port"] != 6379
     assert result["mode"] == 0o600
     assert len(result["session_dir"]) < 40
-    dashboards = [n for n in result["names"] if "dashboard/dashboard.py" in n]
-    assert all("--minimal" in n and "--disable-frontend" in n and "--host=127.0.0.1" in n for n in dashboards)
-    assert all("--port=8265" not in n for n in dashboards)
+    names = result["names"]
+    assert any("-m curator_array.ray_head --head" in n for n in names)
+    assert any("gcs_server" in n for n in names) and any("raylet" in n for n in names)
+    assert not [n for n in names if "dashboard/dashboard.py" in n or "autoscaler/_private/monitor.py" in n], names
     assert result["intruder_rc"] != 0, "a client without the token must be rejected"
     assert "token-auth" in result["intruder_err"] or "Authentication" in result["intruder_err"]
     left, teardown = lines["LEFT"].split(" ")
     assert json.loads(left) == []
     assert float(teardown) <= 2.0
     assert not Path(result["session_dir"]).exists()
+
+
+FALLBACK_PROBE = r"""
+import sys
+import ray._private.node
+del ray._private.node.Node.dead_processes  # stands for a Ray whose internals changed
+from curator_array import ray_head
+sys.exit(ray_head.main(sys.argv[1:]))
+"""
+
+
+def _start_with(command_for, tmp_path):
+    """A head whose launcher command is ``command_for(args)``, and a driver that used it."""
+    session = new_session_dir()
+    token = write_token(session / "auth_token")
+    ports = NodePorts.allocate()
+    args = head_arguments(session, ports, NodeOptions(num_cpus=1, object_store_memory=100 * 2**20))
+    node = RayNodeProcess(command_for(args), ray_environment(token), session / "ray-head.log", None)
+    return node, f"127.0.0.1:{ports.gcs}", token
+
+
+def test_head_falls_back_to_ray_start_where_ray_internals_differ(tmp_path):
+    node, address, token = _start_with(lambda args: [sys.executable, "-c", FALLBACK_PROBE, *args], tmp_path)
+    try:
+        wait_for_port("127.0.0.1", int(address.rsplit(":", 1)[1]), node, 60)
+        driver = subprocess.run(
+            [sys.executable, "-c", f"import ray; ray.init(address={address!r}); "
+             "print('SUM', ray.get(ray.remote(lambda: 2 + 3).remote()))"],
+            env=ray_environment(token), capture_output=True, text=True, timeout=120)
+        assert "SUM 5" in driver.stdout, driver.stderr[-2000:]
+        assert "using `ray start --block` instead" in node.log_tail(40)
+        names = [open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").decode() for p in node.members()]
+        assert any("dashboard/dashboard.py" in n for n in names), "the fallback is the stock `ray start`"
+    finally:
+        node.stop()
+    assert not node.members()
+
+
+def test_head_launcher_exits_when_a_ray_process_dies(tmp_path):
+    node, address, _ = _start_with(head_command, tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while "Ray head up" not in node.log_tail() and node.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        raylet = [p for p in node.members() if b"raylet/raylet" in open(f"/proc/{p}/cmdline", "rb").read()]
+        assert raylet, node.log_tail()
+        os.kill(raylet[0], signal.SIGKILL)
+        assert node.process.wait(timeout=30) == 1
+        assert "Ray process died: raylet" in node.log_tail(40)
+    finally:
+        node.stop()
+    assert not node.members()
 
 
 def test_two_clients_at_once_do_not_interfere(sample_jsonl, tmp_path):

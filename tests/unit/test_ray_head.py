@@ -1,0 +1,52 @@
+"""The head launcher reads exactly the flags the head is given, and fits the installed Ray."""
+
+import json
+
+import pytest
+
+from curator_array.ray_cluster import NodeOptions, NodePorts, head_arguments
+from curator_array.ray_head import UnknownFlagError, lean_node_class, ray_params_from_flags
+
+PORTS = NodePorts(20000, 20001, 20002, 20003, 20004, 20005, 20006, 20007, 20008, 20071)
+
+
+def test_every_head_flag_reaches_ray_params(tmp_path):
+    options = NodeOptions(num_cpus=3, num_gpus=1, object_store_memory=200 * 2**20,
+                          custom_resources={"download_slot": 2.0})
+    params = ray_params_from_flags(head_arguments(tmp_path, PORTS, options, node_ip="10.1.2.3"))
+    assert params == {
+        "node_ip_address": "10.1.2.3",
+        "temp_dir": str(tmp_path),
+        "gcs_server_port": 20000,
+        "node_manager_port": 20001,
+        "object_manager_port": 20002,
+        "runtime_env_agent_port": 20003,
+        "metrics_export_port": 20004,
+        "metrics_agent_port": 20005,
+        "dashboard_agent_listen_port": 20006,
+        "min_worker_port": 20008,
+        "max_worker_port": 20071,
+        "num_cpus": 3,
+        "num_gpus": 1,
+        "object_store_memory": 200 * 2**20,
+        "resources": {"download_slot": 2.0},
+    }
+
+
+def test_an_unknown_flag_is_refused_by_name():
+    with pytest.raises(UnknownFlagError, match="--block-size=3"):
+        ray_params_from_flags(["--head", "--num-cpus=1", "--block-size=3"])
+
+
+def test_a_malformed_value_is_refused():
+    with pytest.raises(ValueError):
+        ray_params_from_flags(["--resources=" + json.dumps({"a": 1})[:-1]])
+
+
+def test_the_installed_ray_takes_the_lean_path(tmp_path):
+    """If this fails, every head silently falls back to `ray start` (slower, still correct)."""
+    from ray._private.parameter import RayParams
+
+    assert lean_node_class() is not None
+    params = ray_params_from_flags(head_arguments(tmp_path, PORTS, NodeOptions(num_cpus=1)))
+    RayParams(include_dashboard=False, no_monitor=True, **params)

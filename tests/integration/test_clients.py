@@ -83,7 +83,12 @@ sys.exit(ray_head.main(sys.argv[1:]))
 """
 
 
-def _start_with(command_for, tmp_path):
+def cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as handle:
+        return handle.read().replace(b"\0", b" ").decode()
+
+
+def _start_with(command_for):
     """A head whose launcher command is ``command_for(args)``, and a driver that used it."""
     session = new_session_dir()
     token = write_token(session / "auth_token")
@@ -93,30 +98,30 @@ def _start_with(command_for, tmp_path):
     return node, f"127.0.0.1:{ports.gcs}", token
 
 
-def test_head_falls_back_to_ray_start_where_ray_internals_differ(tmp_path):
-    node, address, token = _start_with(lambda args: [sys.executable, "-c", FALLBACK_PROBE, *args], tmp_path)
+def test_head_falls_back_to_ray_start_where_ray_internals_differ():
+    node, address, token = _start_with(lambda args: [sys.executable, "-c", FALLBACK_PROBE, *args])
     try:
         wait_for_port("127.0.0.1", int(address.rsplit(":", 1)[1]), node, 60)
         driver = subprocess.run(
-            [sys.executable, "-c", f"import ray; ray.init(address={address!r}); "
-             "print('SUM', ray.get(ray.remote(lambda: 2 + 3).remote()))"],
+            [sys.executable, "-c", (f"import ray; ray.init(address={address!r}); "
+                                    "print('SUM', ray.get(ray.remote(lambda: 2 + 3).remote()))")],
             env=ray_environment(token), capture_output=True, text=True, timeout=120)
         assert "SUM 5" in driver.stdout, driver.stderr[-2000:]
         assert "using `ray start --block` instead" in node.log_tail(40)
-        names = [open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").decode() for p in node.members()]
+        names = [cmdline(p) for p in node.members()]
         assert any("dashboard/dashboard.py" in n for n in names), "the fallback is the stock `ray start`"
     finally:
         node.stop()
     assert not node.members()
 
 
-def test_head_launcher_exits_when_a_ray_process_dies(tmp_path):
-    node, address, _ = _start_with(head_command, tmp_path)
+def test_head_launcher_exits_when_a_ray_process_dies():
+    node, _, _ = _start_with(head_command)
     try:
         deadline = time.monotonic() + 60
         while "Ray head up" not in node.log_tail() and node.running() and time.monotonic() < deadline:
             time.sleep(0.1)
-        raylet = [p for p in node.members() if b"raylet/raylet" in open(f"/proc/{p}/cmdline", "rb").read()]
+        raylet = [p for p in node.members() if "raylet/raylet" in cmdline(p)]
         assert raylet, node.log_tail()
         os.kill(raylet[0], signal.SIGKILL)
         assert node.process.wait(timeout=30) == 1

@@ -140,6 +140,8 @@ def main() -> None:
           f"{one['driver_exit'] - one['last_result']:.1f} s from the last task to exit (goal <= 1)")
     print(f"naive `ray start` + address='auto' driver + default stop: {naive[0]:.1f} s to the first task, "
           f"{naive[1]:.1f} s to stop")
+    print(f"ratio to the naive pattern, this run: first task {one['first_task_stamp'] / naive[0]:.2f}, "
+          f"stop {(one['ray_gone'] - one['last_result']) / naive[1]:.2f}")
     print(f"machine reference: `import ray` in a fresh interpreter took {reference:.2f} s in this run")
     print("NeMo Curator's RayClient on this machine (figures from issue 14, not re-measured): 6.8-7.3 s to start, "
           "5.0 s to stop")

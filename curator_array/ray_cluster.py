@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CuratorArrayError
-from .ray_head import ray_executable
+from .ray_head import FALLBACK_NOTICE, ray_executable
 
 logger = logging.getLogger(__name__)
 
@@ -364,11 +364,19 @@ def start_head(
         host, _, port = address.rpartition(":")
         try:
             wait_for_port(host, int(port), node, timeout_s)
+            _report_fallback(node)
             return node, address
         except RayStartError as exc:
             last_error = exc
             node.stop()
     raise RayStartError(f"could not start a Ray head after {attempts} attempts: {last_error}")
+
+
+def _report_fallback(node: RayNodeProcess) -> None:
+    """The head log is removed after a clean run; a slower start-up should still be seen."""
+    for line in node.log_tail(40).splitlines():
+        if FALLBACK_NOTICE in line:
+            logger.warning("Ray head: %s", line.removeprefix("curator_array.ray_head: "))
 
 
 def start_worker(

@@ -51,6 +51,9 @@ WITHOUT_EFFECT = {"--head", "--include-dashboard", "--disable-usage-stats", "--d
 STOPPED_ON_REQUEST = {0, signal.SIGTERM, -signal.SIGTERM, 128 + signal.SIGTERM}
 
 
+FALLBACK_NOTICE = "using `ray start --block` instead"
+
+
 class UnknownFlagError(ValueError):
     pass
 
@@ -93,7 +96,7 @@ def lean_node_class():
 
 
 def fall_back_to_ray_start(flags: Sequence[str], reason: str) -> None:
-    print(f"curator_array.ray_head: {reason}; using `ray start --block` instead", file=sys.stderr, flush=True)
+    print(f"curator_array.ray_head: {reason}; {FALLBACK_NOTICE}", file=sys.stderr, flush=True)
     executable = ray_executable()
     os.execvp(executable, [executable, "start", "--block", *flags])
 

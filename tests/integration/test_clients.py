@@ -19,7 +19,6 @@ from curator_array.ray_cluster import (
     new_session_dir,
     ray_environment,
     start_head,
-    wait_for_port,
     write_token,
 )
 from tests.conftest import REPO, read_records, records_digest
@@ -98,10 +97,12 @@ def _start_with(command_for):
     return node, f"127.0.0.1:{ports.gcs}", token
 
 
-def test_head_falls_back_to_ray_start_where_ray_internals_differ():
+def test_head_falls_back_to_ray_start_where_ray_internals_differ(caplog):
     node, address, token = _start_with(lambda args: [sys.executable, "-c", FALLBACK_PROBE, *args])
     try:
-        wait_for_port("127.0.0.1", int(address.rsplit(":", 1)[1]), node, 60)
+        start_head(node.log_path.parent, token, NodeOptions(), spawned=(node, address))
+        assert any("Ray head: this Ray has no ray._private.node.Node as expected; using `ray start --block`"
+                   in r.getMessage() for r in caplog.records if r.levelname == "WARNING"), caplog.text
         driver = subprocess.run(
             [sys.executable, "-c", (f"import ray; ray.init(address={address!r}); "
                                     "print('SUM', ray.get(ray.remote(lambda: 2 + 3).remote()))")],

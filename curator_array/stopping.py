@@ -10,15 +10,20 @@ request is also remembered, because a signal can land inside library code that s
 what it raises; the run loop then stops at its next check. Later signals are only
 recorded, so they cannot interrupt that cleanup.
 
-Callbacks registered with :meth:`StopController.on_stop` run first, inside the handler:
-when SLURM cancels a step it signals every process of it at once, so the Ray processes
-are dying too and Ray may end the driver before any cleanup runs.
+Callbacks registered with :meth:`StopController.on_stop` run first: when SLURM cancels a
+step it signals every process of it at once, so the Ray processes are dying too and Ray
+may end the driver before any cleanup runs. They run on a watcher thread woken through
+``signal.set_wakeup_fd``, not in the Python handler: that handler waits until the main
+thread is back in Python, and a main thread inside a Ray call to a GCS that just died
+can stay in C code until SLURM's KillWait runs out and SIGKILL ends everything unrecorded.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -53,6 +58,12 @@ class StopController:
         self.requested_by: str | None = None
         self._callbacks: list[Callable[[ShardStopped], None]] = []
         self._previous: dict[int, object] = {}
+        self._lock = threading.Lock()
+        self._noticed = False
+        self._raised = False
+        self._callbacks_done = threading.Event()
+        self._wakeup_write_fd: int | None = None
+        self._previous_wakeup_fd = -1
 
     @property
     def installed(self) -> bool:
@@ -62,6 +73,7 @@ class StopController:
         for signum in self.signals:
             previous = signal.signal(signum, self._on_signal)
             self._previous.setdefault(signum, previous)
+        self._watch()
         return self
 
     def uninstall(self) -> None:
@@ -69,6 +81,10 @@ class StopController:
         for signum, previous in self._previous.items():
             signal.signal(signum, previous)
         self._previous.clear()
+        if self._wakeup_write_fd is not None:
+            signal.set_wakeup_fd(self._previous_wakeup_fd)
+            os.close(self._wakeup_write_fd)  # the watcher reads end-of-file and exits
+            self._wakeup_write_fd = None
 
     def reclaim(self) -> None:
         """Install the handlers again if they were installed, after something replaced them.
@@ -80,22 +96,57 @@ class StopController:
         if self.installed:
             for signum in self.signals:
                 signal.signal(signum, self._on_signal)
+            self._watch()
+
+    def _watch(self) -> None:
+        """Start the watcher thread once, and (again) point Python's wakeup fd at it."""
+        if self._wakeup_write_fd is None:
+            read_fd, write_fd = os.pipe()
+            os.set_blocking(write_fd, False)
+            self._wakeup_write_fd = write_fd
+            threading.Thread(target=self._read_wakeups, args=(read_fd,), name="stop-signal-watcher", daemon=True).start()
+            self._previous_wakeup_fd = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        else:
+            signal.set_wakeup_fd(self._wakeup_write_fd, warn_on_full_buffer=False)
+
+    def _read_wakeups(self, read_fd: int) -> None:
+        ours = {int(signum) for signum in self.signals}
+        try:
+            while data := os.read(read_fd, 64):
+                for signum in data:
+                    if signum in ours:
+                        self._notice(signal.Signals(signum).name)
+        finally:
+            os.close(read_fd)
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.request(signal.Signals(signum).name)
 
-    def request(self, reason: str) -> None:
-        """Ask the run to stop (what a stop signal does); raises the first time."""
-        first = self.requested_by is None
-        self.requested_by = reason
-        if first:
-            stopped = ShardStopped(_message(reason))
+    def _notice(self, reason: str) -> None:
+        """Remember the request and run the callbacks, once, in whichever thread comes first."""
+        with self._lock:
+            self.requested_by = reason
+            if self._noticed:
+                return
+            self._noticed = True
+        stopped = ShardStopped(_message(reason))
+        try:
             for callback in list(self._callbacks):
                 try:
                     callback(stopped)
                 except Exception:  # noqa: BLE001 - the stop itself must still happen
                     logger.exception("a stop callback failed")
-            raise stopped
+        finally:
+            self._callbacks_done.set()
+
+    def request(self, reason: str) -> None:
+        """Ask the run to stop (what a stop signal does); raises the first time."""
+        self._notice(reason)
+        if not self._raised:
+            self._raised = True
+            # The watcher may still be recording; leaving now could cut that short.
+            self._callbacks_done.wait(timeout=30)
+            raise ShardStopped(_message(self.requested_by or reason))
 
     @contextmanager
     def on_stop(self, callback: Callable[[ShardStopped], None]) -> Iterator[None]:

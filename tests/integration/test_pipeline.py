@@ -223,14 +223,3 @@ def test_new_run_outside_an_array_archives_and_reruns_everything(ray_cluster, sa
     expected = [r for rs in input_records(sample_jsonl).values() for r in rs if len((r.get("text") or "").split()) >= 50]
     assert records_digest(read_records(out)) == records_digest(expected)
 
-
-def test_source_blocks_are_built_at_the_driver_in_order(ray_cluster):
-    from curator_array.ray_data import COLUMN, _decode, _source_dataset
-
-    tasks = [FileGroupTask(task_id=f"t{i}", files=[f"f{i}"]) for i in range(10)]
-    dataset = _source_dataset(tasks, per_block=3)
-    assert dataset.num_blocks() == 4
-    blocks = list(dataset.iter_batches(batch_size=None, batch_format="pyarrow"))
-    assert [b.num_rows for b in blocks] == [3, 3, 2, 2]
-    assert all(b.column_names == [COLUMN] for b in blocks)
-    assert [t.task_id for b in blocks for t in _decode(b)] == [t.task_id for t in tasks]

@@ -1,0 +1,55 @@
+"""A stop signal is recorded even while the main thread is stuck in C code."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from tests.conftest import REPO
+
+STUCK_IN_C = r"""
+import ctypes, json, sys, time
+from curator_array.stopping import ShardStopped, StopController
+
+stop = StopController().install()
+events = {}
+with stop.on_stop(lambda stopped: events.setdefault("recorded", time.monotonic())):
+    print("ready", flush=True)
+    try:
+        # glibc's system() waits for its child and retries on EINTR: the main thread stays
+        # in C for the whole sleep, as it does in a Ray call to a GCS that just died.
+        events["c_call_started"] = time.monotonic()
+        ctypes.CDLL(None).system(b"sleep 3")
+        while True:
+            time.sleep(0.05)
+    except ShardStopped as exc:
+        events["raised"] = str(exc)
+        events["raised_at"] = time.monotonic()
+stop.uninstall()
+print(json.dumps(events), flush=True)
+"""
+
+
+def test_stop_is_recorded_before_the_main_thread_leaves_c_code():
+    child = subprocess.Popen([sys.executable, "-c", STUCK_IN_C], cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "ready"
+    time.sleep(0.5)
+    child.send_signal(signal.SIGTERM)
+    out, _ = child.communicate(timeout=30)
+    events = json.loads(out.strip().splitlines()[-1])
+    assert child.returncode == 0
+    # Signalled 0.5 s into a 3 s call: recorded then, not when the call returned.
+    assert events["recorded"] - events["c_call_started"] < 2.0 < events["raised_at"] - events["c_call_started"], events
+    assert events["raised"].startswith("received SIGTERM")
+
+
+def test_the_handlers_and_wakeup_fd_are_given_back():
+    from curator_array.stopping import StopController
+
+    before = signal.getsignal(signal.SIGTERM)
+    stop = StopController().install()
+    assert signal.getsignal(signal.SIGTERM) != before
+    stop.uninstall()
+    assert signal.getsignal(signal.SIGTERM) == before
+    assert signal.set_wakeup_fd(-1) == -1, "no wakeup fd left behind"

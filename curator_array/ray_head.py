@@ -3,7 +3,7 @@
 ``ray start --head`` also starts the dashboard head and the autoscaler monitor, and waits
 for the dashboard to come up before it starts the raylet. A cluster that lives for one
 array element and never grows has no use for either, yet on a 2-core node they cost about
-1.5 s of every element's start (``bench/bench_startup.py``). This launcher starts the same
+1 s of every element's start (``bench/bench_startup.py``). This launcher starts the same
 GCS, raylet, agents and log monitor through Ray's own ``Node`` class, minus those two, and
 then behaves like ``ray start --block``: it stays in the foreground, stops the node on
 SIGTERM, and exits non-zero as soon as one of the node's processes dies.
@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     flags = list(sys.argv[1:] if argv is None else argv)
     try:
         params = ray_params_from_flags(flags)
-    except (UnknownFlagError, ValueError) as exc:
+    except ValueError as exc:  # UnknownFlagError included
         print(f"curator_array.ray_head: {exc}", file=sys.stderr)
         return 2
     node_class = lean_node_class()

@@ -222,4 +222,3 @@ def test_new_run_outside_an_array_archives_and_reruns_everything(ray_cluster, sa
     assert second["run_id"] != first["run_id"] and second["rows_out"] < first["rows_out"]
     expected = [r for rs in input_records(sample_jsonl).values() for r in rs if len((r.get("text") or "").split()) >= 50]
     assert records_digest(read_records(out)) == records_digest(expected)
-

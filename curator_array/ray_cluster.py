@@ -232,7 +232,6 @@ class RayNodeProcess:
     """One node launcher we started (see :func:`head_command`), with everything it spawned in one session."""
 
     def __init__(self, command: list[str], env: Mapping[str, str], log_path: Path, node_ip: str | None):
-        self.command = command
         self.log_path = log_path
         self.node_ip = node_ip
         with open(log_path, "ab") as log:

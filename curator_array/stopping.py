@@ -59,7 +59,6 @@ class StopController:
         self._callbacks: list[Callable[[ShardStopped], None]] = []
         self._previous: dict[int, object] = {}
         self._lock = threading.Lock()
-        self._noticed = False
         self._raised = False
         self._callbacks_done = threading.Event()
         self._wakeup_write_fd: int | None = None
@@ -125,10 +124,10 @@ class StopController:
     def _notice(self, reason: str) -> None:
         """Remember the request and run the callbacks, once, in whichever thread comes first."""
         with self._lock:
+            first = self.requested_by is None
             self.requested_by = reason
-            if self._noticed:
-                return
-            self._noticed = True
+        if not first:
+            return
         stopped = ShardStopped(_message(reason))
         try:
             for callback in list(self._callbacks):

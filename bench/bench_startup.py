@@ -22,7 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from curator_array.ray_cluster import ray_executable, session_members  # noqa: E402
+from curator_array.ray_cluster import session_members
+from curator_array.ray_launcher import ray_executable
 
 ENTRYPOINT = REPO / "entrypoints" / "curator-array-entrypoint"
 SAMPLE = REPO / "sample_data" / "jsonl"

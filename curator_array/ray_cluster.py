@@ -1,7 +1,7 @@
 """Start and stop private Ray nodes: one foreground launcher process per node, owned by us.
 
-The head runs under :mod:`curator_array.ray_head` (Ray's head minus the dashboard and the
-autoscaler monitor); other nodes under ``ray start --block``. Each cluster gets free
+Every node runs under :mod:`curator_array.ray_launcher`, a launcher that starts what ``ray
+start --block`` starts, minus what a one-element cluster never uses. Each cluster gets free
 ports, a short temp dir, token auth with its own token file, a sized object store, no
 dashboard and no usage stats. Each node runs in a session of its own, so stopping one
 signals exactly the processes it started. The Ray CLI's stop command is never used: it
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import CuratorArrayError
-from .ray_head import FALLBACK_NOTICE, ray_executable
+from .ray_launcher import FALLBACK_NOTICE, READY_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -220,16 +220,13 @@ def _prepare_node_process() -> None:
         pass
 
 
-def head_command(args: list[str]) -> list[str]:
-    return [sys.executable, "-m", "curator_array.ray_head", *args]
-
-
-def worker_command(args: list[str]) -> list[str]:
-    return [ray_executable(), "start", "--block", *args]
+def launcher_command(args: list[str]) -> list[str]:
+    """The node launcher (:mod:`curator_array.ray_launcher`) for head and worker nodes alike."""
+    return [sys.executable, "-m", "curator_array.ray_launcher", *args]
 
 
 class RayNodeProcess:
-    """One node launcher we started (see :func:`head_command`), with everything it spawned in one session."""
+    """One node launcher we started (see :func:`launcher_command`), with everything it spawned in one session."""
 
     def __init__(self, command: list[str], env: Mapping[str, str], log_path: Path, node_ip: str | None):
         self.log_path = log_path
@@ -319,6 +316,25 @@ def wait_for_port(host: str, port: int, node: RayNodeProcess, timeout_s: float) 
     raise RayStartError(f"Ray GCS at {host}:{port} did not come up within {timeout_s:.0f}s:\n{node.log_tail()}")
 
 
+def wait_for_head(node: RayNodeProcess, session_dir: Path, host: str, port: int, timeout_s: float) -> None:
+    """Until the head launcher reports its node registered, so ``ray.init`` finds it at once.
+
+    After a fallback to ``ray start`` (see :mod:`curator_array.ray_launcher`) no report comes;
+    then the GCS port answering is the signal, as with ``ray start`` anywhere.
+    """
+    deadline = time.monotonic() + timeout_s
+    ready = session_dir / READY_FILE
+    while time.monotonic() < deadline:
+        if ready.exists():
+            return
+        if not node.running():
+            raise RayStartError(f"the Ray node exited with code {node.process.returncode}:\n{node.log_tail()}")
+        if FALLBACK_NOTICE in node.log_tail(40):
+            return wait_for_port(host, port, node, max(0.0, deadline - time.monotonic()))
+        time.sleep(0.02)
+    raise RayStartError(f"the Ray head did not come up within {timeout_s:.0f}s:\n{node.log_tail()}")
+
+
 def head_arguments(session_dir: Path, ports: NodePorts, options: NodeOptions, node_ip: str | None = None) -> list[str]:
     """Flags of a head node, as ``ray start`` spells them (the head launcher reads the same)."""
     return [
@@ -342,7 +358,7 @@ def spawn_head(
     """
     ports = NodePorts.allocate()
     args = head_arguments(session_dir, ports, options, node_ip)
-    node = RayNodeProcess(head_command(args), ray_environment(token_path), session_dir / "ray-head.log", node_ip)
+    node = RayNodeProcess(launcher_command(args), ray_environment(token_path), session_dir / "ray-head.log", node_ip)
     return node, f"{node_ip or '127.0.0.1'}:{ports.gcs}"
 
 
@@ -362,8 +378,8 @@ def start_head(
         node, address = spawned if attempt == 0 and spawned else spawn_head(session_dir, token_path, options, node_ip)
         host, _, port = address.rpartition(":")
         try:
-            wait_for_port(host, int(port), node, timeout_s)
-            _report_fallback(node)
+            wait_for_head(node, session_dir, host, int(port), timeout_s)
+            report_fallback(node)
             return node, address
         except RayStartError as exc:
             last_error = exc
@@ -371,11 +387,11 @@ def start_head(
     raise RayStartError(f"could not start a Ray head after {attempts} attempts: {last_error}")
 
 
-def _report_fallback(node: RayNodeProcess) -> None:
-    """The head log is removed after a clean run; a slower start-up should still be seen."""
+def report_fallback(node: RayNodeProcess, role: str = "Ray head") -> None:
+    """A node's log is removed after a clean run; a slower start-up should still be seen."""
     for line in node.log_tail(40).splitlines():
         if FALLBACK_NOTICE in line:
-            logger.warning("Ray head: %s", line.removeprefix("curator_array.ray_head: "))
+            logger.warning("%s: %s", role, line.removeprefix("curator_array.ray_launcher: "))
 
 
 def start_worker(
@@ -387,12 +403,19 @@ def start_worker(
     log_name: str = "ray-worker.log",
 ) -> RayNodeProcess:
     """Join an existing head as one more node (its own ports, so it can share a host)."""
-    args = [
+    args = worker_arguments(address, session_dir, NodePorts.allocate(), options, node_ip)
+    return RayNodeProcess(launcher_command(args), ray_environment(token_path), session_dir / log_name, node_ip)
+
+
+def worker_arguments(
+    address: str, session_dir: Path, ports: NodePorts, options: NodeOptions, node_ip: str | None = None
+) -> list[str]:
+    """Flags of a node joining ``address``, as ``ray start`` spells them (the launcher reads the same)."""
+    return [
         f"--address={address}",
         *([f"--node-ip-address={node_ip}"] if node_ip else []),
         f"--temp-dir={session_dir}",
         "--disable-usage-stats",
-        *NodePorts.allocate().arguments(head=False),
+        *ports.arguments(head=False),
         *options.arguments(),
     ]
-    return RayNodeProcess(worker_command(args), ray_environment(token_path), session_dir / log_name, node_ip)

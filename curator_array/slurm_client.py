@@ -31,6 +31,7 @@ from .ray_cluster import (
     RayNodeProcess,
     RayStartError,
     new_session_dir,
+    report_fallback,
     routable_ip,
     start_head,
     start_worker,
@@ -39,6 +40,10 @@ from .ray_cluster import (
 from .slurm import hostnames
 
 logger = logging.getLogger(__name__)
+
+# How often the driver and the joining nodes look again while the cluster forms: each
+# look is one small GCS call or one file check, and a node joins in well under a second.
+JOIN_POLL_S = 0.1
 
 
 class Rendezvous:
@@ -160,7 +165,7 @@ class SlurmRayClient(RayClient):
                     f"only {alive} of {self.expected_nodes} nodes joined the Ray cluster within "
                     f"{self.join_timeout_s:.0f}s ({detail}); see the job output of those nodes"
                 )
-            time.sleep(0.5)
+            time.sleep(JOIN_POLL_S)
 
     def lost_nodes(self) -> int:
         """How many of the expected nodes are no longer alive (0 when healthy)."""
@@ -202,6 +207,7 @@ class SlurmRayClient(RayClient):
             return 0 if self.rendezvous.done_file.exists() else 1
         finally:
             if node is not None:
+                report_fallback(node, "Ray worker node")
                 node.stop()
             shutil.rmtree(session, ignore_errors=True)
 
@@ -213,7 +219,7 @@ class SlurmRayClient(RayClient):
             head = self.rendezvous.read(self.rendezvous.head_file)
             if head and self.rendezvous.token_file.exists():
                 return head
-            time.sleep(0.5)
+            time.sleep(JOIN_POLL_S)
         raise RayStartError(
             f"no Ray head published in {self.rendezvous.directory} within {self.join_timeout_s:.0f}s: "
             "did node 0 start? is the directory on storage shared by all nodes?"

@@ -15,12 +15,15 @@ from curator_array.ray_cluster import (
     NodePorts,
     RayNodeProcess,
     head_arguments,
-    head_command,
+    launcher_command,
     new_session_dir,
     ray_environment,
+    report_fallback,
     start_head,
+    worker_arguments,
     write_token,
 )
+from curator_array.ray_launcher import AGENT_NICENESS, READY_FILE
 from tests.conftest import REPO, read_records, records_digest
 
 pytestmark = pytest.mark.ray
@@ -62,7 +65,7 @@ def test_private_head_is_authenticated_isolated_and_stopped(tmp_path):
     assert result["mode"] == 0o600
     assert len(result["session_dir"]) < 40
     names = result["names"]
-    assert any("-m curator_array.ray_head --head" in n for n in names)
+    assert any("-m curator_array.ray_launcher --head" in n for n in names)
     assert any("gcs_server" in n for n in names) and any("raylet" in n for n in names)
     assert not [n for n in names if "dashboard/dashboard.py" in n or "autoscaler/_private/monitor.py" in n], names
     assert result["intruder_rc"] != 0, "a client without the token must be rejected"
@@ -77,8 +80,8 @@ FALLBACK_PROBE = r"""
 import sys
 import ray._private.node
 del ray._private.node.Node.dead_processes  # stands for a Ray whose internals changed
-from curator_array import ray_head
-sys.exit(ray_head.main(sys.argv[1:]))
+from curator_array import ray_launcher
+sys.exit(ray_launcher.main(sys.argv[1:]))
 """
 
 
@@ -116,8 +119,89 @@ def test_head_falls_back_to_ray_start_where_ray_internals_differ(caplog):
     assert not node.members()
 
 
+def test_worker_node_falls_back_to_ray_start_and_still_joins(caplog):
+    node, address, token = _start_with(launcher_command)
+    joining = None
+    try:
+        start_head(node.log_path.parent, token, NodeOptions(), spawned=(node, address))
+        session = new_session_dir()
+        args = worker_arguments(address, session, NodePorts.allocate(), NodeOptions(num_cpus=1, object_store_memory=100 * 2**20))
+        joining = RayNodeProcess([sys.executable, "-c", FALLBACK_PROBE, *args], ray_environment(token),
+                                 session / "ray-worker.log", None)
+        driver = subprocess.run(
+            [sys.executable, "-c", (f"import ray, time; ray.init(address={address!r})\n"
+                                    "while sum(n['Alive'] for n in ray.nodes()) < 2: time.sleep(0.1)\n"
+                                    "print('NODES', len(ray.nodes()))")],
+            env=ray_environment(token), capture_output=True, text=True, timeout=120)
+        assert "NODES 2" in driver.stdout, driver.stderr[-2000:] + joining.log_tail()
+        report_fallback(joining, "Ray worker node")
+        assert any(r.getMessage().startswith("Ray worker node: this Ray has no ray._private.node.Node as expected")
+                   for r in caplog.records if r.levelname == "WARNING"), caplog.text
+    finally:
+        if joining is not None:
+            joining.stop()
+        node.stop()
+    assert not node.members() and not (joining and joining.members())
+
+
+NO_RETRY_SLEEP_DRIVER = r"""
+import pathlib, sys, time, ray, ray._private.services as services
+class NoSleep:
+    def __getattr__(self, name):
+        import time
+        return getattr(time, name)
+    def sleep(self, seconds):
+        raise AssertionError(f"ray.init slept {seconds} s waiting for the node")
+services.time = NoSleep()
+ready = pathlib.Path(sys.argv[2])
+while not ready.exists():
+    time.sleep(0.01)
+ray.init(address=sys.argv[1])
+print("SUM", ray.get(ray.remote(lambda: 2 + 3).remote()))
+"""
+
+
+SLOW_REGISTRATION_PROBE = r"""
+import sys
+from curator_array import ray_launcher
+ray_launcher.declare_unused_agent_ports = lambda *args: False  # the raylet waits for its agents again
+sys.exit(ray_launcher.main(sys.argv[1:]))
+"""
+
+
+def niceness(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as handle:
+        return int(handle.read().rsplit(b")", 1)[1].split()[16])
+
+
+def test_lean_head_reports_ready_once_registered_with_its_agents_deprioritized():
+    """The ready file means a driver connects at once; the agents yield the CPU, nothing else does.
+
+    The raylet is made to register slowly (about 1 s, waiting for its agents), so a ready
+    file written too early would send ``ray.init`` into its retry sleep.
+    """
+    node, address, token = _start_with(lambda args: [sys.executable, "-c", SLOW_REGISTRATION_PROBE, *args])
+    try:
+        ready = node.log_path.parent / READY_FILE
+        # The driver imports Ray first, then connects the moment the file appears.
+        driver = subprocess.run([sys.executable, "-c", NO_RETRY_SLEEP_DRIVER, address, str(ready)],
+                                env=ray_environment(token), capture_output=True, text=True, timeout=120)
+        assert "SUM 5" in driver.stdout, driver.stderr[-2000:]
+        by_name = {cmdline(p).strip(): niceness(p) for p in node.members()}
+        agents = {name: nice for name, nice in by_name.items() if "Agent" in name}
+        assert sorted(agents) == ["ray::DashboardAgent", "ray::RuntimeEnvAgent"], by_name
+        assert set(agents.values()) == {AGENT_NICENESS}
+        core = [nice for name, nice in by_name.items() if "gcs_server" in name or "raylet/raylet" in name
+                or "log_monitor" in name]
+        assert core == [0, 0, 0] and niceness(node.pid) == 0, by_name
+        assert node.running(), "the minimal agent accepted the port files written before it"
+    finally:
+        node.stop()
+    assert not node.members()
+
+
 def test_head_launcher_exits_when_a_ray_process_dies():
-    node, _, _ = _start_with(head_command)
+    node, _, _ = _start_with(launcher_command)
     try:
         deadline = time.monotonic() + 60
         while "Ray head up" not in node.log_tail() and node.running() and time.monotonic() < deadline:

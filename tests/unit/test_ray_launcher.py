@@ -5,7 +5,12 @@ import json
 import pytest
 
 from curator_array.ray_cluster import NodeOptions, NodePorts, head_arguments
-from curator_array.ray_head import UnknownFlagError, lean_node_class, ray_params_from_flags
+from curator_array.ray_launcher import (
+    UnknownFlagError,
+    declare_unused_agent_ports,
+    lean_node_class,
+    ray_params_from_flags,
+)
 
 PORTS = NodePorts(20000, 20001, 20002, 20003, 20004, 20005, 20006, 20007, 20008, 20071)
 
@@ -50,3 +55,32 @@ def test_the_installed_ray_takes_the_lean_path(tmp_path):
     assert lean_node_class() is not None
     params = ray_params_from_flags(head_arguments(tmp_path, PORTS, NodeOptions(num_cpus=1)))
     RayParams(include_dashboard=False, no_monitor=True, **params)
+
+
+def test_unused_agent_ports_are_declared_as_a_minimal_agent_would(tmp_path, monkeypatch):
+    """-1 in each port file the raylet waits for, so it registers before the agent has imported itself."""
+    import ray._private.utils
+    from ray._raylet import (
+        DASHBOARD_AGENT_LISTEN_PORT_NAME,
+        METRICS_AGENT_PORT_NAME,
+        METRICS_EXPORT_PORT_NAME,
+        RUNTIME_ENV_AGENT_PORT_NAME,
+        get_port_filename,
+        wait_for_persisted_port,
+    )
+
+    node_id = "ab" * 28
+    monkeypatch.setattr(ray._private.utils, "get_dashboard_dependency_error", lambda: ImportError("aiohttp"))
+    assert declare_unused_agent_ports(str(tmp_path), node_id)
+    for name in (METRICS_AGENT_PORT_NAME, METRICS_EXPORT_PORT_NAME, DASHBOARD_AGENT_LISTEN_PORT_NAME):
+        assert wait_for_persisted_port(str(tmp_path), node_id, name, timeout_ms=100) == -1
+    assert not (tmp_path / get_port_filename(node_id, RUNTIME_ENV_AGENT_PORT_NAME)).exists(), "that agent serves a port"
+
+
+def test_with_the_dashboard_installed_no_port_is_declared(tmp_path, monkeypatch):
+    """A full agent serves real ports; the raylet must wait for them."""
+    import ray._private.utils
+
+    monkeypatch.setattr(ray._private.utils, "get_dashboard_dependency_error", lambda: None)
+    assert not declare_unused_agent_ports(str(tmp_path), "cd" * 28)
+    assert list(tmp_path.iterdir()) == []

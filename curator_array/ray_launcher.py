@@ -1,0 +1,279 @@
+"""A private Ray node that reaches its first task sooner than ``ray start``.
+
+An array element's cluster lives for one element and never grows, and on a 2-core node
+its start-up is CPU-bound: every process that imports Python competes with the driver
+and the first worker. Measured by ``bench/bench_startup.py``, this launcher differs
+from ``ray start --block`` in four ways:
+
+- on the head, no dashboard head and no autoscaler monitor (``ray start`` also waits
+  for the dashboard before it starts the raylet): about 1 s;
+- the minimal dashboard agent's "unused" ports are declared before the raylet starts,
+  so the raylet registers without waiting for that agent to import itself (see
+  :func:`declare_unused_agent_ports`): about 1 s;
+- the raylet's two agents run at low CPU priority (:func:`deprioritize_agents`);
+- it reports when the node is registered (:data:`READY_FILE`), so the driver's
+  ``ray.init`` never falls into its 1-second retry sleep.
+
+Otherwise it starts the same processes (on the head: GCS, raylet, agents, log monitor)
+through Ray's own ``Node`` class, then behaves like ``ray start --block``: it stays in the foreground,
+stops the node on SIGTERM, and exits non-zero as soon as one of the node's processes dies.
+
+``Node`` is Ray's internal API. Where it is missing or has changed, the launcher replaces
+itself with ``ray start --block`` and the same flags, so an unfamiliar Ray costs start-up
+time, never correctness. It takes exactly the flags ``ray_cluster`` gives ``ray start``::
+
+    python -m curator_array.ray_launcher --head --port=... --temp-dir=... --num-cpus=...
+    python -m curator_array.ray_launcher --address=HEAD:PORT --temp-dir=... --num-cpus=...
+
+This module imports nothing from the package: it must start before, and without, the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+# ray start flag -> (RayParams field, parser)
+PARAMS: dict[str, tuple[str, Callable[[str], object]]] = {
+    "--address": ("gcs_address", str),
+    "--port": ("gcs_server_port", int),
+    "--node-ip-address": ("node_ip_address", str),
+    "--temp-dir": ("temp_dir", str),
+    "--node-manager-port": ("node_manager_port", int),
+    "--object-manager-port": ("object_manager_port", int),
+    "--runtime-env-agent-port": ("runtime_env_agent_port", int),
+    "--metrics-export-port": ("metrics_export_port", int),
+    "--dashboard-agent-grpc-port": ("metrics_agent_port", int),
+    "--dashboard-agent-listen-port": ("dashboard_agent_listen_port", int),
+    "--min-worker-port": ("min_worker_port", int),
+    "--max-worker-port": ("max_worker_port", int),
+    "--num-cpus": ("num_cpus", int),
+    "--num-gpus": ("num_gpus", int),
+    "--object-store-memory": ("object_store_memory", int),
+    "--resources": ("resources", json.loads),
+}
+# Meaningful only to the processes this launcher does not start, or already implied.
+WITHOUT_EFFECT = {"--head", "--include-dashboard", "--disable-usage-stats", "--dashboard-port", "--dashboard-host"}
+# How a node process ends when it was asked to stop (see `ray start --block`).
+STOPPED_ON_REQUEST = {0, signal.SIGTERM, -signal.SIGTERM, 128 + signal.SIGTERM}
+
+
+FALLBACK_NOTICE = "using `ray start --block` instead"
+# The raylet's two agents, relative to Ray's package, and the niceness they run at.
+AGENT_SCRIPTS = (("dashboard", "agent.py"), ("_private", "runtime_env", "agent", "main.py"))
+AGENT_NICENESS = 19
+# Written into --temp-dir once the node is registered with the GCS (see announce_ready).
+READY_FILE = "head-ready"
+
+
+class UnknownFlagError(ValueError):
+    pass
+
+
+def ray_executable() -> str:
+    candidate = Path(sys.executable).with_name("ray")
+    return str(candidate) if candidate.exists() else "ray"
+
+
+def ray_params_from_flags(flags: Sequence[str]) -> dict[str, object]:
+    """``--flag=value`` arguments of ``ray start --head`` as ``RayParams`` keyword arguments."""
+    params: dict[str, object] = {}
+    unknown = []
+    for flag in flags:
+        name, _, value = flag.partition("=")
+        if name in PARAMS:
+            field, parse = PARAMS[name]
+            params[field] = parse(value)
+        elif name not in WITHOUT_EFFECT:
+            unknown.append(flag)
+    if unknown:
+        raise UnknownFlagError(f"ray_launcher does not know {' '.join(unknown)}; teach it in PARAMS or WITHOUT_EFFECT")
+    return params
+
+
+def lean_node_class():
+    """Ray's ``Node`` for a lean node (see the module's docstring), or ``None`` where Ray's internals differ.
+
+    Only the absence of what it overrides sends the launcher back to ``ray start``; the
+    other measures use internal attributes too and are skipped one by one where those
+    are missing, so an unfamiliar Ray only starts slower.
+    """
+    try:
+        from ray._private import ray_constants
+        from ray._private.node import Node
+    except ImportError:
+        return None
+    if not callable(getattr(Node, "start_api_server", None)) or not callable(getattr(Node, "dead_processes", None)):
+        return None
+
+    class LeanNode(Node):
+        def start_api_server(self, *args, **kwargs):
+            self._webui_url = ""
+
+        def start_raylet(self, *args, **kwargs):
+            session_dir, node_id = getattr(self, "_session_dir", None), getattr(self, "_node_id", None)
+            if session_dir and node_id:
+                declare_unused_agent_ports(session_dir, node_id)
+            super().start_raylet(*args, **kwargs)
+            raylets = getattr(self, "all_processes", {}).get(ray_constants.PROCESS_TYPE_RAYLET) or []
+            for raylet in raylets[:1]:
+                threading.Thread(target=deprioritize_agents, args=(raylet.process.pid,), daemon=True).start()
+
+    return LeanNode
+
+
+def declare_unused_agent_ports(session_dir: str, node_id: str) -> bool:
+    """Write the "not in use" (-1) ports a minimal dashboard agent would write, before the raylet starts.
+
+    The raylet registers its node only once it has read every agent port file, and the
+    agent writes them after importing itself: about 1 s on a busy 2-core node, all of it
+    before the driver can connect. Where only ``ray[data]`` is installed (no dashboard
+    dependencies) Ray starts that agent with ``--minimal``, and a minimal agent serves
+    none of these ports: it writes -1 into each. Writing the same values first lets the
+    raylet register at once; the agent still starts and overwrites them with the same
+    values. With the dashboard's dependencies installed the agent serves real ports, so
+    nothing is written and the raylet waits as usual. Returns whether it wrote them.
+    """
+    try:
+        from ray._private.utils import get_dashboard_dependency_error
+        from ray._raylet import (
+            DASHBOARD_AGENT_LISTEN_PORT_NAME,
+            METRICS_AGENT_PORT_NAME,
+            METRICS_EXPORT_PORT_NAME,
+            persist_port,
+        )
+    except ImportError:
+        return False
+    if get_dashboard_dependency_error() is None:
+        return False
+    try:
+        for name in (METRICS_AGENT_PORT_NAME, METRICS_EXPORT_PORT_NAME, DASHBOARD_AGENT_LISTEN_PORT_NAME):
+            persist_port(session_dir, node_id, name, -1)
+    except (TypeError, OSError):
+        return False
+    return True
+
+
+def agent_scripts() -> set[bytes]:
+    import ray
+
+    root = Path(ray.__file__).parent
+    return {str(root.joinpath(*parts)).encode() for parts in AGENT_SCRIPTS}
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid``, from each of its threads' ``children`` list (Linux)."""
+    found = []
+    try:
+        tasks = list(os.scandir(f"/proc/{pid}/task"))
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"{task.path}/children", "rb") as handle:
+                found.extend(int(child) for child in handle.read().split())
+        except OSError:
+            continue
+    return found
+
+
+def deprioritize_agents(raylet_pid: int, timeout_s: float = 10.0) -> int:
+    """Lower the CPU priority of the two agents the raylet starts; returns how many it found.
+
+    Each agent spends about 1 CPU-second importing itself, at the very moment the driver,
+    the launcher and the first worker import Ray on the same 2 cores. Neither is on an
+    element's path: a minimal dashboard agent serves nothing (see
+    :func:`declare_unused_agent_ports`), and the runtime-env agent serves only tasks that
+    ask for a runtime environment. Niced, they use what the others leave. Workers, the
+    log monitor and the raylet keep their priority.
+    """
+    wanted = agent_scripts()
+    niced: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    while len(niced) < len(wanted) and time.monotonic() < deadline:
+        for child in children(raylet_pid):
+            if child in niced:
+                continue
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as handle:
+                    arguments = handle.read().split(b"\0")
+                if wanted.intersection(arguments):
+                    os.setpriority(os.PRIO_PROCESS, child, AGENT_NICENESS)
+                    niced.add(child)
+            except OSError:
+                continue
+        time.sleep(0.01)
+    return len(niced)
+
+
+def fall_back_to_ray_start(flags: Sequence[str], reason: str) -> None:
+    print(f"curator_array.ray_launcher: {reason}; {FALLBACK_NOTICE}", file=sys.stderr, flush=True)
+    executable = ray_executable()
+    os.execvp(executable, [executable, "start", "--block", *flags])
+
+
+def announce_ready(temp_dir: Path) -> None:
+    """Tell the driver the node is registered: Ray's ``Node`` returns only once the GCS lists it.
+
+    ``ray.init`` looks for its local node once, and if the raylet has not registered yet
+    it sleeps a whole second before it looks again. A driver that waited for this file
+    never takes that sleep; the GCS port answering, much earlier, is no such promise.
+    """
+    partial = temp_dir / f".{READY_FILE}.partial"
+    partial.write_text(f"{os.getpid()}\n")
+    os.replace(partial, temp_dir / READY_FILE)
+
+
+def unexpected_deaths(node) -> list[tuple[str, int]]:
+    return [(kind, process.returncode) for kind, process in node.dead_processes()
+            if process.returncode not in STOPPED_ON_REQUEST]
+
+
+def watch(node, poll_s: float = 0.5) -> int:
+    """Block like ``ray start --block``; the exit code once a node process died unasked."""
+    while not (died := unexpected_deaths(node)):
+        time.sleep(poll_s)
+    described = ", ".join(f"{kind} (exit code {code})" for kind, code in died)
+    print(f"curator_array.ray_launcher: Ray process died: {described}; stopping the node", file=sys.stderr, flush=True)
+    node.kill_all_processes(check_alive=False, allow_graceful=False)
+    return 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    flags = list(sys.argv[1:] if argv is None else argv)
+    try:
+        params = ray_params_from_flags(flags)
+    except ValueError as exc:  # UnknownFlagError included
+        print(f"curator_array.ray_launcher: {exc}", file=sys.stderr)
+        return 2
+    node_class = lean_node_class()
+    if node_class is None:
+        fall_back_to_ray_start(flags, "this Ray has no ray._private.node.Node as expected")
+    from ray._private.parameter import RayParams
+
+    try:
+        ray_params = RayParams(include_dashboard=False, no_monitor=True, **params)
+    except TypeError as exc:
+        fall_back_to_ray_start(flags, f"this Ray's RayParams differs ({exc})")
+    head = "--head" in flags
+    if not head and ray_params.node_ip_address is None:
+        from ray._private.services import get_node_ip_address
+
+        ray_params.node_ip_address = get_node_ip_address(ray_params.gcs_address)
+    node = node_class(ray_params, head=head, shutdown_at_exit=True, spawn_reaper=True)
+    if head:
+        announce_ready(Path(ray_params.temp_dir or node.get_temp_dir_path()))
+    role = "Ray head" if head else f"Ray worker node (head {ray_params.gcs_address})"
+    print(f"curator_array.ray_launcher: {role} up, GCS at {node.gcs_address}, session {node.get_session_dir_path()}",
+          flush=True)
+    return watch(node)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

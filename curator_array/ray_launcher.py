@@ -82,7 +82,7 @@ def ray_executable() -> str:
 
 
 def ray_params_from_flags(flags: Sequence[str]) -> dict[str, object]:
-    """``--flag=value`` arguments of ``ray start --head`` as ``RayParams`` keyword arguments."""
+    """``--flag=value`` arguments of ``ray start`` (head or worker node) as ``RayParams`` keyword arguments."""
     params: dict[str, object] = {}
     unknown = []
     for flag in flags:

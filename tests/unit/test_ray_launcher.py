@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from curator_array.ray_cluster import NodeOptions, NodePorts, head_arguments
+from curator_array.ray_cluster import NodeOptions, NodePorts, head_arguments, worker_arguments
 from curator_array.ray_launcher import (
     UnknownFlagError,
     declare_unused_agent_ports,
@@ -36,6 +36,14 @@ def test_every_head_flag_reaches_ray_params(tmp_path):
         "object_store_memory": 200 * 2**20,
         "resources": {"download_slot": 2.0},
     }
+
+
+def test_every_worker_node_flag_reaches_ray_params(tmp_path):
+    params = ray_params_from_flags(worker_arguments("10.0.0.1:20000", tmp_path, PORTS, NodeOptions(num_cpus=2)))
+    assert params["gcs_address"] == "10.0.0.1:20000"
+    assert params["temp_dir"] == str(tmp_path) and params["num_cpus"] == 2
+    assert "gcs_server_port" not in params, "a worker node starts no GCS"
+    assert params["runtime_env_agent_port"] == 20003 and params["max_worker_port"] == 20071
 
 
 def test_an_unknown_flag_is_refused_by_name():

@@ -249,6 +249,16 @@ class RayNodeProcess:
     def running(self) -> bool:
         return self.process.poll() is None
 
+    def raise_if_exited(self) -> None:
+        if not self.running():
+            raise RayStartError(f"the Ray node exited with code {self.process.returncode}:\n{self.log_tail()}")
+
+    def log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
     def log_tail(self, lines: int = 15) -> str:
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
@@ -306,8 +316,7 @@ def session_members(session_id: int) -> list[int]:
 def wait_for_port(host: str, port: int, node: RayNodeProcess, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if not node.running():
-            raise RayStartError(f"the Ray node exited with code {node.process.returncode}:\n{node.log_tail()}")
+        node.raise_if_exited()
         try:
             socket.create_connection((host, port), timeout=0.5).close()
             return
@@ -324,13 +333,15 @@ def wait_for_head(node: RayNodeProcess, session_dir: Path, host: str, port: int,
     """
     deadline = time.monotonic() + timeout_s
     ready = session_dir / READY_FILE
+    log_size_seen = 0
     while time.monotonic() < deadline:
         if ready.exists():
             return
-        if not node.running():
-            raise RayStartError(f"the Ray node exited with code {node.process.returncode}:\n{node.log_tail()}")
-        if FALLBACK_NOTICE in node.log_tail(40):
-            return wait_for_port(host, port, node, max(0.0, deadline - time.monotonic()))
+        node.raise_if_exited()
+        if node.log_size() != log_size_seen:  # read the log only when it grew
+            log_size_seen = node.log_size()
+            if FALLBACK_NOTICE in node.log_tail(40):
+                return wait_for_port(host, port, node, max(0.0, deadline - time.monotonic()))
         time.sleep(0.02)
     raise RayStartError(f"the Ray head did not come up within {timeout_s:.0f}s:\n{node.log_tail()}")
 

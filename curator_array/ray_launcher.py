@@ -122,8 +122,8 @@ def lean_node_class():
                 declare_unused_agent_ports(session_dir, node_id)
             super().start_raylet(*args, **kwargs)
             raylets = getattr(self, "all_processes", {}).get(ray_constants.PROCESS_TYPE_RAYLET) or []
-            for raylet in raylets[:1]:
-                threading.Thread(target=deprioritize_agents, args=(raylet.process.pid,), daemon=True).start()
+            if raylets:
+                threading.Thread(target=deprioritize_agents, args=(raylets[0].process.pid,), daemon=True).start()
 
     return LeanNode
 

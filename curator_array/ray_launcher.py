@@ -3,19 +3,24 @@
 An array element's cluster lives for one element and never grows, and on a 2-core node
 its start-up is CPU-bound: every process that imports Python competes with the driver
 and the first worker. Measured by ``bench/bench_startup.py``, this launcher differs
-from ``ray start --block`` in four ways:
+from ``ray start --block`` in these ways:
 
 - on the head, no dashboard head and no autoscaler monitor (``ray start`` also waits
   for the dashboard before it starts the raylet): about 1 s;
 - the minimal dashboard agent's "unused" ports are declared before the raylet starts,
   so the raylet registers without waiting for that agent to import itself (see
   :func:`declare_unused_agent_ports`): about 1 s;
-- the raylet's two agents run at low CPU priority (:func:`deprioritize_agents`);
+- the raylet's two agents run at the lowest CPU priority (:func:`deprioritize_agents`);
+- the log monitor runs as a thread of this process, which has imported Ray already,
+  instead of a process importing it again (:func:`start_log_monitor_thread`);
+- the head's system config (:func:`head_system_config`) has the raylet start a worker
+  with Ray Data imported while the driver is still importing, and retry its local
+  socket connections every 20 ms instead of every second;
 - it reports when the node is registered (:data:`READY_FILE`), so the driver's
   ``ray.init`` never falls into its 1-second retry sleep.
 
-Otherwise it starts the same processes (on the head: GCS, raylet, agents, log monitor)
-through Ray's own ``Node`` class, then behaves like ``ray start --block``: it stays in the foreground,
+Otherwise it starts the same processes (on the head: GCS, raylet, agents) through Ray's
+own ``Node`` class, then behaves like ``ray start --block``: it stays in the foreground,
 stops the node on SIGTERM, and exits non-zero as soon as one of the node's processes dies.
 
 ``Node`` is Ray's internal API. Where it is missing or has changed, the launcher replaces
@@ -30,13 +35,14 @@ This module imports nothing from the package: it must start before, and without,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 # ray start flag -> (RayParams field, parser)
@@ -65,11 +71,15 @@ STOPPED_ON_REQUEST = {0, signal.SIGTERM, -signal.SIGTERM, 128 + signal.SIGTERM}
 
 
 FALLBACK_NOTICE = "using `ray start --block` instead"
-# The raylet's two agents, relative to Ray's package, and the niceness they run at.
+# The raylet's two agents, relative to Ray's package, and the niceness they run at (with SCHED_IDLE).
 AGENT_SCRIPTS = (("dashboard", "agent.py"), ("_private", "runtime_env", "agent", "main.py"))
 AGENT_NICENESS = 19
 # Written into --temp-dir once the node is registered with the GCS (see announce_ready).
 READY_FILE = "head-ready"
+# Imported by every worker before its first task (see head_system_config).
+WORKER_PRELOAD = ("ray.data",)
+# How often, and how many times, Ray's processes retry a local socket (10 s in all, as Ray's own default).
+SOCKET_RETRY_MS, SOCKET_RETRY_ATTEMPTS = 20, 500
 
 
 class UnknownFlagError(ValueError):
@@ -116,6 +126,11 @@ def lean_node_class():
         def start_api_server(self, *args, **kwargs):
             self._webui_url = ""
 
+        def start_log_monitor(self):
+            self.log_monitor_thread = start_log_monitor_thread(self)
+            if self.log_monitor_thread is None:
+                super().start_log_monitor()
+
         def start_raylet(self, *args, **kwargs):
             session_dir, node_id = getattr(self, "_session_dir", None), getattr(self, "_node_id", None)
             if session_dir and node_id:
@@ -160,6 +175,62 @@ def declare_unused_agent_ports(session_dir: str, node_id: str) -> bool:
     return True
 
 
+def head_system_config(environ: Mapping[str, str]) -> dict[str, object]:
+    """Ray system settings for the whole cluster, given once on the head; a ``RAY_<name>`` the user set wins.
+
+    - ``enable_worker_prestart``: the raylet starts its workers as soon as it is up
+      (otherwise it waits for the driver to connect), and ``preload_python_modules`` has
+      each import Ray Data before it takes work. The first worker's imports (about
+      1.5 CPU-seconds) then overlap the driver's instead of following them; every
+      worker of this pipeline imports Ray Data for its first task anyway.
+    - ``raylet_client_connect_timeout_milliseconds``: the raylet connects to its own
+      object store socket right after starting the thread that creates it. Losing that
+      race cost a whole second of sleep in about one start in four here; retrying every
+      20 ms as many times keeps Ray's 10-s budget for a socket that is slow to appear.
+    """
+    settings: dict[str, object] = {
+        "enable_worker_prestart": True,
+        "preload_python_modules": list(WORKER_PRELOAD),
+        "raylet_client_connect_timeout_milliseconds": SOCKET_RETRY_MS,
+        "raylet_client_num_connect_attempts": SOCKET_RETRY_ATTEMPTS,
+    }
+    return {name: value for name, value in settings.items() if f"RAY_{name}" not in environ}
+
+
+class LogMonitorThread(threading.Thread):
+    """Ray's log monitor (worker output to the drivers), run by the launcher instead of a process of its own.
+
+    The process would import Ray again: about 0.75 CPU-seconds on a node whose start-up
+    is CPU-bound. A monitor that fails is a node process that died (see :func:`watch`).
+    """
+
+    def __init__(self, monitor):
+        super().__init__(name="ray-log-monitor", daemon=True)
+        self.monitor = monitor
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.monitor.run()
+        except BaseException as exc:  # noqa: BLE001 - reported by watch()
+            self.error = exc
+
+
+def start_log_monitor_thread(node) -> LogMonitorThread | None:
+    """The log monitor running in this process, or ``None`` where Ray's ``LogMonitor`` is not as expected."""
+    try:
+        from ray._private.log_monitor import LogMonitor, is_proc_alive
+        from ray._raylet import GcsClient
+
+        monitor = LogMonitor(node._node_ip_address, node._logs_dir, GcsClient(address=node.gcs_address),
+                             is_proc_alive, gcs_address=node.gcs_address)
+    except (ImportError, AttributeError, TypeError):
+        return None
+    thread = LogMonitorThread(monitor)
+    thread.start()
+    return thread
+
+
 def agent_scripts() -> set[bytes]:
     import ray
 
@@ -184,14 +255,17 @@ def children(pid: int) -> list[int]:
 
 
 def deprioritize_agents(raylet_pid: int, timeout_s: float = 10.0) -> int:
-    """Lower the CPU priority of the two agents the raylet starts; returns how many it found.
+    """Move the two agents the raylet starts to the lowest CPU priority; returns how many it found.
 
     Each agent spends about 1 CPU-second importing itself, at the very moment the driver,
     the launcher and the first worker import Ray on the same 2 cores. Neither is on an
     element's path: a minimal dashboard agent serves nothing (see
     :func:`declare_unused_agent_ports`), and the runtime-env agent serves only tasks that
-    ask for a runtime environment. Niced, they use what the others leave. Workers, the
-    log monitor and the raylet keep their priority.
+    ask for a runtime environment (the raylet does not call it for the empty one).
+    Niceness alone is not enough: Ray runs its workers at niceness 15, against which a
+    niceness-19 agent still gets about 30% of a shared core, so the agents also get
+    Linux's ``SCHED_IDLE`` policy (about 8%). The raylet, the GCS, the launcher and the
+    workers keep their priority.
     """
     wanted = agent_scripts()
     niced: set[int] = set()
@@ -206,6 +280,8 @@ def deprioritize_agents(raylet_pid: int, timeout_s: float = 10.0) -> int:
                 if wanted.intersection(arguments):
                     os.setpriority(os.PRIO_PROCESS, child, AGENT_NICENESS)
                     niced.add(child)
+                    with contextlib.suppress(AttributeError, OSError):
+                        os.sched_setscheduler(child, os.SCHED_IDLE, os.sched_param(0))
             except OSError:
                 continue
         time.sleep(0.01)
@@ -230,16 +306,20 @@ def announce_ready(temp_dir: Path) -> None:
     os.replace(partial, temp_dir / READY_FILE)
 
 
-def unexpected_deaths(node) -> list[tuple[str, int]]:
-    return [(kind, process.returncode) for kind, process in node.dead_processes()
+def unexpected_deaths(node) -> list[str]:
+    died = [f"{kind} (exit code {process.returncode})" for kind, process in node.dead_processes()
             if process.returncode not in STOPPED_ON_REQUEST]
+    monitor = getattr(node, "log_monitor_thread", None)
+    if monitor is not None and not monitor.is_alive():
+        died.append(f"log monitor thread ({monitor.error!r})")
+    return died
 
 
 def watch(node, poll_s: float = 0.5) -> int:
     """Block like ``ray start --block``; the exit code once a node process died unasked."""
     while not (died := unexpected_deaths(node)):
         time.sleep(poll_s)
-    described = ", ".join(f"{kind} (exit code {code})" for kind, code in died)
+    described = ", ".join(died)
     print(f"curator_array.ray_launcher: Ray process died: {described}; stopping the node", file=sys.stderr, flush=True)
     node.kill_all_processes(check_alive=False, allow_graceful=False)
     return 1
@@ -257,11 +337,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         fall_back_to_ray_start(flags, "this Ray has no ray._private.node.Node as expected")
     from ray._private.parameter import RayParams
 
+    head = "--head" in flags
+    if head:
+        params["_system_config"] = head_system_config(os.environ)
     try:
         ray_params = RayParams(include_dashboard=False, no_monitor=True, **params)
     except TypeError as exc:
         fall_back_to_ray_start(flags, f"this Ray's RayParams differs ({exc})")
-    head = "--head" in flags
     if not head and ray_params.node_ip_address is None:
         from ray._private.services import get_node_ip_address
 

@@ -23,7 +23,7 @@ from curator_array.ray_cluster import (
     worker_arguments,
     write_token,
 )
-from curator_array.ray_launcher import AGENT_NICENESS, READY_FILE
+from curator_array.ray_launcher import AGENT_NICENESS, READY_FILE, head_system_config
 from tests.conftest import REPO, read_records, records_digest
 
 pytestmark = pytest.mark.ray
@@ -187,15 +187,71 @@ def test_lean_head_reports_ready_once_registered_with_its_agents_deprioritized()
         driver = subprocess.run([sys.executable, "-c", NO_RETRY_SLEEP_DRIVER, address, str(ready)],
                                 env=ray_environment(token), capture_output=True, text=True, timeout=120)
         assert "SUM 5" in driver.stdout, driver.stderr[-2000:]
-        by_name = {cmdline(p).strip(): niceness(p) for p in node.members()}
-        agents = {name: nice for name, nice in by_name.items() if "Agent" in name}
+        by_name = {cmdline(p).strip(): p for p in node.members()}
+        agents = {name: pid for name, pid in by_name.items() if "Agent" in name}
         assert sorted(agents) == ["ray::DashboardAgent", "ray::RuntimeEnvAgent"], by_name
-        assert set(agents.values()) == {AGENT_NICENESS}
-        core = [nice for name, nice in by_name.items() if "gcs_server" in name or "raylet/raylet" in name
-                or "log_monitor" in name]
-        assert core == [0, 0, 0] and niceness(node.pid) == 0, by_name
+        assert {niceness(pid) for pid in agents.values()} == {AGENT_NICENESS}
+        assert {os.sched_getscheduler(pid) for pid in agents.values()} == {os.SCHED_IDLE}
+        core = [pid for name, pid in by_name.items() if "gcs_server" in name or "raylet/raylet" in name]
+        assert [niceness(pid) for pid in core] == [0, 0] and niceness(node.pid) == 0, by_name
+        assert {os.sched_getscheduler(pid) for pid in [*core, node.pid]} == {os.SCHED_OTHER}
         assert node.running(), "the minimal agent accepted the port files written before it"
     finally:
+        node.stop()
+    assert not node.members()
+
+
+PRELOAD_DRIVER = r"""
+import json, sys, time, ray
+ray.init(address=sys.argv[1])
+
+@ray.remote
+def probe():
+    print("OUTPUT-OF-A-WORKER", flush=True)
+    return "ray.data" in sys.modules
+
+result = {"preloaded": ray.get(probe.remote()), "config": ray._private.state.state.get_system_config()}
+print("RESULT" + json.dumps(result), flush=True)
+time.sleep(60)  # stopped by the test once the worker's output has arrived
+"""
+
+
+def test_lean_head_prestarts_workers_with_ray_data_and_its_log_monitor_thread_streams_their_output():
+    """Before any driver connects, a worker is up and importing Ray Data; its output still reaches the driver.
+
+    The probe never imports Ray Data itself, so only the preload explains it in the
+    worker; and no log monitor process exists, so the launcher's thread carried the line.
+    """
+    node, address, token = _start_with(launcher_command)
+    driver = None
+    try:
+        ready = node.log_path.parent / READY_FILE
+        deadline = time.monotonic() + 60
+        while not ready.exists() and node.running() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), node.log_tail()
+        names = [cmdline(p) for p in node.members()]
+        assert any("workers/default_worker.py" in n or n.startswith("ray::IDLE") for n in names), names
+        assert not [n for n in names if "log_monitor.py" in n], names
+        driver = subprocess.Popen([sys.executable, "-c", PRELOAD_DRIVER, address], env=ray_environment(token),
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        seen, result = [], None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (result and any("OUTPUT-OF-A-WORKER" in x for x in seen)):
+            line = driver.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+            if line.startswith("RESULT"):
+                result = json.loads(line[len("RESULT"):])
+        assert result is not None, seen
+        assert result["preloaded"] is True
+        assert {k: result["config"].get(k) for k in head_system_config({})} == head_system_config({})
+        assert any("OUTPUT-OF-A-WORKER" in line and "(probe pid=" in line for line in seen), seen
+    finally:
+        if driver is not None:
+            driver.kill()
+            driver.wait()
         node.stop()
     assert not node.members()
 

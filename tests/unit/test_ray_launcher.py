@@ -1,15 +1,23 @@
 """The head launcher reads exactly the flags the head is given, and fits the installed Ray."""
 
 import json
+import threading
+from types import SimpleNamespace
 
 import pytest
 
 from curator_array.ray_cluster import NodeOptions, NodePorts, head_arguments, worker_arguments
 from curator_array.ray_launcher import (
+    SOCKET_RETRY_ATTEMPTS,
+    SOCKET_RETRY_MS,
+    LogMonitorThread,
     UnknownFlagError,
     declare_unused_agent_ports,
+    head_system_config,
     lean_node_class,
     ray_params_from_flags,
+    start_log_monitor_thread,
+    unexpected_deaths,
 )
 
 PORTS = NodePorts(20000, 20001, 20002, 20003, 20004, 20005, 20006, 20007, 20008, 20071)
@@ -62,7 +70,64 @@ def test_the_installed_ray_takes_the_lean_path(tmp_path):
 
     assert lean_node_class() is not None
     params = ray_params_from_flags(head_arguments(tmp_path, PORTS, NodeOptions(num_cpus=1)))
-    RayParams(include_dashboard=False, no_monitor=True, **params)
+    RayParams(include_dashboard=False, no_monitor=True, _system_config=head_system_config({}), **params)
+
+
+def test_head_system_config_prestarts_preloaded_workers_and_retries_sockets_quickly():
+    assert head_system_config({}) == {
+        "enable_worker_prestart": True,
+        "preload_python_modules": ["ray.data"],
+        "raylet_client_connect_timeout_milliseconds": 20,
+        "raylet_client_num_connect_attempts": 500,
+    }
+    assert SOCKET_RETRY_MS * SOCKET_RETRY_ATTEMPTS == 10_000, "Ray's own budget: 10 attempts, 1 s apart"
+
+
+def test_a_ray_setting_the_user_exported_is_left_to_them():
+    """Ray lets ``_system_config`` override ``RAY_<name>``; the launcher must not override the user."""
+    config = head_system_config({"RAY_enable_worker_prestart": "0", "RAY_preload_python_modules": "torch"})
+    assert "enable_worker_prestart" not in config and "preload_python_modules" not in config
+    assert config["raylet_client_connect_timeout_milliseconds"] == SOCKET_RETRY_MS
+
+
+class _Monitor:
+    def __init__(self, error: BaseException | None = None):
+        self.error, self.release = error, threading.Event()
+
+    def run(self):
+        if self.error is not None:
+            raise self.error
+        self.release.wait(30)
+
+
+def test_a_log_monitor_thread_that_failed_is_a_dead_node_process():
+    """The launcher exits 1 and names it, as `ray start --block` does for a dead log monitor process."""
+    running = LogMonitorThread(_Monitor())
+    running.start()
+    node = SimpleNamespace(dead_processes=lambda: [], log_monitor_thread=running)
+    assert unexpected_deaths(node) == []
+    running.monitor.release.set()
+    running.join(5)
+    failed = LogMonitorThread(_Monitor(RuntimeError("logs dir vanished")))
+    failed.start()
+    failed.join(5)
+    node.log_monitor_thread = failed
+    assert unexpected_deaths(node) == ["log monitor thread (RuntimeError('logs dir vanished'))"]
+
+
+def test_a_log_monitor_ray_changed_is_left_to_its_own_process(monkeypatch):
+    """Where ``LogMonitor`` takes other arguments, the launcher starts Ray's log monitor process instead."""
+    import ray._private.log_monitor
+    import ray._raylet
+
+    class ChangedLogMonitor:
+        def __init__(self, config):
+            pass
+
+    monkeypatch.setattr(ray._private.log_monitor, "LogMonitor", ChangedLogMonitor)
+    monkeypatch.setattr(ray._raylet, "GcsClient", lambda address: None)
+    node = SimpleNamespace(_node_ip_address="127.0.0.1", _logs_dir="/nonexistent", gcs_address="127.0.0.1:1")
+    assert start_log_monitor_thread(node) is None
 
 
 def test_unused_agent_ports_are_declared_as_a_minimal_agent_would(tmp_path, monkeypatch):

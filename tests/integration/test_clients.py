@@ -256,6 +256,53 @@ def test_lean_head_prestarts_workers_with_ray_data_and_its_log_monitor_thread_st
     assert not node.members()
 
 
+REMOTE_OUTPUT_DRIVER = r"""
+import sys, time, ray
+ray.init(address=sys.argv[1])
+while sum(n["Alive"] for n in ray.nodes()) < 2:
+    time.sleep(0.1)
+
+@ray.remote(resources={"second_node": 1})
+def probe():
+    print("OUTPUT-FROM-THE-SECOND-NODE", flush=True)
+    return ray.get_runtime_context().get_node_id()
+
+print("RAN-ON", ray.get(probe.remote()), flush=True)
+time.sleep(60)  # stopped by the test once the worker's output has arrived
+"""
+
+
+def test_worker_output_on_a_joined_node_reaches_the_driver_through_that_nodes_launcher():
+    """Each node's launcher runs its own log monitor thread; the second node's reaches the head's driver."""
+    node, address, token = _start_with(launcher_command)
+    joining = driver = None
+    try:
+        start_head(node.log_path.parent, token, NodeOptions(), spawned=(node, address))
+        session = new_session_dir()
+        options = NodeOptions(num_cpus=1, object_store_memory=100 * 2**20, custom_resources={"second_node": 1.0})
+        joining = RayNodeProcess(launcher_command(worker_arguments(address, session, NodePorts.allocate(), options)),
+                                 ray_environment(token), session / "ray-worker.log", None)
+        driver = subprocess.Popen([sys.executable, "-c", REMOTE_OUTPUT_DRIVER, address], env=ray_environment(token),
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        seen = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any("OUTPUT-FROM-THE-SECOND-NODE" in line for line in seen):
+            line = driver.stdout.readline()
+            if not line:
+                break
+            seen.append(line)
+        assert any("OUTPUT-FROM-THE-SECOND-NODE" in line for line in seen), seen + [joining.log_tail()]
+        assert not [p for p in joining.members() if "log_monitor.py" in cmdline(p)]
+    finally:
+        if driver is not None:
+            driver.kill()
+            driver.wait()
+        if joining is not None:
+            joining.stop()
+        node.stop()
+    assert not node.members() and not (joining and joining.members())
+
+
 def test_head_launcher_exits_when_a_ray_process_dies():
     node, _, _ = _start_with(launcher_command)
     try:

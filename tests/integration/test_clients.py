@@ -201,6 +201,7 @@ def test_lean_head_reports_ready_once_registered_with_its_agents_deprioritized()
     assert not node.members()
 
 
+WORKER_OUTPUT = "OUTPUT-OF-A-WORKER"
 PRELOAD_DRIVER = r"""
 import json, sys, time, ray
 ray.init(address=sys.argv[1])
@@ -216,6 +217,26 @@ time.sleep(60)  # stopped by the test once the worker's output has arrived
 """
 
 
+def worker_output_arrived(lines: list[str]) -> bool:
+    """Ray prefixes what a worker prints with its task's name and pid when it reaches the driver."""
+    return any(WORKER_OUTPUT in line and "(probe pid=" in line for line in lines)
+
+
+def driver_lines(script: str, address: str, token: Path, done, timeout_s: float = 120) -> list[str]:
+    """A driver's stdout, read until ``done(lines)`` holds or it exits; the driver is killed after."""
+    driver = subprocess.Popen([sys.executable, "-c", script, address], env=ray_environment(token),
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    lines: list[str] = []
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not done(lines) and (line := driver.stdout.readline()):
+            lines.append(line)
+    finally:
+        driver.kill()
+        driver.wait()
+    return lines
+
+
 def test_lean_head_prestarts_workers_with_ray_data_and_its_log_monitor_thread_streams_their_output():
     """Before any driver connects, a worker is up and importing Ray Data; its output still reaches the driver.
 
@@ -223,7 +244,6 @@ def test_lean_head_prestarts_workers_with_ray_data_and_its_log_monitor_thread_st
     worker; and no log monitor process exists, so the launcher's thread carried the line.
     """
     node, address, token = _start_with(launcher_command)
-    driver = None
     try:
         ready = node.log_path.parent / READY_FILE
         deadline = time.monotonic() + 60
@@ -233,25 +253,13 @@ def test_lean_head_prestarts_workers_with_ray_data_and_its_log_monitor_thread_st
         names = [cmdline(p) for p in node.members()]
         assert any("workers/default_worker.py" in n or n.startswith("ray::IDLE") for n in names), names
         assert not [n for n in names if "log_monitor.py" in n], names
-        driver = subprocess.Popen([sys.executable, "-c", PRELOAD_DRIVER, address], env=ray_environment(token),
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        seen, result = [], None
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (result and any("OUTPUT-OF-A-WORKER" in x for x in seen)):
-            line = driver.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-            if line.startswith("RESULT"):
-                result = json.loads(line[len("RESULT"):])
-        assert result is not None, seen
-        assert result["preloaded"] is True
-        assert {k: result["config"].get(k) for k in head_system_config({})} == head_system_config({})
-        assert any("OUTPUT-OF-A-WORKER" in line and "(probe pid=" in line for line in seen), seen
+        lines = driver_lines(PRELOAD_DRIVER, address, token,
+                             lambda ls: worker_output_arrived(ls) and any(x.startswith("RESULT") for x in ls))
+        results = [json.loads(x[len("RESULT"):]) for x in lines if x.startswith("RESULT")]
+        assert results and worker_output_arrived(lines), lines
+        assert results[0]["preloaded"] is True
+        assert {k: results[0]["config"].get(k) for k in head_system_config({})} == head_system_config({})
     finally:
-        if driver is not None:
-            driver.kill()
-            driver.wait()
         node.stop()
     assert not node.members()
 
@@ -264,10 +272,9 @@ while sum(n["Alive"] for n in ray.nodes()) < 2:
 
 @ray.remote(resources={"second_node": 1})
 def probe():
-    print("OUTPUT-FROM-THE-SECOND-NODE", flush=True)
-    return ray.get_runtime_context().get_node_id()
+    print("OUTPUT-OF-A-WORKER", flush=True)
 
-print("RAN-ON", ray.get(probe.remote()), flush=True)
+ray.get(probe.remote())
 time.sleep(60)  # stopped by the test once the worker's output has arrived
 """
 
@@ -275,28 +282,17 @@ time.sleep(60)  # stopped by the test once the worker's output has arrived
 def test_worker_output_on_a_joined_node_reaches_the_driver_through_that_nodes_launcher():
     """Each node's launcher runs its own log monitor thread; the second node's reaches the head's driver."""
     node, address, token = _start_with(launcher_command)
-    joining = driver = None
+    joining = None
     try:
         start_head(node.log_path.parent, token, NodeOptions(), spawned=(node, address))
         session = new_session_dir()
         options = NodeOptions(num_cpus=1, object_store_memory=100 * 2**20, custom_resources={"second_node": 1.0})
         joining = RayNodeProcess(launcher_command(worker_arguments(address, session, NodePorts.allocate(), options)),
                                  ray_environment(token), session / "ray-worker.log", None)
-        driver = subprocess.Popen([sys.executable, "-c", REMOTE_OUTPUT_DRIVER, address], env=ray_environment(token),
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        seen = []
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any("OUTPUT-FROM-THE-SECOND-NODE" in line for line in seen):
-            line = driver.stdout.readline()
-            if not line:
-                break
-            seen.append(line)
-        assert any("OUTPUT-FROM-THE-SECOND-NODE" in line for line in seen), seen + [joining.log_tail()]
+        lines = driver_lines(REMOTE_OUTPUT_DRIVER, address, token, worker_output_arrived)
+        assert worker_output_arrived(lines), lines + [joining.log_tail()]
         assert not [p for p in joining.members() if "log_monitor.py" in cmdline(p)]
     finally:
-        if driver is not None:
-            driver.kill()
-            driver.wait()
         if joining is not None:
             joining.stop()
         node.stop()

@@ -104,7 +104,7 @@ def test_a_log_monitor_thread_that_failed_is_a_dead_node_process():
     """The launcher exits 1 and names it, as `ray start --block` does for a dead log monitor process."""
     running = LogMonitorThread(_Monitor())
     running.start()
-    node = SimpleNamespace(dead_processes=lambda: [], log_monitor_thread=running)
+    node = SimpleNamespace(dead_processes=list, log_monitor_thread=running)
     assert unexpected_deaths(node) == []
     running.monitor.release.set()
     running.join(5)

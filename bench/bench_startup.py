@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from curator_array.ray_cluster import session_members
-from curator_array.ray_launcher import ray_executable
+from curator_array.ray_cluster import session_members  # noqa: E402
+from curator_array.ray_launcher import ray_executable  # noqa: E402
 
 ENTRYPOINT = REPO / "entrypoints" / "curator-array-entrypoint"
 SAMPLE = REPO / "sample_data" / "jsonl"

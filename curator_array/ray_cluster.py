@@ -338,8 +338,8 @@ def wait_for_head(node: RayNodeProcess, session_dir: Path, host: str, port: int,
         if ready.exists():
             return
         node.raise_if_exited()
-        if node.log_size() != log_size_seen:  # read the log only when it grew
-            log_size_seen = node.log_size()
+        if (log_size := node.log_size()) != log_size_seen:  # read the log only when it grew
+            log_size_seen = log_size
             if FALLBACK_NOTICE in node.log_tail(40):
                 return wait_for_port(host, port, node, max(0.0, deadline - time.monotonic()))
         time.sleep(0.02)

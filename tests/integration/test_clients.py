@@ -20,6 +20,7 @@ from curator_array.ray_cluster import (
     ray_environment,
     report_fallback,
     start_head,
+    wait_for_head,
     worker_arguments,
     write_token,
 )
@@ -88,6 +89,12 @@ sys.exit(ray_launcher.main(sys.argv[1:]))
 def cmdline(pid: int) -> str:
     with open(f"/proc/{pid}/cmdline", "rb") as handle:
         return handle.read().replace(b"\0", b" ").decode()
+
+
+def wait_until_ready(node: RayNodeProcess, address: str) -> None:
+    """As the driver waits: for the launcher's ready file (or, after a fallback, the GCS port)."""
+    host, _, port = address.rpartition(":")
+    wait_for_head(node, node.log_path.parent, host, int(port), timeout_s=60)
 
 
 def _start_with(command_for):
@@ -245,11 +252,8 @@ def test_lean_head_prestarts_workers_with_ray_data_and_its_log_monitor_thread_st
     """
     node, address, token = _start_with(launcher_command)
     try:
-        ready = node.log_path.parent / READY_FILE
-        deadline = time.monotonic() + 60
-        while not ready.exists() and node.running() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert ready.exists(), node.log_tail()
+        wait_until_ready(node, address)
+        assert (node.log_path.parent / READY_FILE).exists(), node.log_tail()
         names = [cmdline(p) for p in node.members()]
         assert any("workers/default_worker.py" in n or n.startswith("ray::IDLE") for n in names), names
         assert not [n for n in names if "log_monitor.py" in n], names
@@ -300,11 +304,9 @@ def test_worker_output_on_a_joined_node_reaches_the_driver_through_that_nodes_la
 
 
 def test_head_launcher_exits_when_a_ray_process_dies():
-    node, _, _ = _start_with(launcher_command)
+    node, address, _ = _start_with(launcher_command)
     try:
-        deadline = time.monotonic() + 60
-        while "Ray head up" not in node.log_tail() and node.running() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until_ready(node, address)
         raylet = [p for p in node.members() if "raylet/raylet" in cmdline(p)]
         assert raylet, node.log_tail()
         os.kill(raylet[0], signal.SIGKILL)

@@ -11,7 +11,7 @@ IMAGE ?= curator-array:latest
 BASE_IMAGE ?=
 export DOCKER_BUILDKIT ?= 0
 
-.PHONY: demo test bench install clean-demo image base-image sqsh sif sites
+.PHONY: demo demo-stop test bench install clean-demo image base-image sqsh sif sites
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ install: $(STAMP)
 ## SLURM, else local processes) and says which path it took and why.
 demo: $(STAMP)
 	DEMO_DIR="$(DEMO_DIR)" $(BIN)/python scripts/demo.py
+
+## Stop the throwaway SLURM cluster and dockerd that `make demo` (or the tests) left running.
+demo-stop: $(STAMP)
+	$(BIN)/python scripts/slurm_cluster.py stop
+	$(BIN)/python scripts/dockerd.py stop
 
 ## The whole test suite (unit, real Ray, real SLURM, containers).
 test: $(STAMP)

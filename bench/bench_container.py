@@ -7,9 +7,9 @@ Asserts nothing.
 from __future__ import annotations
 
 import os
-import sys
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO))
 
 sys.path.insert(0, str(REPO / "container"))
 import build_image  # noqa: E402  (container/build_image.py, the Makefile's build tool)
+
 SAMPLE = REPO / "sample_data" / "jsonl"
 ENTRYPOINT = "/opt/curator-array/entrypoints/curator-array-entrypoint"
 TAG = "curator-array:bench"

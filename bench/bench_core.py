@@ -17,8 +17,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from curator_array.checkpoint import CheckpointLayout  # noqa: E402
-from curator_array.sharding import ShardConfig  # noqa: E402
+from curator_array.core.layout import CheckpointLayout  # noqa: E402
+from curator_array.core.sharding import ShardConfig  # noqa: E402
 
 
 def best_of(runs: int, func) -> float:
@@ -32,7 +32,7 @@ def best_of(runs: int, func) -> float:
 
 def bench_sharding(count: int = 1_000_000, rounds: int = 7) -> None:
     """Best of ``rounds``, the three contenders taking turns so machine noise hits all alike."""
-    from curator_array.sharding import _owned
+    from curator_array.core.sharding import _owned
 
     ids = [f"fg-{i:012d}-{i * 7919 % 1000003}" for i in range(count)]
     sha256 = hashlib.sha256

@@ -29,15 +29,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from curator_array.clients import RayClient  # noqa: E402
-from curator_array.pipeline import Pipeline  # noqa: E402
-from curator_array.ray_cluster import NodeOptions  # noqa: E402
+from curator_array.execution.clients import RayClient  # noqa: E402
+from curator_array.execution.ray_cluster import NodeOptions  # noqa: E402
+from curator_array.pipelines.pipeline import Pipeline  # noqa: E402
+from curator_array.run.shard import run_shard_here  # noqa: E402
 from curator_array.stages.base import ProcessingStage, Resources  # noqa: E402
 from curator_array.stages.download import DOWNLOAD_SLOT, DownloadStage  # noqa: E402
 from curator_array.stages.io import FileListWriter  # noqa: E402
 from curator_array.stages.urls import UrlListStage  # noqa: E402
-from curator_array.devtools.fault_server import FaultServer, random_bytes  # noqa: E402
-from curator_array.app import run_shard_here  # noqa: E402
+from tests.support.fault_server import FaultServer, random_bytes  # noqa: E402
 
 MB = 1_000_000
 LIMIT = 40 * MB

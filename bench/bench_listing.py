@@ -30,7 +30,7 @@ CALLS = "getdents64,openat,open,stat,lstat,newfstatat,statx,access"
 
 WALK = r"""
 import sys, time
-from curator_array.sharding import ShardConfig
+from curator_array.core.sharding import ShardConfig
 from curator_array.stages.partition import FilePartitioningStage
 began = time.perf_counter()
 tasks = FilePartitioningStage(sys.argv[1], "jsonl").list_tasks()
@@ -40,9 +40,10 @@ print(f"@@ {time.perf_counter() - began:.3f} {len(mine)}")
 
 FROZEN = r"""
 import sys, time
-from curator_array.pipeline import PipelineOptions, default_pipeline
-from curator_array.prepare import prepare_shard
-from curator_array.sharding import ShardConfig
+from curator_array.pipelines.pipeline import default_pipeline
+from curator_array.pipelines.options import PipelineOptions
+from curator_array.run.prepare import prepare_shard
+from curator_array.core.sharding import ShardConfig
 pipeline = default_pipeline(PipelineOptions(sys.argv[1], sys.argv[2] + "/out"))
 began = time.perf_counter()
 prepared = prepare_shard(pipeline, sys.argv[2], ShardConfig(7, int(sys.argv[3])))

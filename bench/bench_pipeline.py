@@ -96,8 +96,8 @@ def main() -> None:
     plain = timed([sys.executable, "-c", PYARROW, str(INPUT), str(runs / "pyarrow")])
 
     sys.path.insert(0, str(REPO))
-    from curator_array.clients import RayClient
-    from curator_array.ray_cluster import NodeOptions
+    from curator_array.execution.clients import RayClient
+    from curator_array.execution.ray_cluster import NodeOptions
 
     client = RayClient(node_options=NodeOptions(object_store_memory=300 * 2**20))
     client.start()

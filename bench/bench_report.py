@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import CACHE, REPO  # noqa: E402
 
 sys.path.insert(0, str(REPO))
-from curator_array.checkpoint import CheckpointLayout  # noqa: E402
+from curator_array.core.layout import CheckpointLayout  # noqa: E402
 
 TOTAL, COMPLETE, FAILED = 100_000, 99_000, 600
 

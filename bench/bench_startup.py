@@ -23,8 +23,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from curator_array.ray_cluster import session_members  # noqa: E402
-from curator_array.ray_launcher import ray_executable  # noqa: E402
+from curator_array.execution.ray_cluster import session_members  # noqa: E402
+from curator_array.execution.ray_launcher import ray_executable  # noqa: E402
 
 ENTRYPOINT = REPO / "entrypoints" / "curator-array-entrypoint"
 SAMPLE = REPO / "sample_data" / "jsonl"
@@ -73,19 +73,18 @@ def run_entrypoint(nodes: int, work: Path) -> dict[str, float]:
 
 NAIVE_DRIVER = r"""
 import sys, ray
-from curator_array.pipeline import PipelineOptions
-from curator_array.prepare import prepare_shard
-from curator_array.runner import run_prepared
-from curator_array.ray_data import RayDataExecutor
-from curator_array.checkpoint import AttemptId
-from curator_array.jobenv import JobEnvironment
+from curator_array.pipelines.options import PipelineOptions
+from curator_array.run.prepare import prepare_shard
+from curator_array.run.runner import run_prepared
+from curator_array.execution.ray_data import RayDataExecutor
+from curator_array.slurm.jobenv import JobEnvironment
 from bench.startup_pipeline import build
-from curator_array.pipeline import Pipeline
+from curator_array.pipelines.pipeline import Pipeline
 ray.init(address="auto", logging_level="ERROR")
 options = PipelineOptions(sys.argv[1], sys.argv[2])
 pipeline = Pipeline.from_stages(build(options), options)
 job = JobEnvironment.from_env({})
-run_prepared(prepare_shard(pipeline, sys.argv[2], None), RayDataExecutor(progress_bars=False).execute, job, AttemptId.from_job(job))
+run_prepared(prepare_shard(pipeline, sys.argv[2], None), RayDataExecutor(progress_bars=False).execute, job, job.attempt_id())
 """
 
 

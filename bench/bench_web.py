@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import CACHE, REPO, datatrove_env, ensure_datatrove, measure_snippet  # noqa: E402
 
 sys.path.insert(0, str(REPO))
-from curator_array.devtools.warcs import Page, record_bytes, write_warc  # noqa: E402
+from tests.support.warcs import Page, record_bytes, write_warc  # noqa: E402
 
 INPUT = CACHE / "warc_input"
 FILES, PAGES_PER_FILE = 6, 250
@@ -71,7 +71,7 @@ def make_input() -> tuple[int, int]:
 OURS = r"""
 import sys, time, pathlib
 from curator_array.formats.warc import WarcReader
-from curator_array.tasks import FileGroupTask
+from curator_array.stages.tasks import FileGroupTask
 stages = []
 if sys.argv[2] != "read":
     from curator_array.stages.web.extract import HtmlExtractor
@@ -120,7 +120,7 @@ REPORT = {"docs": docs, "stages": {"+".join(type(s).__name__ for s in steps): ti
 BIG_READ = r"""
 import sys
 from curator_array.formats.warc import WarcReader
-from curator_array.tasks import FileGroupTask
+from curator_array.stages.tasks import FileGroupTask
 REPORT = {"docs": sum(p.num_rows for p in WarcReader(records_per_batch=256).process(FileGroupTask("big", files=[sys.argv[1]])))}
 """
 

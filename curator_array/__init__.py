@@ -1,8 +1,22 @@
 """curator-array: sharded data-curation pipelines on SLURM job arrays, executed on Ray Data.
 
-The package is layered (see DESIGN.md): the pure core (``sharding``, ``arrays``,
-``checkpoint``, ``retry``, ``status``) uses the standard library only, so it can be
-imported and tested on a login node without Ray, SLURM or a container.
+The subpackages are layers; each may import only the layers its docstring names (a test,
+``tests/unit/test_layers.py``, keeps that true), so the pure core can be imported and
+tested on a login node without Ray, SLURM or a container:
+
+==============  =================================================================
+``core``        pure: sharding, array expressions, the checkpoint's layout and
+                records, the run contract, retry, status, plan
+``slurm``       SLURM: its commands, the job environment, shard resolution,
+                submission windows, site scripts
+``stages``      the stage API, sources, filters, downloads, web text stages
+``formats``     the file formats (one module each) and their catalog
+``pipelines``   a pipeline, its options, the built-in pipelines
+``execution``   Ray: private clusters, the node launcher, clients, Ray Data
+``report``      the HTML page about a run
+``run``         one shard's run, from request to recorded outcome
+``cli``         the ``curator-array`` commands and the container entrypoint
+==============  =================================================================
 """
 
 __version__ = "0.1.0"

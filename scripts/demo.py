@@ -92,7 +92,8 @@ def container_path() -> str:
     print(f"  submitted {', '.join(jobs)}: curator-array submit --site local-pyxis --total-shards {SHARDS} "
           f"(CONTAINER_IMAGE={sqsh}); waiting")
     wait_for(jobs, env)
-    report_elements("slurm_*.out")
+    for job in jobs:  # this run's elements only: earlier demos' logs stay in the same directory
+        report_elements(f"slurm_{job}_*.out")
     return variables["SLURM_CONF"]
 
 
@@ -124,6 +125,23 @@ def local_path() -> None:
     report_elements("shard_*.log")
 
 
+def still_running() -> list[str]:
+    """The throwaway services this demo (or an earlier one) left running, as the user sees them."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import dockerd
+    import slurm_cluster
+
+    left = []
+    controller = slurm_cluster.pid_alive(slurm_cluster.DEFAULT_DIR / "run" / "slurmctld.pid")
+    if controller:
+        left.append(f"a throwaway SLURM cluster (slurmctld pid {controller}, its slurmd and munged) "
+                    "from scripts/slurm_cluster.py")
+    docker = dockerd.running_pid(dockerd.DEFAULT_DIR)
+    if docker:
+        left.append(f"a throwaway dockerd (pid {docker}) from scripts/dockerd.py")
+    return left
+
+
 def main() -> int:
     LOGS.mkdir(parents=True, exist_ok=True)
     forced = os.environ.get("DEMO_MODE", "auto")
@@ -150,6 +168,12 @@ def main() -> int:
     print(f"manifests: {CHECKPOINT}/.nemo_curator_metadata/.slurm_array_completion/")
     print(f"logs:      {LOGS}/")
     print(f"retry:     curator-array retry --checkpoint-path {CHECKPOINT} --format fields   (empty = nothing to do)")
+    services = still_running()
+    if services:
+        print("\nstill running, for the next demo or test run (they use no CPU while idle):")
+        for service in services:
+            print(f"  {service}")
+        print("stop them with: make demo-stop")
     left = run(str(BIN / "curator-array"), "retry", "--checkpoint-path", str(CHECKPOINT), env=env, check=False)
     return 0 if left.returncode == 0 and not left.stdout.strip() else 1
 

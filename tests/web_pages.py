@@ -7,7 +7,7 @@ break one rule family. ``expected`` says what the pipeline must do with every UR
 
 from __future__ import annotations
 
-from curator_array.devtools.warcs import Page
+from tests.support.warcs import Page
 
 BOILERPLATE = ("Accept all cookies", "All rights reserved", "About our company")
 

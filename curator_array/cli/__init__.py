@@ -1,66 +1,24 @@
-"""The ``curator-array`` command line.
+"""The ``curator-array`` command line, and the container entrypoint (``entrypoint``).
 
 Errors the user can act on are printed as one line on stderr (no traceback); exit code 2
 means a usage or configuration error, 1 any other failure. Set CURATOR_ARRAY_DEBUG=1 to
-see tracebacks. The commands live in small modules next to this one: ``run_command``
-(run one shard), ``inspect_commands`` (plan, status), ``submit_commands`` (submit, retry,
-render-site).
+see tracebacks. The group is ``group.cli``; the commands live in small modules next to
+it: ``run_command`` (run one shard), ``inspect_commands`` (plan, status, report),
+``submit_commands`` (submit, retry, render-site).
+
+May import: core, slurm, stages, formats, pipelines, execution, report, run.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 
 import click
 
-from .. import __version__
-from ..errors import CuratorArrayError
-from ..stopping import ShardStopped
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(__version__, prog_name="curator-array")
-@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
-def cli(verbose: int) -> None:
-    """Sharded data-curation pipelines on SLURM job arrays.
-
-    Every array element lists the same source tasks, keeps those whose hash falls in its
-    logical shard, runs the pipeline on a private Ray cluster and records a completion
-    manifest in the checkpoint directory. `retry` turns missing manifests into the array
-    expressions to resubmit.
-    """
-    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-
-class FormatChoice(click.ParamType):
-    """A file format of the registry, listed in --help but looked up only when a pipeline is
-    built: importing the formats imports pyarrow, which a run can do while its Ray head boots."""
-
-    name = "format"
-
-    def __init__(self, role: str):
-        self.role = role
-
-    def get_metavar(self, param, ctx=None) -> str:
-        from ..formats import input_formats, output_formats
-
-        return "[" + "|".join(input_formats() if self.role == "input" else output_formats()) + "]"
-
-
-def default_sites_dir() -> str:
-    return os.environ.get("CURATOR_ARRAY_SITES_DIR", "site_configs")
-
-
-def checkpoint_option(func):
-    return click.option(
-        "--checkpoint-path",
-        required=True,
-        envvar="CHECKPOINT_PATH",
-        type=click.Path(file_okay=False),
-        help="Checkpoint directory of the logical run (env: CHECKPOINT_PATH).",
-    )(func)
+from ..core.errors import CuratorArrayError
+from ..run.stopping import ShardStopped
+from . import inspect_commands, run_command, submit_commands  # noqa: F401  (each registers its commands)
+from .group import cli
 
 
 def main(argv: list[str] | None = None, context=None) -> int:
@@ -100,5 +58,3 @@ def main(argv: list[str] | None = None, context=None) -> int:
         return 1
     return 0
 
-
-from . import inspect_commands, run_command, submit_commands  # noqa: E402,F401  (register the commands)

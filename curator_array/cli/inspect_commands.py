@@ -6,8 +6,8 @@ import json
 
 import click
 
-from ..checkpoint import CheckpointLayout
-from . import FormatChoice, checkpoint_option, cli
+from ..core.layout import CheckpointLayout
+from .group import checkpoint_option, cli, run_option
 
 
 @cli.command(epilog="""\b
@@ -30,9 +30,9 @@ def status(checkpoint_path: str, as_json: bool, watch: bool, interval: float) ->
     import sys
     import time
 
-    from ..status import collect_status, format_status
-    from ..status import watch as watch_loop
-    from ..submit import queued_shards
+    from ..core.status import collect_status, format_status
+    from ..core.status import watch as watch_loop
+    from ..slurm.submit import queued_shards
 
     layout = CheckpointLayout(checkpoint_path)
 
@@ -58,26 +58,22 @@ Examples:
   curator-array plan --input-dir /shared/data --total-shards 20 --files-per-partition 4 --json
   curator-array plan --input-dir /shared/data --total-shards 20 --freeze --checkpoint-path /shared/ckpt
 """)
-@click.option("--input-dir", required=True, envvar="INPUT_DIR", type=click.Path(file_okay=False),
-              help="Input directory, listed recursively (env: INPUT_DIR).")
+@run_option("input_dir", required=True)
 @click.option("--total-shards", required=True, type=click.IntRange(min=1), envvar="TOTAL_SHARDS",
               help="Number of logical shards (env: TOTAL_SHARDS).")
 @click.option("--minimum-shard-index", type=click.IntRange(min=0), default=0, show_default=True,
               envvar="MINIMUM_SHARD_INDEX", help="First logical shard (env: MINIMUM_SHARD_INDEX).")
-@click.option("--files-per-partition", type=click.IntRange(min=1), default=1, show_default=True,
-              envvar="FILES_PER_PARTITION", help="Files grouped into one source task.")
-@click.option("--input-file-type", type=FormatChoice("input"), default="jsonl",
-              show_default=True, envvar="INPUT_FILE_TYPE")
+@run_option("files_per_partition")
+@run_option("input_file_type")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 @click.option("--freeze", is_flag=True,
               help="Also freeze this listing into --checkpoint-path, so no array element walks the input.")
-@click.option("--checkpoint-path", envvar="CHECKPOINT_PATH", type=click.Path(file_okay=False),
-              help="With --freeze: the run's checkpoint directory (env: CHECKPOINT_PATH).")
+@run_option("checkpoint_path", help="With --freeze: the run's checkpoint directory (env: CHECKPOINT_PATH).")
 def plan(input_dir, total_shards, minimum_shard_index, files_per_partition, input_file_type, as_json, freeze,
          checkpoint_path):
     """Show which logical shard each source task would go to, before submitting."""
-    from ..plan import format_plan, plan_shards
-    from ..sharding import ShardRange
+    from ..core.plan import format_plan, plan_shards
+    from ..core.sharding import ShardRange
     from ..stages.partition import FilePartitioningStage
 
     if freeze and not checkpoint_path:
@@ -97,14 +93,14 @@ def plan(input_dir, total_shards, minimum_shard_index, files_per_partition, inpu
 
 def freeze_listing(snapshot, layout: CheckpointLayout, shards) -> None:
     """Write the listing and a run.json without a pipeline (the first start pins that)."""
-    from .. import listing as listings
-    from ..run_config import ensure_run_config
+    from ..core.run_contract import ensure_run_config
+    from ..stages import listing as listings
 
     listings.validate(snapshot)
     name = listings.save(layout, snapshot)
     run = ensure_run_config(layout, shards, snapshot.task_ids(), None, snapshot.reference(name))
-    if run.listing and run.listing.get("digest") != snapshot.digest:
-        from ..errors import CheckpointMismatchError
+    if run.listing and run.listing.digest != snapshot.digest:
+        from ..core.errors import CheckpointMismatchError
 
         raise CheckpointMismatchError(
             f"{layout.root} already holds a run with another frozen listing "
@@ -124,8 +120,8 @@ def report(checkpoint_path: str, output: str) -> None:
     drops per filter, throughput per node, failures and the retry command."""
     from pathlib import Path
 
-    from ..report import write_report
-    from ..submit import queued_shards
+    from ..report.page import write_report
+    from ..slurm.submit import queued_shards
 
     layout = CheckpointLayout(checkpoint_path)
     path = write_report(layout, Path(output), queued_shards(layout))

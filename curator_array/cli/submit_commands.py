@@ -12,10 +12,10 @@ from pathlib import Path
 
 import click
 
-from ..checkpoint import CheckpointLayout
-from ..errors import CheckpointMismatchError, ConfigError, CuratorArrayError
-from ..retry import FORMATS, format_retry, plan_retry
-from . import checkpoint_option, cli, default_sites_dir
+from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
+from ..core.layout import CheckpointLayout
+from ..core.retry import FORMATS, format_retry, plan_retry
+from .group import checkpoint_option, cli, default_sites_dir
 from .run_command import run_request_from_args
 
 EPILOG_RETRY = """\b
@@ -39,7 +39,7 @@ MAX_ARRAY_SIZE_HELP = ("'auto' (the cluster's MaxArraySize, from scontrol), 'non
 
 def site_files(sites_dir: str, site: str):
     """The site's settings and its rendered script (which must exist)."""
-    from ..sites import load_site
+    from ..slurm.sites import load_site
 
     directory = Path(sites_dir)
     script = directory / f"{site}.sbatch"
@@ -63,8 +63,8 @@ def submission_checkpoint(checkpoint_path: str | None) -> CheckpointLayout:
 
 
 def refuse_while_queued(layout: CheckpointLayout, what: str) -> None:
-    from ..arrays import format_array_expression
-    from ..submit import queued_shards
+    from ..core.arrays import format_array_expression
+    from ..slurm.submit import queued_shards
 
     queued = queued_shards(layout)
     if queued:
@@ -75,7 +75,7 @@ def refuse_while_queued(layout: CheckpointLayout, what: str) -> None:
 
 
 def print_or_submit(submissions, layout: CheckpointLayout, dry_run: bool) -> None:
-    from ..submit import submit_all
+    from ..slurm.submit import submit_all
 
     if dry_run:
         for item in submissions:
@@ -107,8 +107,8 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
     run has finished: a shard still running has no manifest yet (--submit checks this).
     With --submit, the run options after `--` must describe the run's pipeline.
     """
-    from ..run_config import check_pipeline, read_run_config
-    from ..submit import plan_submissions, resolve_max_array_size
+    from ..core.run_contract import check_pipeline, read_run_config
+    from ..slurm.submit import plan_submissions, resolve_max_array_size
 
     layout = CheckpointLayout(checkpoint_path)
     plan = plan_retry(layout)
@@ -163,11 +163,11 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     Before anything is queued, the run's contract is written (or checked, when the
     checkpoint already holds the run): shard range, input listing and pipeline.
     """
-    from ..arrays import parse_array_expression
-    from ..prepare import check_against_run, pin_run
-    from ..run_config import archive_run
-    from ..sharding import ShardRange
-    from ..submit import plan_submissions, resolve_max_array_size
+    from ..core.arrays import parse_array_expression
+    from ..core.run_contract import archive_run
+    from ..core.sharding import ShardRange
+    from ..run.prepare import check_against_run, pin_run
+    from ..slurm.submit import plan_submissions, resolve_max_array_size
 
     site_config, script = site_files(sites_dir, site)
     layout = submission_checkpoint(checkpoint_path)
@@ -204,8 +204,9 @@ Examples:
 @click.option("--check", is_flag=True, help="Change nothing; fail if a rendered script is out of date.")
 def render_site(names, render_all, sites_dir, check):
     """Render site_configs/<name>.toml into site_configs/<name>.sbatch."""
-    from ..sites import load_site, site_names, write_rendered
-    from ..sites import render_site as render
+    from ..run.options import job_script_facts
+    from ..slurm.sites import load_site, site_names, write_rendered
+    from ..slurm.sites import render_site as render
 
     directory = Path(sites_dir)
     chosen = site_names(directory) if render_all else list(names)
@@ -214,12 +215,12 @@ def render_site(names, render_all, sites_dir, check):
     stale = []
     for name in chosen:
         if check:
-            text = render(load_site(directory / f"{name}.toml"), directory / "templates")
+            text = render(load_site(directory / f"{name}.toml"), directory / "templates", job_script_facts())
             target = directory / f"{name}.sbatch"
             if not target.exists() or target.read_text() != text:
                 stale.append(name)
             continue
-        path, changed = write_rendered(directory, name)
+        path, changed = write_rendered(directory, name, job_script_facts())
         click.echo(f"{path}: {'written' if changed else 'up to date'}")
     if stale:
         raise CuratorArrayError(f"stale rendered site scripts: {', '.join(stale)}; run `curator-array render-site --all`")

@@ -21,9 +21,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from curator_array.pipeline import PipelineOptions
-from curator_array.stages.base import ProcessingStage
-from curator_array.stages.filters import FilterStage
+from ..pipelines.options import PipelineOptions
+from ..stages.base import ProcessingStage
+from ..stages.filters import FilterStage
 
 
 class AlphabeticRatioFilter(FilterStage):

@@ -1,10 +1,13 @@
-"""The file formats curator-array reads and writes, in one registry.
+"""The file formats curator-array reads and writes: one catalog, one module per format.
 
-A format is a name, the file suffixes that belong to it, and its reader and/or writer
-class. The partitioning stage, the CLI's choices, the site scripts' comment and the
-README all come from here. Adding a format is one new module in this package that
-subclasses ``ReaderStage``/``WriterStage`` and calls :func:`register`, plus its name in
-``_MODULES``.
+The catalog below names each format, the file suffixes that belong to it, and where its
+reader and writer classes live. It imports nothing heavy, so the CLI's choices, the file
+source's suffix matching, the site scripts' comments and the README's format table all
+come from it without importing pyarrow; a class is imported when a pipeline is built.
+Adding a format is one module here that subclasses ``stages.io.ReaderStage`` and/or
+``WriterStage``, and one entry in ``FORMATS``.
+
+May import: core, stages.
 """
 
 from __future__ import annotations
@@ -14,46 +17,63 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
+from ..stages.defaults import MALFORMED_POLICIES
 
 if TYPE_CHECKING:
     from ..stages.io import ReaderStage, WriterStage
 
+DEFAULT_FORMAT = "jsonl"
+
 
 @dataclass(frozen=True)
 class Format:
+    """A format: its name, its suffixes, and ``module:Class`` of its reader and writer."""
+
     name: str
     suffixes: tuple[str, ...]
-    reader: type[ReaderStage] | None = None
-    writer: type[WriterStage] | None = None
+    reader: str | None = None
+    writer: str | None = None
     description: str = ""
+    reader_notes: str = ""
+    writer_notes: str = ""
 
     def matches(self, filename: str) -> bool:
         return filename.endswith(self.suffixes)
 
+    def reader_class(self) -> type[ReaderStage]:
+        return _load_class(self.reader)
 
-_REGISTRY: dict[str, Format] = {}
-_MODULES = ("jsonl", "parquet", "warc")
-
-
-def register(fmt: Format) -> Format:
-    _REGISTRY[fmt.name] = fmt
-    return fmt
+    def writer_class(self) -> type[WriterStage]:
+        return _load_class(self.writer)
 
 
-def _load() -> dict[str, Format]:
-    """Import every format module once (each registers itself; importing one alone is fine)."""
-    for module in _MODULES:
-        importlib.import_module(f"{__name__}.{module}")
-    return _REGISTRY
+def _load_class(reference: str | None):
+    module, _, name = (reference or "").partition(":")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+FORMATS: dict[str, Format] = {
+    fmt.name: fmt
+    for fmt in (
+        Format("jsonl", (".jsonl", ".jsonl.gz"), "jsonl:JsonlReader", "jsonl:JsonlWriter",
+               "JSON Lines, plain or gzip on input", writer_notes="`.jsonl`"),
+        Format("jsonl.gz", (".jsonl.gz",), "jsonl:JsonlReader", "jsonl:GzipJsonlWriter",
+               "gzip-compressed JSON Lines", writer_notes="gzip, byte-identical on replay"),
+        Format("parquet", (".parquet",), "parquet:ParquetReader", "parquet:ParquetWriter", "Apache Parquet",
+               writer_notes="zstd"),
+        Format("warc", (".warc", ".warc.gz"), "warc:WarcReader", None, "Web ARChive (response records with HTML)",
+               reader_notes="HTML responses, streamed in parts"),
+    )
+}
 
 
 def input_formats() -> list[str]:
-    return sorted(name for name, fmt in _load().items() if fmt.reader is not None)
+    return sorted(name for name, fmt in FORMATS.items() if fmt.reader is not None)
 
 
 def output_formats() -> list[str]:
-    return sorted(name for name, fmt in _load().items() if fmt.writer is not None)
+    return sorted(name for name, fmt in FORMATS.items() if fmt.writer is not None)
 
 
 def get_format(name: str, role: str = "input") -> Format:
@@ -61,12 +81,12 @@ def get_format(name: str, role: str = "input") -> Format:
     names = input_formats() if role == "input" else output_formats()
     if name not in names:
         raise ConfigError(f"{role} file type {name!r} is not supported; use one of {', '.join(names)}")
-    return _load()[name]
+    return FORMATS[name]
 
 
-def reader_for(name: str, malformed: str = "fail") -> ReaderStage:
-    return get_format(name, "input").reader(malformed)
+def reader_for(name: str, malformed: str = MALFORMED_POLICIES[0]) -> ReaderStage:
+    return get_format(name, "input").reader_class()(malformed)
 
 
 def writer_for(name: str, output_dir: str | os.PathLike) -> WriterStage:
-    return get_format(name, "output").writer(output_dir)
+    return get_format(name, "output").writer_class()(output_dir)

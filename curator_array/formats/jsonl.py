@@ -13,10 +13,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from ..core.records import MALFORMED_LINES
 from ..stages.io import FileContents, MalformedRecordError, ReaderStage, WriterStage
-from . import Format, register
-
-MALFORMED_LINES = "malformed_lines"
 
 
 def _open_text(path: str):
@@ -101,7 +99,3 @@ class GzipJsonlWriter(JsonlWriter):
         with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
             with io.TextIOWrapper(packed, encoding="utf-8") as text:
                 yield text
-
-
-register(Format("jsonl", (".jsonl", ".jsonl.gz"), JsonlReader, JsonlWriter, "JSON Lines, plain or gzip on input"))
-register(Format("jsonl.gz", (".jsonl.gz",), JsonlReader, GzipJsonlWriter, "gzip-compressed JSON Lines"))

@@ -9,7 +9,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..stages.io import FileContents, MalformedRecordError, ReaderStage, WriterStage
-from . import Format, register
 
 
 class ParquetReader(ReaderStage):
@@ -34,6 +33,3 @@ class ParquetWriter(WriterStage):
         pq.write_table(table, path, compression="zstd")
         with open(path, "rb") as handle:
             os.fsync(handle.fileno())
-
-
-register(Format("parquet", (".parquet",), ParquetReader, ParquetWriter, "Apache Parquet (zstd)"))

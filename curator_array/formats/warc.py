@@ -14,9 +14,9 @@ from collections.abc import Iterator
 
 import pyarrow as pa
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
+from ..stages.defaults import MALFORMED_POLICIES, WARC_RECORDS_PER_BATCH
 from ..stages.io import FileContents, MalformedRecordError, ReaderStage
-from . import Format, register
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 NON_HTML, TRUNCATED, HTTP_ERROR = "non_html_records", "truncated_records", "http_error_records"
@@ -64,7 +64,7 @@ class WarcReader(ReaderStage):
     format_name = "warc"
     streams = True
 
-    def __init__(self, malformed: str = "fail", records_per_batch: int = 256):
+    def __init__(self, malformed: str = MALFORMED_POLICIES[0], records_per_batch: int = WARC_RECORDS_PER_BATCH):
         if records_per_batch < 1:
             raise ConfigError(f"records_per_batch must be >= 1, got {records_per_batch}")
         self.records_per_batch = records_per_batch
@@ -122,6 +122,3 @@ class WarcReader(ReaderStage):
             if offset is not None:
                 return f"{path}: corrupt gzip member at byte offset {offset} ({exc})"
         return f"{path}: unreadable WARC data after the record at byte offset {last_good} ({exc})"
-
-
-register(Format("warc", (".warc", ".warc.gz"), WarcReader, None, "Web ARChive (response records with HTML)"))

@@ -1,6 +1,27 @@
-"""Built-in stages. Stages know nothing of Ray: the executor adapts them."""
+"""Stages: the units a pipeline is made of, and the tasks that flow between them.
 
-from .base import ProcessingStage, RayStageSpec, Resources, SourceStage
-from .partition import FilePartitioningStage
+Here: the stage API (``base``, ``tasks``, ``apply``), the sources (``partition`` for files,
+``urls`` for URL lists) with the run's frozen ``listing``, the reader and writer base
+classes (``io``), filters, downloads, and the web stages (``web``). Stages know nothing of
+Ray: the executor (``execution``) adapts them, so each can be tested as plain Python.
 
-__all__ = ["FilePartitioningStage", "ProcessingStage", "RayStageSpec", "Resources", "SourceStage"]
+May import: core, formats (the format catalog). Never Ray.
+"""
+
+from importlib import import_module
+
+_EXPORTS = {
+    "FilePartitioningStage": "partition",
+    "ProcessingStage": "base",
+    "RayStageSpec": "base",
+    "Resources": "base",
+    "SourceStage": "base",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """The stage API on demand: importing ``stages.defaults`` must not import pyarrow."""
+    if name in _EXPORTS:
+        return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,8 +13,8 @@ import logging
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
 
-from ..tasks import FailedTask, Task
 from .base import ProcessingStage
+from .tasks import FailedTask, Task
 
 logger = logging.getLogger(__name__)
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ..errors import ConfigError
-from ..tasks import Task
+from ..core.errors import ConfigError
+from .tasks import Task
 
 SPEC_KEYS = frozenset(
     {

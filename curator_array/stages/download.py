@@ -29,12 +29,17 @@ from typing import Any
 
 import requests
 
-from ..atomic import fsync_directory
-from ..errors import ConfigError
-from ..options import DEFAULT_DOWNLOAD_WORKERS_PER_NODE as DEFAULT_WORKERS_PER_NODE
-from ..options import DOWNLOAD_SLOT
-from ..tasks import FailedTask, FileGroupTask, Task
+from ..core.atomic import fsync_directory
+from ..core.errors import ConfigError
 from .base import ProcessingStage, Resources
+from .defaults import (
+    DOWNLOAD_CONNECT_TIMEOUT_S,
+    DOWNLOAD_READ_TIMEOUT_S,
+    DOWNLOAD_RETRIES,
+    DOWNLOAD_SLOT,
+    DOWNLOAD_WORKERS_PER_NODE,
+)
+from .tasks import FailedTask, FileGroupTask, Task
 from .urls import UrlGroupTask
 
 logger = logging.getLogger(__name__)
@@ -95,10 +100,10 @@ class DownloadStage(ProcessingStage):
         self,
         download_dir: str | os.PathLike,
         *,
-        workers_per_node: float = DEFAULT_WORKERS_PER_NODE,
-        retries: int = 5,
-        connect_timeout_s: float = 10.0,
-        read_timeout_s: float = 60.0,
+        workers_per_node: float = DOWNLOAD_WORKERS_PER_NODE,
+        retries: int = DOWNLOAD_RETRIES,
+        connect_timeout_s: float = DOWNLOAD_CONNECT_TIMEOUT_S,
+        read_timeout_s: float = DOWNLOAD_READ_TIMEOUT_S,
         backoff_base_s: float = 0.5,
         backoff_max_s: float = 30.0,
         hard_cap: bool = True,

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import ConfigError
-from ..tasks import DocumentBatch, Task
+from ..core.errors import ConfigError
 from .base import ProcessingStage
+from .tasks import DocumentBatch, Task
 
 Mask = pa.Array | pa.ChunkedArray
 

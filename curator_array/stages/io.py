@@ -18,12 +18,11 @@ from typing import ClassVar
 
 import pyarrow as pa
 
-from ..atomic import dump_json, fsync_directory, temporary_sibling, write_bytes_atomic
-from ..errors import ConfigError
-from ..tasks import DocumentBatch, FileGroupTask, Task, TaskCounters, WrittenFiles
+from ..core.atomic import dump_json, fsync_directory, temporary_sibling, write_bytes_atomic
+from ..core.errors import ConfigError
 from .base import ProcessingStage
-
-MALFORMED_POLICIES = ("fail", "skip")
+from .defaults import MALFORMED_POLICIES
+from .tasks import DocumentBatch, FileGroupTask, Task, TaskCounters, WrittenFiles
 
 
 class MalformedRecordError(ValueError):
@@ -64,7 +63,7 @@ class ReaderStage(ProcessingStage):
     skips_malformed: ClassVar[bool] = False
     streams: ClassVar[bool] = False
 
-    def __init__(self, malformed: str = "fail"):
+    def __init__(self, malformed: str = MALFORMED_POLICIES[0]):
         if malformed not in MALFORMED_POLICIES:
             raise ConfigError(f"malformed-record policy {malformed!r}: use one of {', '.join(MALFORMED_POLICIES)}")
         if malformed != "fail" and not self.skips_malformed:

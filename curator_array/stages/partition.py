@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..errors import ConfigError, InputError
-from ..formats import get_format
-from ..listing import Listing
-from ..tasks import FileGroupTask
+from ..core.errors import ConfigError, InputError
+from ..formats import DEFAULT_FORMAT, get_format
 from .base import SourceStage
+from .listing import Listing
+from .tasks import FileGroupTask
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class FilePartitioningStage(SourceStage):
 
     name = "file_partitioning"
 
-    def __init__(self, input_dir: str | Path, file_type: str = "jsonl", files_per_partition: int = 1):
+    def __init__(self, input_dir: str | Path, file_type: str = DEFAULT_FORMAT, files_per_partition: int = 1):
         self._suffixes = get_format(file_type, "input").suffixes
         if files_per_partition < 1:
             raise ConfigError(f"files_per_partition must be >= 1, got {files_per_partition}")

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, InputError
-from ..tasks import Task
+from ..core.errors import ConfigError, InputError
 from .base import SourceStage
+from .tasks import Task
 
 URL_SCHEMES = ("http://", "https://", "file://")
 LIST_SUFFIXES = (".txt", ".urls", ".jsonl", ".list")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.sharding import shard_of
+from curator_array.core.sharding import shard_of
 from curator_array.stages.partition import group_task_id
 from tests.conftest import SAMPLE, need, records_digest
 from tests.slurm.conftest import job_script, sbatch, wait_for

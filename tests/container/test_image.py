@@ -91,7 +91,7 @@ def test_commoncrawl_pipeline_runs_inside_the_image(docker_client, image, tmp_pa
     """WARC → text → language → quality → Parquet, with the libraries of the image's lock."""
     import pyarrow.parquet as pq
 
-    from curator_array.devtools.warcs import write_warc
+    from tests.support.warcs import write_warc
     from tests.web_pages import pages
 
     warcs = tmp_path / "warcs"

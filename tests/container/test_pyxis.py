@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout
+from curator_array.core.layout import CheckpointLayout
 from tests.conftest import REPO, SAMPLE, read_records, records_digest, visible_files
 from tests.slurm.conftest import pyxis_mode, wait_for
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout
-from curator_array.sites import site_names
+from curator_array.core.layout import CheckpointLayout
+from curator_array.slurm.sites import site_names
 from tests.conftest import REPO, SAMPLE, read_records, records_digest
 from tests.slurm.conftest import job_states, wait_for
 

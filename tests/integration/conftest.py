@@ -3,8 +3,8 @@ import time
 import pytest
 import ray
 
-from curator_array.clients import RayClient
-from curator_array.ray_cluster import NodeOptions, start_worker
+from curator_array.execution.clients import RayClient
+from curator_array.execution.ray_cluster import NodeOptions, start_worker
 from curator_array.stages.download import DOWNLOAD_SLOT
 
 MiB = 2**20

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from curator_array.stages.base import ProcessingStage
 from curator_array.stages.download import DownloadStage
-from curator_array.tasks import FailedTask
+from curator_array.stages.tasks import FailedTask
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.ray_cluster import (
+from curator_array.execution.ray_cluster import (
     NodeOptions,
     NodePorts,
     RayNodeProcess,
@@ -24,7 +24,7 @@ from curator_array.ray_cluster import (
     worker_arguments,
     write_token,
 )
-from curator_array.ray_launcher import AGENT_NICENESS, READY_FILE, head_system_config
+from curator_array.execution.ray_launcher import AGENT_NICENESS, READY_FILE, head_system_config
 from tests.conftest import REPO, read_records, records_digest
 
 pytestmark = pytest.mark.ray
@@ -38,8 +38,8 @@ def run_cli(*args, env=None, timeout=180):
 
 CLIENT_PROBE = r"""
 import json, os, stat, subprocess, sys
-from curator_array.clients import RayClient
-from curator_array.ray_cluster import NodeOptions
+from curator_array.execution.clients import RayClient
+from curator_array.execution.ray_cluster import NodeOptions
 with RayClient(node_options=NodeOptions(num_cpus=1, object_store_memory=100 * 2**20)) as client:
     host, port = client.address.rsplit(":", 1)
     mode = stat.S_IMODE(os.stat(client.token_path).st_mode)
@@ -66,7 +66,7 @@ def test_private_head_is_authenticated_isolated_and_stopped(tmp_path):
     assert result["mode"] == 0o600
     assert len(result["session_dir"]) < 40
     names = result["names"]
-    assert any("-m curator_array.ray_launcher --head" in n for n in names)
+    assert any("-m curator_array.execution.ray_launcher --head" in n for n in names)
     assert any("gcs_server" in n for n in names) and any("raylet" in n for n in names)
     assert not [n for n in names if "dashboard/dashboard.py" in n or "autoscaler/_private/monitor.py" in n], names
     assert result["intruder_rc"] != 0, "a client without the token must be rejected"
@@ -81,7 +81,7 @@ FALLBACK_PROBE = r"""
 import sys
 import ray._private.node
 del ray._private.node.Node.dead_processes  # stands for a Ray whose internals changed
-from curator_array import ray_launcher
+from curator_array.execution import ray_launcher
 sys.exit(ray_launcher.main(sys.argv[1:]))
 """
 
@@ -170,7 +170,7 @@ print("SUM", ray.get(ray.remote(lambda: 2 + 3).remote()))
 
 SLOW_REGISTRATION_PROBE = r"""
 import sys
-from curator_array import ray_launcher
+from curator_array.execution import ray_launcher
 ray_launcher.declare_unused_agent_ports = lambda *args: False  # the raylet waits for its agents again
 sys.exit(ray_launcher.main(sys.argv[1:]))
 """

@@ -9,13 +9,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from curator_array.app import run_shard_here
-from curator_array.devtools.fault_server import FaultServer
-from curator_array.devtools.warcs import write_warc
-from curator_array.pipeline import PipelineOptions, load_pipeline
-from curator_array.ray_data import RayDataExecutor
-from curator_array.sharding import ShardConfig
+from curator_array.core.records import ShardWork
+from curator_array.core.sharding import ShardConfig
+from curator_array.execution.ray_data import RayDataExecutor
+from curator_array.pipelines.options import PipelineOptions
+from curator_array.pipelines.pipeline import load_pipeline
+from curator_array.run.shard import run_shard_here
 from tests.integration.helper_stages import ProbedDownloadStage, peak_concurrency
+from tests.support.fault_server import FaultServer
+from tests.support.warcs import write_warc
 from tests.web_pages import ARTICLES, BOILERPLATE, pages
 
 pytestmark = pytest.mark.ray
@@ -56,8 +58,8 @@ def check_documents(written: dict[str, dict], expected: dict[str, dict]) -> None
         assert row["gopher_word_count"] >= 50 and row["c4_lines_removed"] == 1  # the title has no full stop
 
 
-def check_counts(stats: dict, expected: dict[str, dict]) -> None:
-    dropped = {k: v for k, v in stats["rows_dropped_by_stage"].items() if v}
+def check_counts(work: ShardWork, expected: dict[str, dict]) -> None:
+    dropped = {k: v for k, v in work.rows_dropped_by_stage.items() if v}
     wanted: dict[str, int] = {}
     for outcome in expected.values():
         if "dropped_by" in outcome:
@@ -66,7 +68,7 @@ def check_counts(stats: dict, expected: dict[str, dict]) -> None:
         assert sum(v for k, v in dropped.items() if k.startswith(rule)) == count, (rule, dropped)
     assert sum(dropped.values()) == sum(wanted.values()), dropped
     skips = [e["skipped"] for e in expected.values() if "skipped" in e]
-    assert stats["records_skipped"] == {reason: skips.count(reason) for reason in set(skips)}
+    assert work.records_skipped == {reason: skips.count(reason) for reason in set(skips)}
 
 
 def test_warc_directory_three_shards_equal_one_run(two_node_cluster, warc_dir, tmp_path):
@@ -76,9 +78,9 @@ def test_warc_directory_three_shards_equal_one_run(two_node_cluster, warc_dir, t
     outcome = run_shard_here(load_pipeline("commoncrawl", options(source, whole)), tmp_path / "c1", output_dir=whole)
     assert outcome.status == "completed"
     check_documents(outputs(whole), expected)
-    check_counts(outcome.stats, expected)
-    assert outcome.stats["rows_in"] == sum(1 for e in expected.values() if "skipped" not in e)
-    assert all(name.endswith(".parquet") and ".part-" in name for name in outcome.stats["output_files"])
+    check_counts(outcome.work, expected)
+    assert outcome.work.rows_in == sum(1 for e in expected.values() if "skipped" not in e)
+    assert all(name.endswith(".parquet") and ".part-" in name for name in outcome.work.output_files)
 
     sharded = tmp_path / "sharded"
     pipeline = load_pipeline("commoncrawl", options(source, sharded))
@@ -86,7 +88,7 @@ def test_warc_directory_three_shards_equal_one_run(two_node_cluster, warc_dir, t
     for index in range(3):
         part = run_shard_here(pipeline, tmp_path / "c3", ShardConfig(index, 3), output_dir=sharded)
         assert part.status == "completed"
-        owned += part.stats["source_task_ids"]
+        owned += part.work.source_task_ids
     assert sorted(owned) == sorted(set(owned)) and len(owned) == 6
     assert outputs(sharded) == outputs(whole)
 
@@ -113,6 +115,6 @@ def test_urls_downloaded_under_the_per_node_cap_then_extracted(two_node_cluster,
     assert per_node and all(peak == 1 for peak in per_node.values()), per_node
     assert server.peak_active <= 2
     check_documents(outputs(out), expected)
-    check_counts(outcome.stats, expected)
+    check_counts(outcome.work, expected)
     manifest = json.loads(Path(outcome.manifest_path).read_text())
     assert manifest["bytes_in"] == sum(len(body) for body in files.values())

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.errors import ConfigError
+from curator_array.core.errors import ConfigError
 from curator_array.stages.download import DownloadStage, local_name
+from curator_array.stages.tasks import FailedTask, FileGroupTask
 from curator_array.stages.urls import UrlGroupTask, UrlListStage, url_group_id
-from curator_array.tasks import FailedTask, FileGroupTask
 from tests.conftest import REPO
-from curator_array.devtools.fault_server import FaultServer, random_bytes, sha256
+from tests.support.fault_server import FaultServer, random_bytes, sha256
 
 FILES = {f"f{i}.bin": random_bytes(300_000 + i * 1000, i) for i in range(8)}
 FILES["big.bin"] = random_bytes(4_000_000, 99)
@@ -147,7 +147,7 @@ def test_url_lists(tmp_path):
 
 
 def test_bad_url_lines_name_file_and_line(tmp_path):
-    from curator_array.errors import InputError
+    from curator_array.core.errors import InputError
 
     (tmp_path / "l.txt").write_text("https://ok/a\nftp://nope/b\n")
     with pytest.raises(InputError, match=r"l.txt:2: 'ftp://nope/b' is not an http"):

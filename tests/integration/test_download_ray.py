@@ -8,14 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.pipeline import Pipeline, PipelineOptions, default_pipeline
-from curator_array.ray_data import RayDataExecutor
+from curator_array.execution.ray_data import RayDataExecutor
+from curator_array.pipelines.options import PipelineOptions
+from curator_array.pipelines.pipeline import Pipeline, default_pipeline
+from curator_array.run.shard import run_shard_here
 from curator_array.stages.io import FileListWriter
 from curator_array.stages.urls import UrlListStage
 from tests.conftest import read_records, records_digest
-from curator_array.devtools.fault_server import FaultServer, random_bytes
 from tests.integration.helper_stages import ProbedDownloadStage, peak_concurrency
-from curator_array.app import run_shard_here
+from tests.support.fault_server import FaultServer, random_bytes
 
 pytestmark = pytest.mark.ray
 MiB = 2**20
@@ -110,7 +111,7 @@ def test_backlog_is_bounded_when_the_consumer_is_slow(two_node_cluster, slow_ser
     sampler.join()
     assert outcome.status == "completed"
     assert len(list(download_dir.glob("*.consumed"))) == len(files)
-    from curator_array.ray_data import BACKLOG_PER_WORKER
+    from curator_array.execution.ray_data import BACKLOG_PER_WORKER
 
     budget = BACKLOG_PER_WORKER * executor.pool_choices["download"].size
     in_consumer = executor.pool_choices["slow_consumer"].size  # picked up, still being processed

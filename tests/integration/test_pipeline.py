@@ -3,34 +3,40 @@
 import gzip
 import json
 import os
-from contextlib import nullcontext
-
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from curator_array.app import RunRequest, run_shard_command
-from curator_array.job_context import JobContext
-from curator_array.checkpoint import CheckpointLayout
-from curator_array.errors import CheckpointMismatchError
-from curator_array.pipeline import Pipeline, PipelineOptions, default_pipeline
-from curator_array.prepare import SourceFailedError, prepare_shard
-from curator_array.sharding import ShardConfig, shard_of
-from curator_array.stages.partition import group_task_id
+from curator_array.core.errors import CheckpointMismatchError
+from curator_array.core.layout import CheckpointLayout
+from curator_array.core.sharding import ShardConfig, shard_of
+from curator_array.execution.clients import RayClusterClient
+from curator_array.pipelines.options import PipelineOptions
+from curator_array.pipelines.pipeline import Pipeline, default_pipeline
+from curator_array.run.prepare import SourceFailedError, prepare_shard
+from curator_array.run.request import RunRequest
+from curator_array.run.shard import run_shard_command, run_shard_here
+from curator_array.slurm.job_context import JobContext
 from curator_array.stages.base import SourceStage
-from curator_array.tasks import FailedTask, FileGroupTask
+from curator_array.stages.partition import group_task_id
+from curator_array.stages.tasks import FailedTask, FileGroupTask
 from tests.conftest import read_records, records_digest, visible_files
 from tests.integration.helper_stages import FailSomeStage, SetupCountingStage
-from curator_array.app import run_shard_here
 
 pytestmark = pytest.mark.ray
 
 
-class AlreadyConnected(nullcontext):
-    """Stands in for a client when the test process is already connected to a cluster."""
+class AlreadyConnected(RayClusterClient):
+    """The test session's cluster, which this process is already connected to: nothing to start or stop."""
 
-    def finish(self, status):
+    def launch(self) -> None:
+        pass
+
+    def _start(self) -> None:
+        pass
+
+    def stop(self, keep_logs: bool = False) -> None:
         pass
 
 
@@ -58,7 +64,7 @@ def test_jsonl_to_parquet_copies_every_record(ray_cluster, sample_jsonl, tmp_pat
     expected = [r for records in input_records(sample_jsonl).values() for r in records]
     assert outcome.status == "completed"
     assert records_digest(read_records(out)) == records_digest(expected)
-    assert outcome.stats["rows_in"] == outcome.stats["rows_out"] == len(expected)
+    assert outcome.work.rows_in == outcome.work.rows_out == len(expected)
     assert all(name.endswith(".parquet") for name in visible_files(out))
 
 
@@ -91,9 +97,9 @@ def test_filters_match_an_independent_computation(ray_cluster, sample_jsonl, tmp
     outcome = run_shard_here(default_pipeline(options), tmp_path / "ckpt", output_dir=out)
     expected = [r for records in input_records(sample_jsonl).values() for r in independent_filter(records, 5, 100)]
     got = read_records(out)
-    assert len(got) < outcome.stats["rows_in"]
+    assert len(got) < outcome.work.rows_in
     assert records_digest(got) == records_digest(expected)
-    dropped = outcome.stats["rows_dropped_by_stage"]
+    dropped = outcome.work.rows_dropped_by_stage
     assert set(dropped) == {"non_empty_text", "word_count", "exact_dedup"} and all(dropped.values())
 
 
@@ -107,14 +113,14 @@ def test_four_shards_union_equals_unsharded_run_and_replay_is_identical(ray_clus
     for index in range(4):
         outcome = run_shard_here(pipeline, tmp_path / "c4", ShardConfig(index, 4), output_dir=sharded)
         assert outcome.status == "completed"
-        owned += outcome.stats["source_task_ids"]
+        owned += outcome.work.source_task_ids
     assert sorted(owned) == sorted(set(owned)) and len(owned) == 12
     union = read_records(sharded)
     assert records_digest(union) == records_digest(read_records(whole))
     assert len({r["id"] for r in union}) == len(union)
     before = {name: (sharded / name).read_bytes() for name in visible_files(sharded)}
     replay = run_shard_here(pipeline, tmp_path / "c4-replay", ShardConfig(2, 4), output_dir=sharded)
-    assert replay.stats["output_files"]
+    assert replay.work.output_files
     assert {name: (sharded / name).read_bytes() for name in visible_files(sharded)} == before
     assert not [p for p in os.listdir(sharded) if ".tmp-" in p]
 
@@ -192,7 +198,7 @@ def test_changed_input_is_caught_by_its_shard_and_by_relist(sample_jsonl, tmp_pa
 
 
 def test_plain_stages_share_one_ray_task_and_sized_stages_do_not(tmp_path):
-    from curator_array.ray_data import chain_stages
+    from curator_array.execution.ray_data import chain_stages
     from tests.integration.helper_stages import SleepyStage
 
     options = PipelineOptions(str(tmp_path), str(tmp_path / "o"), drop_empty=True, min_words=2)

@@ -5,11 +5,12 @@ import time
 import pytest
 import ray
 
-from curator_array.pipeline import Pipeline, PipelineOptions
-from curator_array.ray_cluster import NodeOptions, start_worker
-from curator_array.ray_data import RayDataExecutor
+from curator_array.execution.ray_cluster import NodeOptions, start_worker
+from curator_array.execution.ray_data import RayDataExecutor
+from curator_array.pipelines.options import PipelineOptions
+from curator_array.pipelines.pipeline import Pipeline
+from curator_array.run.shard import run_shard_here
 from tests.integration.helper_stages import SleepyStage, peak_concurrency
-from curator_array.app import run_shard_here
 
 pytestmark = pytest.mark.ray
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout
+from curator_array.core.layout import CheckpointLayout
 from tests.conftest import REPO, need, read_records, records_digest, visible_files
 
 pytestmark = pytest.mark.ray
@@ -149,7 +149,7 @@ def test_unreadable_input_file_fails_its_task_by_name_and_the_rerun_completes(sa
 def test_stop_signal_ends_the_attempt_with_a_recorded_reason_and_no_manifest(sample_jsonl, tmp_path):
     """The entrypoint outside SLURM: SIGUSR1 (what `#SBATCH --signal` forwards) mid-shard."""
     out, log = tmp_path / "out", tmp_path / "stderr.txt"
-    args = [sys.executable, "-m", "curator_array.entrypoint", "--input-dir", str(sample_jsonl), "--output-dir",
+    args = [sys.executable, "-m", "curator_array.cli.entrypoint", "--input-dir", str(sample_jsonl), "--output-dir",
             str(out), "--pipeline", "tests.slurm.slow_pipeline:build", *SMALL]
     env = dict(os.environ, SLOW_SECONDS="30", PYTHONPATH=str(REPO))
     with log.open("w") as stderr:

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from curator_array.sharding import shard_of
+from curator_array.core.sharding import shard_of
 from curator_array.stages.partition import group_task_id
 from tests.conftest import need
 from tests.integration.test_reliability import SMALL, run_cli, shard_env

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout
+from curator_array.core.layout import CheckpointLayout
 from tests.conftest import REPO, read_records, records_digest, visible_files
 from tests.slurm.conftest import SLOW, entrypoint_line, job_script, sbatch, wait_for
 

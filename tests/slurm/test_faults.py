@@ -12,10 +12,18 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout
-from curator_array.ray_cluster import session_members
+from curator_array.core.layout import CheckpointLayout
+from curator_array.execution.ray_cluster import session_members
 from tests.conftest import REPO, read_records, visible_files
-from tests.slurm.conftest import SLOW, entrypoint_line, job_script, job_states, sbatch, start_cluster, wait_for
+from tests.slurm.conftest import (
+    SLOW,
+    entrypoint_line,
+    job_script,
+    job_states,
+    sbatch,
+    start_cluster,
+    wait_for,
+)
 from tests.slurm.test_arrays import manifests, raylet_pids
 
 pytestmark = pytest.mark.slurm
@@ -31,7 +39,7 @@ def driver_pid(array_job: str, task: str, deadline_s: float = 120) -> int:
                 continue
             try:
                 cmdline = open(f"/proc/{entry.name}/cmdline", "rb").read()
-                if b"curator_array.entrypoint" not in cmdline:
+                if b"curator_array.cli.entrypoint" not in cmdline:
                     continue
                 env = dict(item.split(b"=", 1) for item in open(f"/proc/{entry.name}/environ", "rb").read().split(b"\0") if b"=" in item)
             except OSError:
@@ -189,14 +197,15 @@ def wait_for_restart(element: str, timeout: float = 90) -> None:
 
 def render_test_site(directory: Path, **settings) -> Path:
     """A bare-metal site for this checkout, rendered from the real templates."""
-    from curator_array.sites import load_site, render_site
+    from curator_array.run.options import job_script_facts
+    from curator_array.slurm.sites import load_site, render_site
 
     lines = ['runtime = "baremetal"', 'partition = "debug"', "cpus_per_task = 1", f'install_dir = "{REPO}"',
              f'venv = "{REPO / ".venv"}"', *(f"{k} = {json.dumps(v)}" for k, v in settings.items())]
     toml = directory / "test-site.toml"
     toml.write_text("\n".join(lines) + "\n")
     script = directory / "test-site.sbatch"
-    script.write_text(render_site(load_site(toml), REPO / "site_configs" / "templates"))
+    script.write_text(render_site(load_site(toml), REPO / "site_configs" / "templates", job_script_facts()))
     script.chmod(0o755)
     return script
 

@@ -1,7 +1,7 @@
 import pytest
 
-from curator_array.arrays import format_array_expression, parse_array_expression
-from curator_array.errors import ConfigError
+from curator_array.core.arrays import format_array_expression, parse_array_expression
+from curator_array.core.errors import ConfigError
 
 
 @pytest.mark.parametrize(

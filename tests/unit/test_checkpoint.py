@@ -5,18 +5,18 @@ import signal
 
 import pytest
 
-from curator_array import run_config as ckpt
-from curator_array.checkpoint import (
-    AttemptId,
-    CheckpointLayout,
-    completion_manifest,
-    write_completion_manifest,
-    write_failed_tasks,
+from curator_array.core import run_contract as ckpt
+from curator_array.core.errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
+from curator_array.core.layout import CheckpointLayout
+from curator_array.core.records import (
+    AttemptRecord,
+    CompletionManifest,
+    FailedTaskRecord,
+    ShardWork,
 )
-from curator_array.run_config import ensure_run_config, read_run_config
-from curator_array.errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
-from curator_array.jobenv import JobEnvironment
-from curator_array.sharding import ShardConfig, ShardRange
+from curator_array.core.run_contract import ensure_run_config, read_run_config
+from curator_array.core.sharding import ShardConfig, ShardRange
+from curator_array.slurm.jobenv import JobEnvironment
 
 IDS = [f"t{i:04d}" for i in range(50)]
 
@@ -29,7 +29,7 @@ def test_layout_matches_the_spec(tmp_path):
     assert payload["minimum_shard_index"] == 0 and payload["total_shards"] == 4
     assert payload["source_task_count"] == 50
     assert payload["source_task_digest"] == ckpt.source_digest(IDS)
-    path = write_completion_manifest(layout, completion_manifest(ShardConfig(3, 4), source_tasks=5))
+    path = CompletionManifest.of(ShardConfig(3, 4), work=ShardWork(source_tasks=5)).write(layout)
     assert path.parent == run_file.parent
     assert path.name.startswith("completed_slurm_array_") and path.name.endswith(".json")
     manifest = json.loads(path.read_text())
@@ -157,12 +157,14 @@ def test_attempt_dirs_are_distinct_per_job_restart_and_local_run(tmp_path):
     requeued = JobEnvironment.from_env(
         {"SLURM_JOB_ID": "101", "SLURM_ARRAY_TASK_ID": "7", "SLURM_RESTART_COUNT": "1"}, hostname="n1"
     )
+    failed = (FailedTaskRecord("t1", reason="x"),)
     paths = [
-        write_failed_tasks(layout, AttemptId.from_job(job), shard, [{"task_id": "t1", "reason": "x"}], job)
+        AttemptRecord.of(job.attempt_id(), shard, job.identity(), failed_tasks=failed).write(layout, job.attempt_id())
         for job in (first, requeued)
     ]
     local = JobEnvironment.from_env({}, hostname="laptop")
-    paths.append(write_failed_tasks(layout, AttemptId.from_job(local, "abc"), shard, [], local))
+    attempt = local.attempt_id("abc")
+    paths.append(AttemptRecord.of(attempt, shard, local.identity()).write(layout, attempt))
     rel = [p.relative_to(layout.failed_tasks_root).as_posix() for p in paths]
     assert rel == [
         "slurm_job_101/array_task_7/restart_0/shard_7/failed_tasks.json",
@@ -170,14 +172,14 @@ def test_attempt_dirs_are_distinct_per_job_restart_and_local_run(tmp_path):
         "local_attempt_abc/shard_7/failed_tasks.json",
     ]
     record = json.loads(paths[1].read_text())
-    assert record["failed_tasks"] == [{"task_id": "t1", "reason": "x"}]
+    assert record["failed_tasks"] == [{"task_id": "t1", "stage": "", "reason": "x"}]
     assert record["job"]["slurm_restart_count"] == 1
 
 
 def test_local_attempt_ids_differ_between_processes():
     job = JobEnvironment.from_env({}, hostname="h")
-    assert str(AttemptId.from_job(job)).startswith("local_attempt_")
-    assert f"-{os.getpid()}" in str(AttemptId.from_job(job))
+    assert str(job.attempt_id()).startswith("local_attempt_")
+    assert f"-{os.getpid()}" in str(job.attempt_id())
 
 
 def test_job_environment_errors_name_the_variable():

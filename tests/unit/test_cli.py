@@ -2,17 +2,21 @@ import json
 
 import pytest
 
-from curator_array.checkpoint import (
-    AttemptId,
-    CheckpointLayout,
-    completion_manifest,
-    write_attempt_error,
-    write_completion_manifest,
-    write_failed_tasks,
-)
 from curator_array.cli import main
-from curator_array.jobenv import JobEnvironment
-from curator_array.sharding import ShardConfig
+from curator_array.core.layout import CheckpointLayout
+from curator_array.core.records import (
+    AttemptRecord,
+    CompletionManifest,
+    FailedTaskRecord,
+    ShardWork,
+)
+from curator_array.core.sharding import ShardConfig
+from curator_array.slurm.jobenv import JobEnvironment
+
+
+def one_row_manifest(shard: int) -> CompletionManifest:
+    return CompletionManifest.of(ShardConfig(shard, 6), work=ShardWork(source_tasks=1, rows_in=1, rows_out=1,
+                                                                       output_file_count=1))
 
 
 def run_cli(capsys, *args):
@@ -27,13 +31,11 @@ def checkpoint(tmp_path):
     layout.completion_dir.mkdir(parents=True)
     layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 6, "source_task_count": 30}))
     for shard in (0, 1, 4):
-        write_completion_manifest(
-            layout,
-            completion_manifest(ShardConfig(shard, 6), source_tasks=5, rows_in=100, rows_out=90,
-                                output_file_count=5, duration_s=2.0 + shard),
-        )
+        CompletionManifest.of(ShardConfig(shard, 6), work=ShardWork(source_tasks=5, rows_in=100, rows_out=90,
+                              output_file_count=5), duration_s=2.0 + shard).write(layout)
     job = JobEnvironment.from_env({"SLURM_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "3"}, hostname="n")
-    write_failed_tasks(layout, AttemptId.from_job(job), ShardConfig(3, 6), [{"task_id": "x", "reason": "boom"}], job)
+    failed = (FailedTaskRecord("x", reason="boom"),)
+    AttemptRecord.of(job.attempt_id(), ShardConfig(3, 6), job.identity(), failed_tasks=failed).write(layout, job.attempt_id())
     return layout
 
 
@@ -80,7 +82,8 @@ def test_status_text_and_json(capsys, checkpoint):
 
 def test_status_shows_why_an_attempt_stopped(capsys, checkpoint):
     job = JobEnvironment.from_env({"SLURM_JOB_ID": "78", "SLURM_ARRAY_TASK_ID": "0", "SLURM_RESTART_COUNT": "1"}, hostname="n")
-    write_attempt_error(checkpoint, AttemptId.from_job(job), ShardConfig(0, 6), job, RuntimeError("node n2 died"))
+    record = AttemptRecord.of(job.attempt_id(), ShardConfig(0, 6), job.identity(), error=RuntimeError("node n2 died"))
+    record.write(checkpoint, job.attempt_id())
     (checkpoint.failed_tasks_root / "slurm_job_1" / "shard_5").mkdir(parents=True)
     (checkpoint.failed_tasks_root / "slurm_job_1" / "shard_5" / "failed_tasks.json").write_text("{")
     code, out, _ = run_cli(capsys, "status", "--checkpoint-path", str(checkpoint.root))
@@ -116,7 +119,7 @@ def test_every_command_has_help_with_examples(capsys):
 
 
 def test_watch_refreshes_until_complete_or_nothing_is_queued(checkpoint):
-    from curator_array.status import collect_status, watch
+    from curator_array.core.status import collect_status, watch
 
     queued = {2: "RUNNING", 3: "PENDING", 5: "RUNNING"}
     frames, sleeps = [], []
@@ -129,8 +132,7 @@ def test_watch_refreshes_until_complete_or_nothing_is_queued(checkpoint):
     def sleep(seconds):
         sleeps.append(seconds)
         shard = 2 if 2 in queued else 5  # a running shard finishes at each refresh
-        write_completion_manifest(checkpoint, completion_manifest(ShardConfig(shard, 6), source_tasks=1, rows_in=1,
-                                                                  rows_out=1, output_file_count=1))
+        one_row_manifest(shard).write(checkpoint)
         del queued[shard]
         if shard == 5:
             del queued[3]  # cancelled while pending
@@ -143,16 +145,14 @@ def test_watch_refreshes_until_complete_or_nothing_is_queued(checkpoint):
     assert "shard 3: 1 failed task(s)" in frames[-2]
     assert "nothing of this run is queued any more; 1 shard(s) incomplete" in frames[-1]
     queued.clear()
-    write_completion_manifest(checkpoint, completion_manifest(ShardConfig(3, 6), source_tasks=1, rows_in=1, rows_out=1,
-                                                              output_file_count=1))
-    write_completion_manifest(checkpoint, completion_manifest(ShardConfig(5, 6), source_tasks=1, rows_in=1, rows_out=1,
-                                                              output_file_count=1))
+    one_row_manifest(3).write(checkpoint)
+    one_row_manifest(5).write(checkpoint)
     assert watch(collect, frames.append, sleep, lambda: "12:00:01", 5, clear=True) == 0
     assert frames[-2].startswith("\x1b[H\x1b[2J") and frames[-1] == "every shard is complete\n"
 
 
 def test_watch_names_failed_shards_and_why(checkpoint):
-    from curator_array.status import collect_status, format_watch
+    from curator_array.core.status import collect_status, format_watch
 
     status = collect_status(checkpoint)
     text = format_watch(status, "now")

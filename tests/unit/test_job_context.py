@@ -4,10 +4,10 @@ import logging
 
 import pytest
 
-from curator_array.entrypoint import explain
-from curator_array.errors import ConfigError
-from curator_array.job_context import JobContext, resolve_shard
-from curator_array.sharding import ShardConfig
+from curator_array.cli.entrypoint import explain
+from curator_array.core.errors import ConfigError
+from curator_array.core.sharding import ShardConfig
+from curator_array.slurm.job_context import JobContext, resolve_shard
 
 
 def shard(env):

@@ -7,14 +7,15 @@ import os
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout
-from curator_array.run_config import read_run_config
 from curator_array.cli import main
-from curator_array.errors import CheckpointMismatchError
-from curator_array.listing import load
-from curator_array.pipeline import PipelineOptions, default_pipeline
-from curator_array.prepare import prepare_shard
-from curator_array.sharding import ShardConfig
+from curator_array.core.errors import CheckpointMismatchError
+from curator_array.core.layout import CheckpointLayout
+from curator_array.core.run_contract import read_run_config
+from curator_array.core.sharding import ShardConfig
+from curator_array.pipelines.options import PipelineOptions
+from curator_array.pipelines.pipeline import default_pipeline
+from curator_array.run.prepare import prepare_shard
+from curator_array.stages.listing import load
 from curator_array.stages.partition import FilePartitioningStage
 from tests.unit.test_sharding import spec_formula
 
@@ -44,8 +45,8 @@ def test_first_start_freezes_later_ones_only_read(tree, tmp_path, monkeypatch):
     layout = CheckpointLayout(tmp_path / "ckpt")
     first = prepare_shard(pipeline(tree, tmp_path), layout.root, ShardConfig(0, 3))
     run = read_run_config(layout)
-    assert run.listing["files"] == 40 and run.listing["file"].startswith("listing-")
-    assert (layout.completion_dir / run.listing["file"]).is_file()
+    assert run.listing.files == 40 and run.listing.file.startswith("listing-")
+    assert (layout.completion_dir / run.listing.file).is_file()
     assert not list(layout.completion_dir.glob("source_tasks-*")), "the listing replaces the id list"
     forbid_walks(monkeypatch)
     owned = [prepare_shard(pipeline(tree, tmp_path), layout.root, ShardConfig(s, 3)).tasks for s in (1, 2)]
@@ -84,7 +85,7 @@ def test_plan_freeze_writes_the_listing_so_no_element_walks(tree, tmp_path, monk
                  str(checkpoint)]) == 0
     assert "froze 40 files (40 tasks)" in capsys.readouterr().err
     run = read_run_config(CheckpointLayout(checkpoint))
-    assert run.total_shards == 4 and run.pipeline is None and run.listing["files"] == 40
+    assert run.total_shards == 4 and run.pipeline is None and run.listing.files == 40
     forbid_walks(monkeypatch)
     prepared = prepare_shard(pipeline(tree, tmp_path, min_words=1), checkpoint, ShardConfig(2, 4))
     assert read_run_config(CheckpointLayout(checkpoint)).pipeline == prepared.pipeline.fingerprint(), "pinned now"

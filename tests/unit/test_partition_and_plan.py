@@ -2,10 +2,9 @@ import gzip
 
 import pytest
 
-from curator_array.errors import ConfigError
-from curator_array.plan import plan_shards
-from curator_array.sharding import ShardRange
-from curator_array.sharding import shard_of
+from curator_array.core.errors import ConfigError
+from curator_array.core.plan import plan_shards
+from curator_array.core.sharding import ShardRange, shard_of
 from curator_array.stages.partition import FilePartitioningStage, group_task_id
 
 

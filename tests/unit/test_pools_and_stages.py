@@ -1,7 +1,7 @@
 import pytest
 
-from curator_array.errors import ConfigError
-from curator_array.pools import ClusterShape, choose_pool
+from curator_array.core.errors import ConfigError
+from curator_array.execution.pools import ClusterShape, choose_pool
 from curator_array.stages.base import ProcessingStage, RayStageSpec
 
 

@@ -1,7 +1,7 @@
 """Progress lines, driven by a fake clock (no sleeping)."""
 
-from curator_array.progress import ProgressReporter, clock_text
-from curator_array.tasks import FailedTask, TaskCounters, WrittenFiles
+from curator_array.run.progress import ProgressReporter, clock_text
+from curator_array.stages.tasks import FailedTask, TaskCounters, WrittenFiles
 
 
 class FakeClock:

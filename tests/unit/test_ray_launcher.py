@@ -6,8 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from curator_array.ray_cluster import NodeOptions, NodePorts, head_arguments, worker_arguments
-from curator_array.ray_launcher import (
+from curator_array.execution.ray_cluster import (
+    NodeOptions,
+    NodePorts,
+    head_arguments,
+    worker_arguments,
+)
+from curator_array.execution.ray_launcher import (
     SOCKET_RETRY_ATTEMPTS,
     SOCKET_RETRY_MS,
     LogMonitorThread,

@@ -2,10 +2,11 @@ import json
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout, completion_manifest, write_completion_manifest
-from curator_array.errors import ConfigError, CorruptCheckpointError
-from curator_array.retry import format_retry, plan_retry
-from curator_array.sharding import ShardConfig, ShardRange
+from curator_array.core.errors import ConfigError, CorruptCheckpointError
+from curator_array.core.layout import CheckpointLayout
+from curator_array.core.records import CompletionManifest
+from curator_array.core.retry import format_retry, plan_retry
+from curator_array.core.sharding import ShardConfig, ShardRange
 
 
 def make_run(tmp_path, total, minimum=0, complete=()):
@@ -13,7 +14,7 @@ def make_run(tmp_path, total, minimum=0, complete=()):
     layout.completion_dir.mkdir(parents=True)
     layout.run_file.write_text(json.dumps({"minimum_shard_index": minimum, "total_shards": total}))
     for shard in complete:
-        write_completion_manifest(layout, completion_manifest(ShardConfig(shard, total, minimum)))
+        CompletionManifest.of(ShardConfig(shard, total, minimum)).write(layout)
     return layout
 
 
@@ -81,7 +82,7 @@ def test_missing_run_json_is_an_error(tmp_path):
 
 def test_manifest_from_another_run_is_an_error(tmp_path):
     layout = make_run(tmp_path, 10, complete=[1])
-    write_completion_manifest(layout, completion_manifest(ShardConfig(2, 12)))
+    CompletionManifest.of(ShardConfig(2, 12)).write(layout)
     with pytest.raises(CorruptCheckpointError, match="completed_slurm_array_2.json: written for total_shards=12"):
         plan_retry(layout)
 
@@ -111,7 +112,7 @@ def test_reference_tool_manifest_names_are_read(tmp_path):
 
 
 def test_parallel_scan_gives_the_same_answer_and_names_a_bad_file(tmp_path, monkeypatch):
-    from curator_array import checkpoint
+    from curator_array.core import checkpoint
 
     incomplete = {0, 17, 18, 19, 150, 299}
     layout = make_run(tmp_path, 300, complete=[s for s in range(300) if s not in incomplete])
@@ -124,7 +125,7 @@ def test_parallel_scan_gives_the_same_answer_and_names_a_bad_file(tmp_path, monk
 
 
 def test_submission_windows_and_command_lines():
-    from curator_array.submit import plan_submissions
+    from curator_array.slurm.submit import plan_submissions
 
     subs = plan_submissions([0, 1, 2, 3, 4, 5], ShardRange(6), "site_configs/local.sbatch", max_size=5, parallel=2,
                             run_args=["--min-words", "5 words"])
@@ -139,7 +140,7 @@ def test_submission_windows_and_command_lines():
 
 
 def test_max_array_size_values(monkeypatch):
-    from curator_array import submit
+    from curator_array.slurm import submit
 
     monkeypatch.setattr(submit, "max_array_size", lambda env: 4)
     assert submit.resolve_max_array_size(None, {}) is None

@@ -6,14 +6,15 @@ import json
 
 import pytest
 
-from curator_array.checkpoint import CheckpointLayout
-from curator_array.run_config import archive_run, read_run_config
 from curator_array.cli import main
-from curator_array.contract import describe_changes
-from curator_array.errors import CheckpointMismatchError
-from curator_array.pipeline import PipelineOptions, default_pipeline
-from curator_array.prepare import prepare_shard
-from curator_array.sharding import ShardConfig
+from curator_array.core.errors import CheckpointMismatchError
+from curator_array.core.fingerprint import describe_changes
+from curator_array.core.layout import CheckpointLayout
+from curator_array.core.run_contract import archive_run, read_run_config
+from curator_array.core.sharding import ShardConfig
+from curator_array.pipelines.options import PipelineOptions
+from curator_array.pipelines.pipeline import default_pipeline
+from curator_array.run.prepare import prepare_shard
 
 
 @pytest.fixture
@@ -114,13 +115,13 @@ def test_describe_changes_lists_nothing_for_equal_fingerprints(inputs, tmp_path)
 
 
 def test_manifest_of_an_archived_run_is_named_not_counted(inputs, tmp_path):
-    from curator_array.checkpoint import completion_manifest, write_completion_manifest
-    from curator_array.errors import CorruptCheckpointError
-    from curator_array.retry import plan_retry
+    from curator_array.core.errors import CorruptCheckpointError
+    from curator_array.core.records import CompletionManifest
+    from curator_array.core.retry import plan_retry
 
     layout = CheckpointLayout(tmp_path / "ckpt")
     prepare_shard(pipeline(inputs, tmp_path), layout.root, ShardConfig(0, 3))
-    write_completion_manifest(layout, completion_manifest(ShardConfig(2, 3), run_id="an-old-run"))
+    CompletionManifest.of(ShardConfig(2, 3), run_id="an-old-run").write(layout)
     with pytest.raises(CorruptCheckpointError, match="completed_slurm_array_2.json: written for run an-old-run"):
         plan_retry(layout)
 

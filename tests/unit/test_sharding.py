@@ -8,13 +8,8 @@ import sys
 
 import pytest
 
-from curator_array.errors import ConfigError
-from curator_array.sharding import (
-    ShardConfig,
-    ShardRange,
-    shard_of,
-    validate_source_ids,
-)
+from curator_array.core.errors import ConfigError
+from curator_array.core.sharding import ShardConfig, ShardRange, shard_of, validate_source_ids
 
 
 def spec_formula(task_id: str, total: int, minimum: int) -> int:
@@ -48,7 +43,7 @@ def test_every_id_lands_in_exactly_one_shard():
 def test_assignment_is_identical_in_separate_processes():
     ids = random_ids(2_000, seed=11)
     code = (
-        "import json,sys; from curator_array.sharding import shard_of; "
+        "import json,sys; from curator_array.core.sharding import shard_of; "
         "ids=json.load(sys.stdin); print(json.dumps([shard_of(i, 37, 2) for i in ids]))"
     )
     results = []
@@ -107,7 +102,7 @@ def test_shard_range_refuses_nonsense(total, minimum):
 
 
 def test_parallel_selection_equals_the_serial_one_in_input_order(monkeypatch):
-    from curator_array import sharding
+    from curator_array.core import sharding
 
     ids = random_ids(5_000, seed=5)
     serial = [ShardConfig(s, 7).select(ids) for s in range(7)]

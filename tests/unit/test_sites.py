@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.errors import ConfigError
-from curator_array.sites import load_site, render_site, site_names
+from curator_array.core.errors import ConfigError
+from curator_array.run.options import job_script_facts
+from curator_array.slurm.sites import load_site, render_site, site_names
 from tests.conftest import REPO
 
 SITES = REPO / "site_configs"
@@ -42,7 +43,7 @@ if args and not os.environ.get("FAKE_SRUN_NO_EXEC"):
 
 def test_every_committed_script_is_fresh():
     for name in site_names(SITES):
-        rendered = render_site(load_site(SITES / f"{name}.toml"), SITES / "templates")
+        rendered = render_site(load_site(SITES / f"{name}.toml"), SITES / "templates", job_script_facts())
         assert (SITES / f"{name}.sbatch").read_text() == rendered, f"{name}.sbatch is stale: run `make sites`"
 
 
@@ -122,7 +123,7 @@ def hostile_site(tmp_path: Path, runtime: str, marker: Path) -> Path:
     path = write_site(tmp_path / "sites", f"evil-{runtime}", text)
     site = load_site(path)
     script = path.with_suffix(".sbatch")
-    script.write_text(render_site(site, path.parent / "templates"))
+    script.write_text(render_site(site, path.parent / "templates", job_script_facts()))
     return script
 
 
@@ -159,7 +160,7 @@ def test_shard_variables_reach_the_entrypoint_unchanged_and_it_judges_them(tmp_p
     path = write_site(tmp_path / "sites", "bare", f'runtime = "baremetal"\ninstall_dir = "{REPO}"\n'
                       f'venv = "{REPO / ".venv"}"\n')
     script = path.with_suffix(".sbatch")
-    script.write_text(render_site(load_site(path), path.parent / "templates"))
+    script.write_text(render_site(load_site(path), path.parent / "templates", job_script_facts()))
     env = {"INPUT_DIR": str(tmp_path), "OUTPUT_DIR": str(tmp_path / "o"), "TOTAL_SHARDS": "x", "SHARD_INDEX_OFFSET": "3"}
     result, calls = run_script(script, tmp_path, env)
     srun_env = next(c for c in calls if c["tool"] == "srun")["env"]
@@ -194,7 +195,7 @@ def test_apptainer_flags_fake_apptainer_because_apptainer_is_not_runnable_here(t
     sites = tmp_path / "sites"
     path = write_site(sites, "gpu-apptainer", (SITES / "example-apptainer.toml").read_text() + "gpus = 2\n")
     script = path.with_suffix(".sbatch")
-    script.write_text(render_site(load_site(path), sites / "templates"))
+    script.write_text(render_site(load_site(path), sites / "templates", job_script_facts()))
     env = {"INPUT_DIR": "/data/in", "OUTPUT_DIR": str(tmp_path / "out"), "SLURM_PROCID": "0", "SLURMD_NODENAME": "n7"}
     result, calls = run_script(script, tmp_path, env, "--dedup")
     assert result.returncode == 0, result.stderr

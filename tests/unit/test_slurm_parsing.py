@@ -1,6 +1,6 @@
 import pytest
 
-from curator_array.slurm import SlurmCommandError, expand_hostlist, slurm_command
+from curator_array.slurm.commands import SlurmCommandError, expand_hostlist, slurm_command
 
 
 @pytest.mark.parametrize(

@@ -9,13 +9,19 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from curator_array.core.errors import ConfigError
 from curator_array.examples.quality import AlphabeticRatioFilter
-from curator_array.pipeline import Pipeline, PipelineOptions, load_pipeline
-from curator_array.errors import ConfigError
-from curator_array.stages.filters import ExactDuplicateFilter, FilterStage, NonEmptyTextFilter, WordCountFilter
 from curator_array.formats.jsonl import GzipJsonlWriter, JsonlReader, JsonlWriter
 from curator_array.formats.parquet import ParquetReader, ParquetWriter
-from curator_array.tasks import DocumentBatch, FailedTask, FileGroupTask, WrittenFiles
+from curator_array.pipelines.options import PipelineOptions
+from curator_array.pipelines.pipeline import Pipeline, load_pipeline
+from curator_array.stages.filters import (
+    ExactDuplicateFilter,
+    FilterStage,
+    NonEmptyTextFilter,
+    WordCountFilter,
+)
+from curator_array.stages.tasks import DocumentBatch, FailedTask, FileGroupTask, WrittenFiles
 
 
 def batch(texts):

@@ -10,7 +10,7 @@ from tests.conftest import REPO
 
 STUCK_IN_C = r"""
 import ctypes, json, sys, time
-from curator_array.stopping import ShardStopped, StopController
+from curator_array.run.stopping import ShardStopped, StopController
 
 stop = StopController().install()
 events = {}
@@ -45,7 +45,7 @@ def test_stop_is_recorded_before_the_main_thread_leaves_c_code():
 
 
 def test_the_handlers_and_wakeup_fd_are_given_back():
-    from curator_array.stopping import StopController
+    from curator_array.run.stopping import StopController
 
     before = signal.getsignal(signal.SIGTERM)
     stop = StopController().install()

@@ -1,6 +1,6 @@
 """Stages for web text: HTML → main text, language identification, heuristic quality
-filters (Gopher, C4), and the built-in ``commoncrawl`` pipeline that joins them to the
-WARC reader (``curator_array.formats.warc``) and the capped download stage.
+filters (Gopher, C4). The built-in ``commoncrawl`` pipeline (``pipelines.commoncrawl``)
+joins them to the WARC reader (``formats.warc``) and the capped download stage.
 
 Their libraries (FastWARC/Resiliparse, Trafilatura, py3langid) are the ``web`` extras:
 ``pip install 'curator-array[web]'``.

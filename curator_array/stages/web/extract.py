@@ -11,11 +11,10 @@ from dataclasses import replace
 
 import pyarrow as pa
 
-from ...errors import ConfigError
-from ...tasks import DocumentBatch, Task
+from ...core.errors import ConfigError
 from ..base import ProcessingStage
-
-EXTRACTORS = ("resiliparse", "trafilatura")
+from ..defaults import EXTRACTORS
+from ..tasks import DocumentBatch, Task
 
 
 def _resiliparse():
@@ -41,7 +40,7 @@ class HtmlExtractor(ProcessingStage):
     name = "html_extract"
     ray_stage_spec = {"is_actor_stage": True}
 
-    def __init__(self, extractor: str = "resiliparse", html_field: str = "html", text_field: str = "text",
+    def __init__(self, extractor: str = EXTRACTORS[0], html_field: str = "html", text_field: str = "text",
                  keep_html: bool = False):
         if extractor not in EXTRACTORS:
             raise ConfigError(f"extractor {extractor!r} is not one of {', '.join(EXTRACTORS)}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...errors import ConfigError
+from ...core.errors import ConfigError
 from ..filters import FilterStage
 
 

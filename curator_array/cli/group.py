@@ -1,0 +1,86 @@
+"""The ``curator-array`` click group and what its commands share: options built from the
+run's option table (``run.options``), the checkpoint option, the sites directory."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import click
+
+from .. import __version__
+from ..run.options import OPTIONS_BY_NAME, RunOption
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="curator-array")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+def cli(verbose: int) -> None:
+    """Sharded data-curation pipelines on SLURM job arrays.
+
+    Every array element lists the same source tasks, keeps those whose hash falls in its
+    logical shard, runs the pipeline on a private Ray cluster and records a completion
+    manifest in the checkpoint directory. `retry` turns missing manifests into the array
+    expressions to resubmit.
+    """
+    level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _split_list(ctx, param, value):
+    return tuple(item.strip() for item in (value or "").split(",") if item.strip())
+
+
+def _click_type(option: RunOption):
+    low, high = option.minimum, option.maximum
+    if option.kind == "int":
+        return click.IntRange(min=low, max=high) if low is not None or high is not None else int
+    if option.kind == "float":
+        return click.FloatRange(min=low, max=high, min_open=option.minimum_open) \
+            if low is not None or high is not None else float
+    if option.kind == "choice":
+        return click.Choice(option.choices)
+    if option.kind == "path":
+        return click.Path(file_okay=False)
+    if option.kind == "existing-path":
+        return click.Path(exists=True)
+    return None
+
+
+def run_option(name: str, required: bool | None = None, **overrides):
+    """The click option for the run option ``name``, as the option table defines it."""
+    option = OPTIONS_BY_NAME[name]
+    help_text = option.help + (f" (env: {option.variable})" if option.variable else "")
+    flag = f"{option.flag}/--no-{option.flag[2:]}" if option.kind == "switch" else option.flag
+    kwargs = {
+        "help": help_text,
+        "envvar": option.variable,
+        "required": option.required if required is None else required,
+        "metavar": option.metavar,
+    }
+    if option.kind == "flag":
+        kwargs.update(is_flag=True)
+    elif option.kind == "switch":
+        kwargs.update(default=None)
+    elif option.kind == "list":
+        kwargs.update(callback=_split_list)
+    else:
+        kwargs.update(type=_click_type(option), multiple=option.kind == "existing-path")
+        default = option.default
+        if default is not None and not kwargs["multiple"]:
+            kwargs.update(default=default, show_default=option.default_text or True)
+        elif option.default_text:
+            kwargs.update(show_default=option.default_text)
+    kwargs.update(overrides)
+    destination = [option.name] if option.name == "pipeline_ref" else []
+    return click.option(flag, *destination, **{k: v for k, v in kwargs.items() if v is not None or k == "default"})
+
+
+def checkpoint_option(func):
+    """``--checkpoint-path`` of the commands that read a run (required there)."""
+    return run_option("checkpoint_path", required=True, help="Checkpoint directory of the logical run "
+                      "(env: CHECKPOINT_PATH).")(func)
+
+
+def default_sites_dir() -> str:
+    return os.environ.get("CURATOR_ARRAY_SITES_DIR", "site_configs")

@@ -1,0 +1,111 @@
+"""Where everything lives inside a checkpoint directory; creating nothing until asked.
+
+The layout is the reference system's, so each tool can read the other's runs; the files
+marked "ours" are curator-array's additions, which the reference system ignores::
+
+    CHECKPOINT/.nemo_curator_metadata/
+      .slurm_array_completion/run.json                        the run contract, written once
+      .slurm_array_completion/completed_slurm_array_<S>.json  one per complete shard
+      .slurm_array_completion/listing-<digest>.parquet        the frozen input listing (ours)
+      .slurm_array_completion/source_tasks-<digest>.json      the full id list of sources that
+                                                              cannot freeze a listing (ours)
+      .slurm_array_completion/pin-<field>.json                a field pinned after run.json (ours)
+      .failed_tasks/<attempt>/shard_<S>/failed_tasks.json     FailedTask results of one attempt
+      .failed_tasks/<attempt>/shard_<S>/attempt_error.json    why an attempt ended early (ours)
+      .ray_rendezvous/slurm_job_<J>_step_<T>_restart_<R>/     where the nodes of a multi-node
+                                                              element meet (ours)
+      submissions.jsonl                                       what submit and retry --submit
+                                                              queued (ours)
+      .archived_runs/<time>-<run id>/                         earlier runs' records (ours)
+
+``<attempt>`` is ``slurm_job_<J>/array_task_<A>/restart_<R>`` under SLURM and
+``local_attempt_<id>`` outside it, so an old failure can never mark a later attempt failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+METADATA_DIR = ".nemo_curator_metadata"
+COMPLETION_DIR = ".slurm_array_completion"
+FAILED_TASKS_DIR = ".failed_tasks"
+RENDEZVOUS_DIR = ".ray_rendezvous"
+ARCHIVE_DIR = ".archived_runs"
+RUN_FILE = "run.json"
+MANIFEST_PREFIX = "completed_slurm_array_"
+FAILED_TASKS_FILE = "failed_tasks.json"
+ATTEMPT_ERROR_FILE = "attempt_error.json"
+SUBMISSIONS_FILE = "submissions.jsonl"
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class AttemptId:
+    """One try at one shard; each gets its own failed-task directory.
+
+    Built from the job environment by ``slurm.jobenv.JobEnvironment.attempt_id``.
+    """
+
+    parts: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return "/".join(self.parts)
+
+
+@dataclass(frozen=True)
+class CheckpointLayout:
+    """Paths inside one checkpoint directory."""
+
+    root: Path
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", Path(self.root))
+
+    @property
+    def metadata_dir(self) -> Path:
+        return self.root / METADATA_DIR
+
+    @property
+    def completion_dir(self) -> Path:
+        return self.metadata_dir / COMPLETION_DIR
+
+    @property
+    def run_file(self) -> Path:
+        return self.completion_dir / RUN_FILE
+
+    @property
+    def failed_tasks_root(self) -> Path:
+        return self.metadata_dir / FAILED_TASKS_DIR
+
+    @property
+    def rendezvous_root(self) -> Path:
+        return self.metadata_dir / RENDEZVOUS_DIR
+
+    @property
+    def submissions_file(self) -> Path:
+        return self.metadata_dir / SUBMISSIONS_FILE
+
+    @property
+    def archive_root(self) -> Path:
+        return self.metadata_dir / ARCHIVE_DIR
+
+    def pin_file(self, field: str) -> Path:
+        """Where a field missing from an older run.json is pinned first."""
+        return self.completion_dir / f"pin-{field}.json"
+
+    def manifest_path(self, shard_index: int) -> Path:
+        return self.completion_dir / f"{MANIFEST_PREFIX}{shard_index}.json"
+
+    def source_list_path(self, digest: str) -> Path:
+        return self.completion_dir / f"source_tasks-{digest[:16]}.json"
+
+    def listing_path(self, name: str) -> Path:
+        return self.completion_dir / name
+
+    def attempt_dir(self, attempt: AttemptId, shard_index: int) -> Path:
+        return self.failed_tasks_root.joinpath(*attempt.parts, f"shard_{shard_index}")

@@ -1,0 +1,286 @@
+"""The run contract in ``run.json``: what defines a logical run, and every start checked
+against it.
+
+run.json pins the shard range, the source tasks (by digest), the pipeline's fingerprint and
+the frozen listing. It is created once, atomically, by the first start; every later start
+(array element, ``submit``, ``retry --submit``) compares its own values and refuses a
+difference, naming it. Fields an older run.json lacks are pinned by the first start that
+has them. ``archive_run`` moves a run's records aside for a new logical run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from .atomic import create_bytes_exclusive, dump_json, fsync_directory, write_bytes_atomic
+from .errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
+from .fingerprint import describe_changes
+from .layout import CheckpointLayout, utc_now
+from .records import SCHEMA_VERSION, WRITTEN_BY, ListingRef, RecordError, load_json, require_int
+from .sharding import ShardRange
+
+
+def source_digest(task_ids: Sequence[str]) -> str:
+    """Order-independent digest of a source listing."""
+    hasher = hashlib.sha256()
+    for task_id in sorted(task_ids):
+        hasher.update(task_id.encode())
+        hasher.update(b"\n")
+    return hasher.hexdigest()
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What ``run.json`` pins for the whole logical run.
+
+    ``pipeline`` is the pipeline's fingerprint, ``listing`` names the frozen listing of the
+    input files, and ``run_id`` tells this run's manifests from those of an archived one.
+    They are None in a ``run.json`` written by the reference system or an older
+    curator-array; the fingerprint and the listing are then pinned on the next start.
+    """
+
+    shards: ShardRange
+    source_task_count: int | None = None
+    source_task_digest: str | None = None
+    pipeline: dict[str, Any] | None = None
+    run_id: str | None = None
+    listing: ListingRef | None = None
+
+    @property
+    def minimum_shard_index(self) -> int:
+        return self.shards.minimum
+
+    @property
+    def total_shards(self) -> int:
+        return self.shards.total
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.shards.to_json(),
+            "source_task_count": self.source_task_count,
+            "source_task_digest": self.source_task_digest,
+            "pipeline": self.pipeline,
+            "run_id": self.run_id,
+            "listing": self.listing.to_json() if self.listing else None,
+            "schema_version": SCHEMA_VERSION,
+            "created_at": utc_now(),
+            "created_by": WRITTEN_BY,
+        }
+
+    @classmethod
+    def from_json(cls, payload: Any, pinned: dict[str, Any] | None = None) -> RunConfig:
+        """``pinned`` holds fields an older run.json lacks, read from their pin files."""
+        if not isinstance(payload, dict):
+            raise RecordError("expected a JSON object")
+        values = {name: payload.get(name) for name in PINNED_FIELDS}
+        values.update({k: v for k, v in (pinned or {}).items() if values.get(k) is None})
+        try:
+            shards = ShardRange(require_int(payload, "total_shards"), require_int(payload, "minimum_shard_index"))
+        except ConfigError as exc:
+            raise RecordError(str(exc)) from None
+        count = payload.get("source_task_count")
+        return cls(
+            shards,
+            source_task_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+            source_task_digest=payload.get("source_task_digest"),
+            pipeline=values["pipeline"],
+            run_id=payload.get("run_id"),
+            listing=ListingRef.from_json(values["listing"]) if values["listing"] is not None else None,
+        )
+
+
+PINNED_FIELDS = ("pipeline", "listing")
+
+
+def _read_run_payload(layout: CheckpointLayout) -> dict[str, Any]:
+    path = layout.run_file
+    if not path.is_file():
+        raise ConfigError(
+            f"no run configuration at {path}: is {layout.root} the checkpoint path of the "
+            "original run? (it is created by the first shard that starts)"
+        )
+    payload = load_json(path)
+    if not isinstance(payload, dict):
+        raise CorruptCheckpointError(f"{path}: expected a JSON object")
+    return payload
+
+
+def read_run_config(layout: CheckpointLayout) -> RunConfig:
+    """The run configuration, or a ConfigError telling the user to check the path."""
+    payload = _read_run_payload(layout)
+    pinned = {
+        name: load_json(layout.pin_file(name)).get(name)
+        for name in PINNED_FIELDS
+        if payload.get(name) is None and layout.pin_file(name).is_file()
+    }
+    try:
+        return RunConfig.from_json(payload, pinned)
+    except RecordError as exc:
+        raise CorruptCheckpointError(f"{layout.run_file}: {exc}") from None
+
+
+def ensure_run_config(
+    layout: CheckpointLayout,
+    shards: ShardRange,
+    source_task_ids: Sequence[str],
+    pipeline: dict[str, Any] | None = None,
+    listing: ListingRef | None = None,
+) -> RunConfig:
+    """Create run.json for a new run, or check that this attempt matches the original.
+
+    Many array elements start at once; exactly one creates the file and the others compare
+    against it: the shard range, the source tasks (by digest) and, when given, the
+    pipeline's fingerprint and the frozen listing. Without a frozen listing, the full id
+    list is kept next to it (named by digest, so racing writers of different listings
+    cannot overwrite each other) to report what changed.
+    """
+    digest = source_digest(source_task_ids)
+    wanted = RunConfig(shards, len(source_task_ids), digest, pipeline, secrets.token_hex(8), listing)
+    try:
+        layout.completion_dir.mkdir(parents=True, exist_ok=True)
+        if listing is None:
+            create_bytes_exclusive(
+                layout.source_list_path(digest),
+                dump_json({"digest": digest, "task_ids": sorted(source_task_ids)}),
+            )
+        created = create_bytes_exclusive(layout.run_file, dump_json(wanted.to_json()))
+    except OSError as exc:
+        raise unwritable(layout, exc) from None
+    if created:
+        return wanted
+    existing = pin_missing(layout, read_run_config(layout), pipeline=pipeline, listing=listing)
+    check_run(layout, existing, shards, source_task_ids, pipeline)
+    return existing
+
+
+def check_run(
+    layout: CheckpointLayout,
+    existing: RunConfig,
+    shards: ShardRange,
+    source_task_ids: Sequence[str] | None = None,
+    pipeline: dict[str, Any] | None = None,
+) -> None:
+    """Refuse what differs from the run: shard range, listing (when given), pipeline (when both pinned)."""
+    check_shard_range(layout, existing, shards)
+    if (
+        source_task_ids is not None
+        and existing.source_task_digest is not None
+        and existing.source_task_digest != source_digest(source_task_ids)
+    ):
+        raise CheckpointMismatchError(_describe_listing_change(layout, existing, source_task_ids))
+    if pipeline is not None:
+        check_pipeline(layout, existing, pipeline)
+
+
+def unwritable(layout: CheckpointLayout, exc: OSError) -> ConfigError:
+    return ConfigError(
+        f"checkpoint path {layout.root} is not writable ({exc.strerror}): every array element must be "
+        "able to write there; choose a writable shared directory (CHECKPOINT_PATH)"
+    )
+
+
+def pin_missing(
+    layout: CheckpointLayout, existing: RunConfig, pipeline: dict[str, Any] | None = None,
+    listing: ListingRef | None = None,
+) -> RunConfig:
+    """Pin fields an older run.json lacks (its first start after this change decides them)."""
+    if pipeline is not None and existing.pipeline is None:
+        existing = replace(existing, pipeline=_pin(layout, "pipeline", pipeline))
+    if listing is not None and existing.listing is None:
+        existing = replace(existing, listing=ListingRef.from_json(_pin(layout, "listing", listing.to_json())))
+    return existing
+
+
+def _pin(layout: CheckpointLayout, name: str, value: dict[str, Any]) -> dict[str, Any]:
+    """The first start to create the pin file wins, exactly as for run.json itself; it then
+    rewrites run.json with the value. Everyone else gets the pinned value to compare with."""
+    if create_bytes_exclusive(layout.pin_file(name), dump_json({name: value, "pinned_at": utc_now()})):
+        payload = _read_run_payload(layout)
+        payload[name] = value
+        write_bytes_atomic(layout.run_file, dump_json(payload))
+        return value
+    return load_json(layout.pin_file(name)).get(name)
+
+
+def check_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: dict[str, Any]) -> None:
+    """Refuse a pipeline other than the run's, naming every changed value."""
+    if existing.pipeline is None:
+        return
+    changes = describe_changes(existing.pipeline, pipeline)
+    if changes:
+        raise CheckpointMismatchError(
+            f"checkpoint {layout.root} belongs to a run with another pipeline ({'; '.join(changes)}): "
+            "run the original pipeline, start a new logical run with --new-run (it archives this run's "
+            "records), or use a new checkpoint path"
+        )
+
+
+def check_shard_range(layout: CheckpointLayout, existing: RunConfig, shards: ShardRange) -> None:
+    differences = [
+        f"{name}={mine} (the run has {theirs})"
+        for name, mine, theirs in (
+            ("total_shards", shards.total, existing.total_shards),
+            ("minimum_shard_index", shards.minimum, existing.minimum_shard_index),
+        )
+        if mine != theirs
+    ]
+    if differences:
+        raise CheckpointMismatchError(
+            f"this attempt uses {' and '.join(differences)} but checkpoint {layout.root} "
+            "belongs to a run with another shard configuration: keep TOTAL_SHARDS and "
+            "MINIMUM_SHARD_INDEX of the original run (`curator-array retry --format fields` "
+            "prints them), or use a new checkpoint path for a new run"
+        )
+
+
+def archive_run(layout: CheckpointLayout) -> Path | None:
+    """Move the current run's records aside, so the checkpoint can hold a new logical run.
+
+    Everything that describes the old run (run.json, manifests, listings, attempt records,
+    submissions) moves into ``.archived_runs/<time>-<run id>/``; outputs are not touched.
+    Returns the archive, or None when there was no run. One process must do this (the
+    submitter, or a run outside an array), never every array element at once.
+    """
+    if not layout.run_file.is_file():
+        return None
+    run = read_run_config(layout)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    archive = layout.archive_root / f"{stamp}-{run.run_id or 'run'}"
+    archive.mkdir(parents=True)
+    for path in (layout.completion_dir, layout.failed_tasks_root, layout.submissions_file):
+        if path.exists():
+            os.rename(path, archive / path.name)
+    fsync_directory(layout.metadata_dir)
+    return archive
+
+
+def _describe_listing_change(
+    layout: CheckpointLayout, existing: RunConfig, task_ids: Sequence[str]
+) -> str:
+    advice = (
+        "restore the original inputs, or use a new checkpoint path for a new run "
+        "(retried shards must see the same source tasks)"
+    )
+    path = layout.source_list_path(existing.source_task_digest or "")
+    if not path.is_file():
+        return (
+            f"the source-task listing changed since checkpoint {layout.root} was created "
+            f"({existing.source_task_count} tasks then, {len(task_ids)} now): {advice}"
+        )
+    original = set(load_json(path).get("task_ids", []))
+    current = set(task_ids)
+    added, removed = sorted(current - original), sorted(original - current)
+    examples = "; ".join(
+        f"{label} e.g. {', '.join(ids[:3])}" for label, ids in (("added", added), ("removed", removed)) if ids
+    )
+    return (
+        f"the source-task listing changed since checkpoint {layout.root} was created: "
+        f"{len(added)} id(s) added, {len(removed)} removed ({examples}): {advice}"
+    )

@@ -1,0 +1,200 @@
+"""What a checkpoint says about a logical run: complete, incomplete, failed attempts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .arrays import format_array_expression
+from .checkpoint import find_attempt_records, scan_completion_manifests
+from .layout import CheckpointLayout
+from .records import CompletionManifest, WorkTotals
+from .run_contract import read_run_config
+from .sharding import ShardRange
+
+
+@dataclass(frozen=True)
+class FailedAttempt:
+    path: Path
+    shard_index: int | None
+    attempt: str
+    failed_task_count: int
+    shard_completed_later: bool
+    error: str | None = None
+    unreadable: str | None = None
+    first_failure: str | None = None  # "<task id> in <stage>: <reason>" of the first failed task
+
+    @property
+    def reason(self) -> str:
+        if self.unreadable:
+            return f"unreadable record ({self.unreadable})"
+        if self.error:
+            return f"ended early: {self.error}"
+        first = f" (first: {self.first_failure})" if self.first_failure else ""
+        return f"{self.failed_task_count} failed task(s){first}"
+
+
+@dataclass
+class RunStatus:
+    checkpoint: Path
+    shards: ShardRange
+    source_task_count: int | None
+    completed: list[int]
+    incomplete: list[int]
+    failed_attempts: list[FailedAttempt]
+    totals: WorkTotals = field(default_factory=WorkTotals)
+    duration_s: dict[str, float] = field(default_factory=dict)
+    queued: dict[int, str] = field(default_factory=dict)
+    manifests: dict[int, CompletionManifest] = field(default_factory=dict)  # per complete shard, when asked for
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "checkpoint_path": str(self.checkpoint),
+            **self.shards.to_json(),
+            "source_task_count": self.source_task_count,
+            "completed_count": len(self.completed),
+            "incomplete_count": len(self.incomplete),
+            "incomplete": format_array_expression(self.incomplete),
+            "failed_attempts": [
+                {
+                    "path": str(a.path),
+                    "shard_index": a.shard_index,
+                    "attempt": a.attempt,
+                    "failed_task_count": a.failed_task_count,
+                    "shard_completed_later": a.shard_completed_later,
+                    "error": a.error,
+                    "unreadable": a.unreadable,
+                }
+                for a in self.failed_attempts
+            ],
+            "totals": self.totals.to_json(),
+            "duration_s": self.duration_s,
+            "pending": format_array_expression(s for s, state in self.queued.items() if state == "PENDING"),
+            "running": format_array_expression(s for s, state in self.queued.items() if state != "PENDING"),
+        }
+
+
+def collect_status(layout: CheckpointLayout, keep_manifests: bool = False) -> RunStatus:
+    """What the checkpoint says; ``keep_manifests`` also returns every complete shard's manifest."""
+    run = read_run_config(layout)
+    scan = scan_completion_manifests(layout, run, keep_manifests)
+    manifests = scan.shards
+    failed = []
+    for found in find_attempt_records(layout):
+        record = found.record
+        shard = record.shard_index if record else None
+        failed.append(
+            FailedAttempt(
+                path=found.path,
+                shard_index=shard,
+                attempt=record.attempt if record else "?",
+                failed_task_count=len(record.failed_tasks) if record else 0,
+                first_failure=record.failed_tasks[0].describe() if record and record.failed_tasks else None,
+                shard_completed_later=shard in manifests,
+                error=record.error if record else None,
+                unreadable=found.unreadable,
+            )
+        )
+    durations = scan.durations
+    duration_summary = (
+        {"min": min(durations), "mean": sum(durations) / len(durations), "max": max(durations)}
+        if durations
+        else {}
+    )
+    return RunStatus(
+        checkpoint=layout.root,
+        shards=run.shards,
+        source_task_count=run.source_task_count,
+        completed=[s for s in run.shards if s in manifests],
+        incomplete=[s for s in run.shards if s not in manifests],
+        failed_attempts=failed,
+        totals=scan.totals,
+        duration_s=duration_summary,
+        manifests=scan.manifests,
+    )
+
+
+def format_status(status: RunStatus) -> str:
+    lines = [
+        f"checkpoint   {status.checkpoint}",
+        f"shards       {status.shards.total} (logical {status.shards})",
+        f"complete     {len(status.completed)}/{status.shards.total}",
+        f"incomplete   {format_array_expression(status.incomplete) or '-'}",
+    ]
+    if status.queued:
+        pending = [s for s, state in status.queued.items() if state == "PENDING"]
+        running = [s for s, state in status.queued.items() if state != "PENDING"]
+        lines.append(f"in queue     pending {format_array_expression(pending) or '-'}, "
+                     f"running {format_array_expression(running) or '-'} (squeue)")
+    if status.source_task_count is not None:
+        lines.append(f"source tasks {status.source_task_count} in the whole run")
+    t = status.totals
+    lines.append(
+        f"done so far  {t.source_tasks} tasks, {t.rows_in} rows in, {t.rows_out} rows out, "
+        f"{t.output_file_count} output files"
+    )
+    if status.duration_s:
+        d = status.duration_s
+        lines.append(f"shard time   min {d['min']:.1f}s, mean {d['mean']:.1f}s, max {d['max']:.1f}s")
+    if status.failed_attempts:
+        lines.append(f"failed attempts ({len(status.failed_attempts)}):")
+        for attempt in status.failed_attempts:
+            later = " (shard completed later)" if attempt.shard_completed_later else ""
+            lines.append(f"  shard {attempt.shard_index}: {attempt.reason}{later}  {attempt.path}")
+    return "\n".join(lines) + "\n"
+
+
+def shard_states(status: RunStatus) -> dict[str, list[int]]:
+    """Every shard in one state: complete, running, pending, failed (an attempt failed and
+    nothing of it is queued), or waiting (not started, or stopped without a record)."""
+    failed_shards = {a.shard_index for a in status.failed_attempts if not a.shard_completed_later}
+    complete = set(status.completed)
+    states: dict[str, list[int]] = {"complete": [], "running": [], "pending": [], "failed": [], "waiting": []}
+    for shard in status.shards:
+        queued = status.queued.get(shard)
+        if shard in complete:
+            states["complete"].append(shard)
+        elif queued == "PENDING":
+            states["pending"].append(shard)
+        elif queued:
+            states["running"].append(shard)
+        elif shard in failed_shards:
+            states["failed"].append(shard)
+        else:
+            states["waiting"].append(shard)
+    return states
+
+
+def format_watch(status: RunStatus, now: str) -> str:
+    states = shard_states(status)
+    counts = ", ".join(f"{name} {len(shards)}" for name, shards in states.items())
+    lines = [f"{now}  {status.checkpoint}", f"{len(states['complete'])}/{status.shards.total} complete: {counts}"]
+    for name in ("running", "pending", "failed", "waiting"):
+        if states[name]:
+            lines.append(f"  {name:<8}{format_array_expression(states[name])}")
+    latest = {a.shard_index: a for a in status.failed_attempts if a.shard_index in states["failed"]}
+    for shard, attempt in sorted(latest.items())[:10]:
+        lines.append(f"  shard {shard}: {attempt.reason}  {attempt.path}")
+    return "\n".join(lines) + "\n"
+
+
+def watch(collect, echo, sleep, clock_text, interval_s: float, clear: bool) -> int:
+    """Refresh until every shard is complete (0) or nothing is left queued (3, with shards left).
+
+    ``collect`` returns a RunStatus with ``queued`` filled from squeue; the rest is injected
+    so the loop can be tested without a terminal or a clock.
+    """
+    while True:
+        status = collect()
+        states = shard_states(status)
+        echo(("\x1b[H\x1b[2J" if clear else "") + format_watch(status, clock_text()))
+        if len(states["complete"]) == status.shards.total:
+            echo("every shard is complete\n")
+            return 0
+        if not status.queued:
+            echo(f"nothing of this run is queued any more; {status.shards.total - len(states['complete'])} "
+                 "shard(s) incomplete: curator-array retry --checkpoint-path "
+                 f"{status.checkpoint} --submit --site <site>\n")
+            return 3
+        sleep(interval_s)

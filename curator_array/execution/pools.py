@@ -1,0 +1,60 @@
+"""How many workers a stage gets: a pure decision, logged with its reason.
+
+Kept apart from the Ray adapter so the rule (``max(1, ceil(per_node × nodes))``, head
+excluded when it runs no workers) can be tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..stages.base import RayStageSpec
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    alive_nodes: int
+    head_runs_workers: bool = True
+    total_cpus: float = 1.0
+
+    @property
+    def worker_nodes(self) -> int:
+        """Nodes that can run stage workers (a CPU-less, GPU-less head does not count)."""
+        return max(1, self.alive_nodes - (0 if self.head_runs_workers else 1))
+
+
+@dataclass(frozen=True)
+class PoolChoice:
+    actor: bool
+    size: int | None = None
+    min_size: int | None = None
+    max_size: int | None = None
+    reason: str = ""
+
+    def describe(self) -> str:
+        kind = "actor pool" if self.actor else "task pool"
+        if self.size is not None:
+            return f"{kind} of {self.size} ({self.reason})"
+        if self.max_size is not None:
+            return f"{kind} of {self.min_size}..{self.max_size} ({self.reason})"
+        return f"{kind}, Ray Data default sizing ({self.reason})"
+
+
+def choose_pool(spec: RayStageSpec, cpus_per_worker: float, shape: ClusterShape) -> PoolChoice:
+    if spec.num_workers is not None:
+        return PoolChoice(spec.is_actor_stage, size=spec.num_workers, reason=f"num_workers={spec.num_workers}")
+    if spec.num_workers_per_node is not None:
+        nodes = shape.worker_nodes
+        size = max(1, math.ceil(spec.num_workers_per_node * nodes))
+        head_note = "" if shape.head_runs_workers else "; head excluded, it runs no workers"
+        return PoolChoice(
+            spec.is_actor_stage,
+            size=size,
+            reason=f"num_workers_per_node={spec.num_workers_per_node:g} x {nodes} node(s){head_note}",
+        )
+    if spec.is_actor_stage:
+        fit = int(shape.total_cpus // cpus_per_worker) if cpus_per_worker > 0 else int(shape.total_cpus)
+        high = max(1, fit)
+        return PoolChoice(True, min_size=1, max_size=high, reason=f"autoscaling, up to cluster CPUs / {cpus_per_worker:g}")
+    return PoolChoice(False, reason="no sizing declared")

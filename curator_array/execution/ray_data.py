@@ -1,0 +1,268 @@
+"""Execute a list of stages on Ray Data: each stage becomes one ``map_batches``.
+
+Tasks travel as pickled bytes in a single column, so stages exchange arbitrary Python
+task objects (tables included) without Ray Data trying to infer a schema. Results,
+``FailedTask`` included, are read back at the driver from the dataset's output: nothing
+depends on state or environment variables on the workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import ray
+import ray.data
+
+from ..stages.apply import apply_chain, apply_stage
+from ..stages.base import ProcessingStage
+from ..stages.tasks import Task
+from .pools import ClusterShape, PoolChoice, choose_pool
+
+logger = logging.getLogger(__name__)
+
+COLUMN = "task"
+# Outputs a bounded stage may have started but not seen consumed, per worker of its pool.
+BACKLOG_PER_WORKER = 4
+
+
+def _encode(tasks: Sequence[Task]) -> pa.Table:
+    return pa.table({COLUMN: pa.array([pickle.dumps(t, protocol=5) for t in tasks], type=pa.large_binary())})
+
+
+def _decode(batch: pa.Table) -> list[Task]:
+    return [pickle.loads(blob) for blob in batch.column(COLUMN).to_pylist()]
+
+
+@ray.remote(num_cpus=0)
+class BacklogBudget:
+    """Tokens shared by a producer stage and its consumer: one per output the consumer has not picked up.
+
+    Ray Data's own backpressure reacts to object-store bytes; a download stage emits tiny
+    paths, so without this it can run arbitrarily far ahead of the expensive stage after it.
+    """
+
+    def __init__(self, capacity: int):
+        import asyncio
+
+        self.tokens = asyncio.Semaphore(capacity)
+        self.held: set[str] = set()
+
+    async def acquire(self, key: str) -> None:
+        await self.tokens.acquire()
+        self.held.add(key)
+
+    async def release(self, key: str) -> None:
+        if key in self.held:
+            self.held.discard(key)
+            self.tokens.release()
+
+
+def _within_budgets(tasks: list[Task], take, give, work: Callable[[list[Task]], Iterator[Task]]) -> Iterator[Task]:
+    """Run ``work`` on a batch between two backlog budgets.
+
+    ``give`` (this stage consumes a bounded producer): its tokens go back as processing
+    starts, so the producer may fetch the next input meanwhile. ``take`` (this stage is the
+    bounded producer): one token per input is held until the consumer picks the output up,
+    or returned at once if the work fails.
+    """
+    keys = [t.task_id for t in tasks]
+    if give is not None:
+        ray.get([give.release.remote(k) for k in keys])
+    if take is not None:
+        ray.get([take.acquire.remote(k) for k in keys])
+    try:
+        yield from work(tasks)
+    except BaseException:
+        if take is not None:
+            ray.get([take.release.remote(k) for k in keys])
+        raise
+
+
+def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None):
+    """One Ray task function running several stages in turn, without pickling in between.
+
+    It yields one block per output task as soon as the last stage produces it, so a stage
+    that streams (a reader of a large file) never holds the whole file. ``take`` and
+    ``give`` are backlog budgets (see :func:`_within_budgets`).
+    """
+
+    def run_chain(tasks: list[Task]) -> Iterator[Task]:
+        for stage in stages:
+            stage.setup()
+        return apply_chain(stages, tasks)
+
+    def apply(batch: pa.Table) -> Iterator[pa.Table]:
+        for task in _within_budgets(_decode(batch), take, give, run_chain):
+            yield _encode([task])
+
+    apply.__name__ = apply.__qualname__ = "->".join(stage.stage_name for stage in stages)
+    return apply
+
+
+def _chainable(first: ProcessingStage, second: ProcessingStage) -> bool:
+    """Plain task stages with the same needs share one Ray task (Ray Data would fuse them anyway)."""
+    a, b = first.validate(), second.validate()
+    plain = all(
+        not spec.is_actor_stage and spec.num_workers is None and spec.num_workers_per_node is None
+        and spec.scheduling_strategy is None and spec.per_node_slot is None
+        for spec in (a, b)
+    )
+    return plain and first.resources == second.resources and first.batch_size == second.batch_size
+
+
+def chain_stages(stages: Sequence[ProcessingStage]) -> list[list[ProcessingStage]]:
+    segments: list[list[ProcessingStage]] = []
+    for stage in stages:
+        if segments and _chainable(segments[-1][-1], stage):
+            segments[-1].append(stage)
+        else:
+            segments.append([stage])
+    return segments
+
+
+class _StageActor:
+    """Holds one stage instance whose ``setup`` ran once, for actor stages.
+
+    ``take`` and ``give`` are backlog budgets (see :func:`_within_budgets`).
+    """
+
+    def __init__(self, stage: ProcessingStage, take=None, give=None):
+        self.stage = stage
+        self.take, self.give = take, give
+        stage.setup()
+
+    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
+        for task in _within_budgets(_decode(batch), self.take, self.give, self._run):
+            yield _encode([task])
+
+    def _run(self, tasks: list[Task]) -> Iterator[Task]:
+        return apply_stage(self.stage, tasks)
+
+
+BLOCKS_PER_CPU = 16
+
+
+def tasks_per_block(count: int, shape: ClusterShape, first: ProcessingStage) -> int:
+    """Source tasks per input block: one Ray task of the first stage handles a block.
+
+    Ray Data notices a finished task only at its scheduling tick (about 0.1 s), so with one
+    short source task per Ray task the workers sit idle between tasks; a few per block hide
+    that, while about 16 blocks per CPU keep the load even at the end. Sized or actor
+    stages (downloads under a cap) keep one task per block: their pool size is the point.
+    """
+    spec = first.validate()
+    if spec.is_actor_stage or spec.num_workers is not None or spec.num_workers_per_node is not None:
+        return 1
+    return max(1, count // max(1, int(shape.total_cpus) * BLOCKS_PER_CPU))
+
+
+def cluster_shape() -> ClusterShape:
+    alive = [n for n in ray.nodes() if n.get("Alive")]
+    head = next((n for n in alive if "node:__internal_head__" in n.get("Resources", {})), None)
+    head_runs_workers = head is None or any(
+        head["Resources"].get(key, 0) > 0 for key in ("CPU", "GPU")
+    )
+    total_cpus = sum(n.get("Resources", {}).get("CPU", 0) for n in alive)
+    return ClusterShape(alive_nodes=len(alive), head_runs_workers=head_runs_workers, total_cpus=total_cpus)
+
+
+def describe_cluster() -> list[dict[str, Any]]:
+    """Alive nodes as recorded in completion manifests."""
+    return [
+        {"node_id": n["NodeID"], "hostname": n.get("NodeManagerHostname"), "address": n.get("NodeManagerAddress")}
+        for n in ray.nodes()
+        if n.get("Alive")
+    ]
+
+
+class RayDataExecutor:
+    """Runs stages on the Ray cluster this process is connected to.
+
+    ``stall_timeout_s`` fails a run whose operators make no progress for that long (Ray
+    Data's default is 30 minutes). Progress bars appear on a terminal, log lines otherwise.
+    """
+
+    def __init__(self, *, stall_timeout_s: float | None = None, progress_bars: bool | None = None):
+        self.stall_timeout_s = stall_timeout_s
+        self.progress_bars = sys.stderr.isatty() if progress_bars is None else progress_bars
+        self.pool_choices: dict[str, PoolChoice] = {}
+
+    def _configure_context(self) -> None:
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = self.progress_bars
+        if self.stall_timeout_s is not None:
+            context.execution_no_progress_timeout_s = self.stall_timeout_s
+
+    def _map_kwargs(self, stage: ProcessingStage, shape: ClusterShape) -> dict[str, Any]:
+        spec = stage.validate()
+        choice = choose_pool(spec, stage.resources.cpus, shape)
+        self.pool_choices[stage.stage_name] = choice
+        kwargs: dict[str, Any] = {
+            "batch_size": stage.batch_size,
+            "batch_format": "pyarrow",
+            "num_cpus": stage.resources.cpus,
+        }
+        if stage.resources.gpus:
+            kwargs["num_gpus"] = stage.resources.gpus
+        if choice.actor:
+            in_flight = spec.max_tasks_in_flight_per_actor
+            if choice.size is not None:
+                kwargs["compute"] = ray.data.ActorPoolStrategy(size=choice.size, max_tasks_in_flight_per_actor=in_flight)
+            else:
+                kwargs["compute"] = ray.data.ActorPoolStrategy(
+                    min_size=choice.min_size, max_size=choice.max_size, max_tasks_in_flight_per_actor=in_flight
+                )
+            kwargs["fn_constructor_kwargs"] = {"stage": stage}
+        elif choice.size is not None:
+            kwargs["compute"] = ray.data.TaskPoolStrategy(size=choice.size)
+        placement = "SPREAD (Ray Data default)"
+        if spec.scheduling_strategy is not None:
+            kwargs["ray_remote_args"] = {"scheduling_strategy": spec.scheduling_strategy}
+            placement = f"{spec.scheduling_strategy} (stage override)"
+        slot_note = ""
+        if spec.per_node_slot is not None:
+            if ray.cluster_resources().get(spec.per_node_slot, 0) > 0:
+                kwargs["resources"] = {spec.per_node_slot: 1}
+                slot_note = f"; hard per-node cap via resource {spec.per_node_slot!r}"
+            else:
+                slot_note = f"; cluster has no {spec.per_node_slot!r} resource, global cap only"
+        logger.info("stage %s: %s, placement %s%s", stage.stage_name, choice.describe(), placement, slot_note)
+        return kwargs
+
+    def execute(self, stages: Sequence[ProcessingStage], tasks: Sequence[Task]) -> Iterator[Task]:
+        """Yield every task that leaves the last stage, in completion order."""
+        if not tasks:
+            return
+        self._configure_context()
+        shape = cluster_shape()
+        segments = chain_stages(stages)
+        group = tasks_per_block(len(tasks), shape, segments[0][0])
+        dataset = ray.data.from_arrow([_encode(tasks[i:i + group]) for i in range(0, len(tasks), group)])
+        pending_budget = None
+        for segment in segments:
+            kwargs = self._map_kwargs(segment[0], shape)
+            for chained in segment[1:]:
+                logger.info("stage %s: runs in the same Ray task as %s", chained.stage_name, segment[0].stage_name)
+            give, pending_budget = pending_budget, None
+            take = None
+            choice = self.pool_choices[segment[0].stage_name]
+            if segment[0].validate().bound_backlog and choice.size:
+                take = pending_budget = BacklogBudget.remote(BACKLOG_PER_WORKER * choice.size)
+                logger.info("stage %s: at most %d outputs ahead of the next stage", segment[0].stage_name, BACKLOG_PER_WORKER * choice.size)
+            if segment[0].validate().is_actor_stage:
+                actor_cls = type(segment[0].stage_name, (_StageActor,), {})
+                kwargs["fn_constructor_kwargs"] = {**kwargs["fn_constructor_kwargs"], "take": take, "give": give}
+                dataset = dataset.map_batches(actor_cls, **kwargs)
+            else:
+                dataset = dataset.map_batches(_task_chain_fn(segment, take, give), **kwargs)
+        for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+            results = _decode(batch)
+            if pending_budget is not None:  # the bounded stage was the last one: the driver consumes
+                for result in results:
+                    pending_budget.release.remote(result.task_id)
+            yield from results

@@ -1,0 +1,39 @@
+"""The built-in ``commoncrawl`` pipeline: WARC → main text → language → quality → Parquet.
+
+    curator-array run --pipeline commoncrawl --input-urls warc_urls.txt --output-dir out/
+    curator-array run --pipeline commoncrawl --input-dir warcs/ --input-file-type warc --output-dir out/
+
+With ``--input-urls`` the WARC files are downloaded first, under the per-node download cap;
+with ``--input-dir`` they are read where they are. Either way each source task streams its
+files in parts, and every part is written as its own Parquet file with the text, the URL,
+the language and the filters' scores. Sharding, manifests and retries are the same as for
+every other pipeline.
+"""
+
+from __future__ import annotations
+
+from ..core.errors import ConfigError
+from ..formats import writer_for
+from ..formats.warc import WarcReader
+from ..stages.base import ProcessingStage
+from ..stages.web.extract import HtmlExtractor
+from ..stages.web.language import LanguageFilter
+from ..stages.web.quality import C4QualityFilter, GopherQualityFilter, GopherRepetitionFilter
+
+OUTPUT_FORMAT = "parquet"
+
+
+def build(options) -> list[ProcessingStage]:
+    if not options.input_urls and options.input_file_type != "warc":
+        raise ConfigError("the commoncrawl pipeline reads WARC files: give --input-urls, or --input-file-type warc")
+    text = options.text_field
+    return [
+        *options.downloads(),
+        WarcReader(records_per_batch=options.records_per_batch),
+        HtmlExtractor(options.extractor, text_field=text),
+        LanguageFilter(options.languages, options.min_language_score, text_field=text),
+        GopherQualityFilter(text_field=text),
+        GopherRepetitionFilter(text_field=text),
+        C4QualityFilter(text_field=text),
+        writer_for(options.output_file_type or OUTPUT_FORMAT, options.output_dir),
+    ]

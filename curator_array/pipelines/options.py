@@ -1,0 +1,88 @@
+"""What a pipeline is built from: the run's options (paths, formats, filter switches).
+
+A plain value with no heavy imports, so a run can parse its options and launch its Ray
+head before it imports pyarrow, Ray Data or the stages; each method imports the stage it
+builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..formats import DEFAULT_FORMAT
+from ..stages import defaults
+
+# Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
+BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build"}
+
+
+@dataclass(frozen=True)
+class PipelineOptions:
+    """What a pipeline builder may use; the submit-script variables map onto these."""
+
+    input_dir: str
+    output_dir: str
+    input_file_type: str = DEFAULT_FORMAT
+    output_file_type: str | None = None
+    files_per_partition: int = 1
+    text_field: str = defaults.TEXT_FIELD
+    drop_empty: bool = False
+    min_words: int | None = None
+    max_words: int | None = None
+    dedup: bool = False
+    malformed: str = defaults.MALFORMED_POLICIES[0]
+    input_urls: tuple[str, ...] = ()
+    download_dir: str | None = None
+    download_workers_per_node: float = defaults.DOWNLOAD_WORKERS_PER_NODE
+    download_retries: int = defaults.DOWNLOAD_RETRIES
+    download_timeout: float = defaults.DOWNLOAD_READ_TIMEOUT_S
+    languages: tuple[str, ...] = ()
+    min_language_score: float = 0.0
+    extractor: str = defaults.EXTRACTORS[0]
+    records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def source(self):
+        from ..stages.partition import FilePartitioningStage
+        from ..stages.urls import UrlListStage
+
+        if self.input_urls:
+            return UrlListStage(self.input_urls, self.files_per_partition)
+        return FilePartitioningStage(self.input_dir, self.input_file_type, self.files_per_partition)
+
+    def downloads(self) -> list:
+        """The download stage when the inputs are URLs (downloaded files then go to the reader)."""
+        from ..stages.download import DownloadStage
+
+        if not self.input_urls:
+            return []
+        directory = self.download_dir or str(Path(self.output_dir) / ".downloads")
+        return [
+            DownloadStage(
+                directory, workers_per_node=self.download_workers_per_node, retries=self.download_retries,
+                read_timeout_s=self.download_timeout,
+            )
+        ]
+
+    def filters(self) -> list:
+        from ..stages.filters import ExactDuplicateFilter, NonEmptyTextFilter, WordCountFilter
+
+        stages: list = []
+        if self.drop_empty:
+            stages.append(NonEmptyTextFilter(self.text_field))
+        if self.min_words is not None or self.max_words is not None:
+            stages.append(WordCountFilter(self.min_words, self.max_words, self.text_field))
+        if self.dedup:
+            stages.append(ExactDuplicateFilter(self.text_field))
+        return stages
+
+    def reader(self):
+        from ..formats import reader_for
+
+        return reader_for(self.input_file_type, self.malformed)
+
+    def writer(self):
+        from ..formats import writer_for
+
+        return writer_for(self.output_file_type or DEFAULT_FORMAT, self.output_dir)

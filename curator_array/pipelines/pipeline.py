@@ -1,0 +1,106 @@
+"""A pipeline is a source stage plus a list of processing stages.
+
+Users write a function ``build(options) -> list[stage]`` (``options`` is a
+``PipelineOptions``, see ``options``) and pass it as ``--pipeline package.module:function``. Without one, the default pipeline reads the
+inputs, applies the filters switched on by options, and writes the outputs; with no
+filters it copies every record unchanged.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import ConfigError
+from ..stages.base import ProcessingStage, SourceStage
+from ..stages.io import ReaderStage, WriterStage
+from .options import BUILT_IN_PIPELINES, PipelineOptions
+
+
+@dataclass
+class Pipeline:
+    """A source and the stages after it; the last one writes.
+
+    A pipeline that does not end in a writer is refused here, when it is built: its
+    results would never reach a file, yet its shards would be recorded as complete.
+    """
+
+    source: SourceStage
+    stages: list[ProcessingStage]
+    text_field: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.source, SourceStage):
+            raise ConfigError(f"the first stage must be a source stage, got {type(self.source).__name__}")
+        if not self.stages:
+            raise ConfigError("a pipeline needs at least one processing stage after its source")
+        names = set()
+        for stage in self.stages:
+            if not isinstance(stage, ProcessingStage):
+                raise ConfigError(f"{stage!r} is not a ProcessingStage")
+            stage.validate()
+            if stage.stage_name in names:
+                raise ConfigError(f"two stages are named {stage.stage_name!r}; give each a unique name")
+            names.add(stage.stage_name)
+        last = self.stages[-1]
+        if not isinstance(last, WriterStage):
+            raise ConfigError(
+                f"the pipeline ends in {last.stage_name!r}, which is not a writer: end it with a WriterStage "
+                "(options.writer() in a pipeline builder), or nothing it computes is ever written"
+            )
+
+    @classmethod
+    def from_stages(cls, stages: Sequence[object], options: PipelineOptions) -> Pipeline:
+        """A builder's list, with the default file source put first when it has none."""
+        items = list(stages)
+        if items and isinstance(items[0], SourceStage):
+            return cls(items[0], items[1:], options.text_field)
+        return cls(options.source(), items, options.text_field)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the run contract pins: stages with parameters, formats, text field."""
+        reader = next((s for s in self.stages if isinstance(s, ReaderStage)), None)
+        writer = self.stages[-1]
+        return {
+            "source": self.source.fingerprint(),
+            "stages": [stage.fingerprint() for stage in self.stages],
+            "input": reader.format_name if reader is not None else None,
+            "output": writer.format_name if isinstance(writer, WriterStage) else None,
+            "text_field": self.text_field,
+        }
+
+
+def default_pipeline(options: PipelineOptions) -> Pipeline:
+    return Pipeline(
+        options.source(), [*options.downloads(), options.reader(), *options.filters(), options.writer()], options.text_field
+    )
+
+
+def load_pipeline(reference: str, options: PipelineOptions) -> Pipeline:
+    """A built-in pipeline by name, or ``package.module:function`` (the working directory is
+    importable), built with ``options``."""
+    module_name, _, function_name = BUILT_IN_PIPELINES.get(reference, reference).partition(":")
+    if not module_name or not function_name:
+        raise ConfigError(
+            f"--pipeline {reference!r}: expected a built-in name ({', '.join(sorted(BUILT_IN_PIPELINES))}) "
+            "or the form package.module:function"
+        )
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"--pipeline {reference!r}: cannot import {module_name!r} ({exc})") from None
+    builder = getattr(module, function_name, None)
+    if not callable(builder):
+        raise ConfigError(f"--pipeline {reference!r}: {module_name} has no function {function_name!r}")
+    stages = builder(options)
+    if isinstance(stages, Pipeline):
+        if stages.text_field is None:
+            stages.text_field = options.text_field
+        return stages
+    return Pipeline.from_stages(stages, options)

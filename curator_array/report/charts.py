@@ -1,0 +1,157 @@
+"""The report's charts, drawn by matplotlib as inline SVG text.
+
+Large runs are aggregated: the shard grid shows at most ``GRID_CELLS`` cells, the node
+chart the busiest ``TOP_NODES`` nodes. Every function returns SVG markup (or the data
+behind it); the page template places it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..core.errors import ConfigError
+from ..core.records import CompletionManifest
+
+GRID_CELLS = 2500
+TOP_NODES = 8
+TIME_BINS = 120
+STATE_COLORS = {"complete": "#2e7d32", "running": "#1e88e5", "pending": "#fbc02d", "failed": "#c62828",
+                "waiting": "#bdbdbd"}
+# A cell standing for several shards shows the state that needs attention first.
+STATE_PRIORITY = ("failed", "running", "pending", "waiting", "complete")
+
+
+def require_matplotlib() -> None:
+    """Fail with the install command before any chart is drawn, not with an ImportError inside one."""
+    try:
+        import matplotlib  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError:
+        raise ConfigError("curator-array report draws its charts with matplotlib: "
+                          "pip install 'curator-array[report]'") from None
+
+
+def _figure(width: float, height: float):
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    matplotlib.rcParams["svg.hashsalt"] = "curator-array"  # the same run gives the same file
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _svg(figure) -> str:
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", metadata={"Date": None})
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _timestamp(value: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(str(value)).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Grid:
+    columns: int
+    per_cell: int
+    cells: list[str]  # a state per cell
+
+
+def shard_grid(states: dict[str, list[int]], shards: list[int]) -> Grid:
+    state_of = {shard: name for name, members in states.items() for shard in members}
+    per_cell = max(1, math.ceil(len(shards) / GRID_CELLS))
+    cells = []
+    for start in range(0, len(shards), per_cell):
+        present = {state_of[s] for s in shards[start:start + per_cell]}
+        cells.append(next(state for state in STATE_PRIORITY if state in present))
+    return Grid(max(1, math.ceil(math.sqrt(len(cells) * 3))), per_cell, cells)
+
+
+def grid_chart(grid: Grid) -> str:
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+
+    rows = math.ceil(len(grid.cells) / grid.columns)
+    codes = {state: index for index, state in enumerate(STATE_COLORS)}
+    values = np.full(rows * grid.columns, np.nan)
+    values[:len(grid.cells)] = [codes[c] for c in grid.cells]
+    width = max(3.0, min(9.0, 0.6 * grid.columns))
+    figure = _figure(width, 0.9 + min(6.0, width * rows / grid.columns))
+    axes = figure.add_subplot()
+    axes.pcolormesh(values.reshape(rows, grid.columns), cmap=ListedColormap(list(STATE_COLORS.values())), vmin=0,
+                    vmax=len(STATE_COLORS) - 1, edgecolors="white", linewidth=0.5 if len(grid.cells) <= 400 else 0.1)
+    axes.set_aspect("equal")
+    axes.invert_yaxis()
+    axes.set_axis_off()
+    return _svg(figure)
+
+
+def duration_chart(durations: list[float]) -> str:
+    figure = _figure(6, 2.8)
+    axes = figure.add_subplot()
+    if durations:
+        axes.hist(durations, bins=min(40, max(5, int(math.sqrt(len(durations))))), color="#546e7a")
+    axes.set_xlabel("shard duration (s)")
+    axes.set_ylabel("shards")
+    return _svg(figure)
+
+
+def rows_chart(rows_in: int, rows_out: int, dropped: dict[str, int]) -> str:
+    labels = ["rows in", "rows out", *(f"dropped: {name}" for name in dropped)]
+    values = [rows_in, rows_out, *dropped.values()]
+    figure = _figure(6, max(2.2, 0.6 + 0.3 * len(labels)))
+    axes = figure.add_subplot()
+    colors = ["#546e7a", "#2e7d32", *["#ef6c00"] * len(dropped)]
+    bars = axes.barh(labels[::-1], values[::-1], color=colors[::-1])
+    axes.bar_label(bars, labels=[f"{v:,}" for v in values[::-1]], fontsize=7, padding=2)
+    axes.set_xlabel("rows")
+    axes.tick_params(axis="y", labelsize=8)
+    return _svg(figure)
+
+
+def throughput_series(manifests: Iterable[CompletionManifest]) -> tuple[list[float], dict[str, list[float]]]:
+    """Rows/s per node over time: each shard's rows spread evenly over its run on its node."""
+    spans = []
+    for manifest in manifests:
+        began, ended = _timestamp(manifest.started_at), _timestamp(manifest.ended_at)
+        if began is None or ended is None:
+            continue
+        spans.append((manifest.job.node, began, max(ended, began + 1e-3), manifest.work.rows_in))
+    if not spans:
+        return [], {}
+    start, end = min(s[1] for s in spans), max(s[2] for s in spans)
+    width = max((end - start) / TIME_BINS, 1.0)
+    bins = max(1, math.ceil((end - start) / width))
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0] * bins)
+    for node, began, ended, rows in spans:
+        rate = rows / (ended - began)
+        first, last = int((began - start) // width), min(bins - 1, int((ended - start) // width))
+        for index in range(first, last + 1):
+            overlap = min(ended, start + (index + 1) * width) - max(began, start + index * width)
+            totals[node][index] += rate * max(overlap, 0.0) / width
+    busiest = sorted(totals, key=lambda n: -sum(totals[n]))
+    series = {node: totals[node] for node in busiest[:TOP_NODES]}
+    if len(busiest) > TOP_NODES:
+        series[f"{len(busiest) - TOP_NODES} other nodes"] = [sum(totals[n][i] for n in busiest[TOP_NODES:])
+                                                            for i in range(bins)]
+    return [i * width for i in range(bins)], series
+
+
+def throughput_chart(times: list[float], series: dict[str, list[float]]) -> str:
+    figure = _figure(9, 3)
+    axes = figure.add_subplot()
+    for node, values in series.items():
+        axes.plot(times, values, label=node, linewidth=1.2)
+    axes.set_xlabel("seconds since the first shard started")
+    axes.set_ylabel("rows/s")
+    if series:
+        axes.legend(fontsize=7, ncol=min(4, len(series)), frameon=False)
+    return _svg(figure)

@@ -1,0 +1,68 @@
+"""The report page: data from the checkpoint, markup from a jinja2 template.
+
+Python gathers values; ``templates/report.html.j2`` turns them into HTML with
+autoescaping on, so no value (a failure reason, a path) can reach the page unescaped by
+omission. The only markup that enters from Python is the charts' SVG, marked safe here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+
+from markupsafe import Markup
+
+from ..core.atomic import write_bytes_atomic
+from ..core.layout import CheckpointLayout
+from ..core.retry import format_retry, plan_retry
+from ..core.status import FailedAttempt, RunStatus, collect_status, shard_states
+from . import charts
+
+FAILURE_ROWS = 200
+
+
+def open_failures(status: RunStatus, states: dict[str, list[int]]) -> list[FailedAttempt]:
+    """Failed attempts of shards that are not complete (and records naming no shard)."""
+    incomplete = set(states["failed"]) | set(states["running"]) | set(states["pending"]) | set(states["waiting"])
+    return [a for a in status.failed_attempts if a.shard_index in incomplete or a.shard_index is None]
+
+
+def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
+    import jinja2
+
+    states = shard_states(status)
+    manifests = list(status.manifests.values())
+    durations = [m.duration_s for m in manifests if m.duration_s is not None]
+    dropped: Counter[str] = Counter()
+    for manifest in manifests:
+        dropped.update(manifest.work.rows_dropped_by_stage)
+    rows_in, rows_out = status.totals.rows_in, status.totals.rows_out
+    grid = charts.shard_grid(states, list(status.shards))
+    svg = {
+        "grid": charts.grid_chart(grid),
+        "durations": charts.duration_chart(durations),
+        "rows": charts.rows_chart(rows_in, rows_out, dict(dropped.most_common())),
+        "throughput": charts.throughput_chart(*charts.throughput_series(manifests)),
+    }
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+    )
+    return environment.get_template("report.html.j2").render(
+        checkpoint=str(status.checkpoint), generated_at=generated_at, shards=status.shards,
+        source_task_count=status.source_task_count, state_counts={name: len(s) for name, s in states.items()},
+        rows_in=rows_in, rows_out=rows_out, shards_per_cell=grid.per_cell, state_colors=charts.STATE_COLORS,
+        charts={name: Markup(text) for name, text in svg.items()},  # matplotlib's own SVG output
+        failures=open_failures(status, states), failure_rows=FAILURE_ROWS, retry_text=retry_text,
+    )
+
+
+def write_report(layout: CheckpointLayout, output: Path, queued: dict[int, str] | None = None) -> Path:
+    charts.require_matplotlib()
+    status = collect_status(CheckpointLayout(Path(layout.root).resolve()), keep_manifests=True)
+    status.queued = queued or {}
+    page = render(status, format_retry(plan_retry(layout), "fields"), time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(output, page.encode())
+    return output

@@ -1,0 +1,152 @@
+"""Everything decided about a shard before Ray starts, so errors and skips cost no cluster.
+
+The order is the heart of "correct by construction": the run's listing (frozen in the
+checkpoint, or walked once) → validated ids → run.json created or checked (shard range,
+listing, pipeline) → this shard's tasks → skip if the shard is already complete.
+
+Sources that can freeze their listing (``snapshot``/``tasks_from``, as the file
+partitioning stage does) are walked only by the first start of a run; later starts read
+the frozen listing and stat only their own files. Other sources list every time.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.checkpoint import manifest_exists
+from ..core.errors import CheckpointMismatchError, CuratorArrayError
+from ..core.layout import CheckpointLayout
+from ..core.run_contract import (
+    RunConfig,
+    check_run,
+    ensure_run_config,
+    pin_missing,
+    read_run_config,
+)
+from ..core.sharding import ShardConfig, ShardRange, validate_source_ids
+from ..pipelines.pipeline import Pipeline
+from ..stages import listing as listings
+from ..stages.listing import Listing
+from ..stages.tasks import FailedTask, Task
+
+logger = logging.getLogger(__name__)
+
+
+class SourceFailedError(CuratorArrayError):
+    """A source stage produced a FailedTask, which has no stable identity to retry."""
+
+
+@dataclass
+class PreparedShard:
+    pipeline: Pipeline
+    shard: ShardConfig
+    layout: CheckpointLayout
+    run: RunConfig
+    tasks: list[Task]
+    already_complete: bool
+    total_source_tasks: int
+    input_bytes: int | None = None  # this shard's input, when the listing knows it
+
+
+def freezable(pipeline: Pipeline) -> bool:
+    return hasattr(pipeline.source, "snapshot") and hasattr(pipeline.source, "tasks_from")
+
+
+def list_source(pipeline: Pipeline) -> list[Task]:
+    """Every source task of the run, checked: deterministic, unique, none failed."""
+    listed = pipeline.source.list_tasks()
+    failed = [t for t in listed if isinstance(t, FailedTask)]
+    if failed:
+        raise SourceFailedError(
+            f"source stage {pipeline.source.stage_name!r} produced {len(failed)} FailedTask(s) "
+            f"(first: {failed[0].task_id}: {failed[0].reason}); a source must raise instead, "
+            "since its failures have no stable id to retry"
+        )
+    validate_source_ids([t.task_id for t in listed])
+    return listed
+
+
+def _changed_tree(frozen: Listing, walked: Listing) -> CheckpointMismatchError:
+    return CheckpointMismatchError(
+        f"the input tree changed since the run froze its listing: {frozen.differences(walked)}: restore the "
+        "inputs, or start a new logical run (--new-run, or a new checkpoint path)"
+    )
+
+
+def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
+                   relist: bool = False) -> tuple[Listing, RunConfig]:
+    """The run's frozen listing and contract; walked, saved and pinned by the first start.
+
+    ``relist`` walks the tree anyway and refuses a difference from the frozen listing.
+    """
+    fingerprint = pipeline.fingerprint()
+    existing = read_run_config(layout) if layout.run_file.is_file() else None
+    if existing is not None and existing.listing is not None:
+        frozen = listings.load(layout, existing.listing)
+        if relist:
+            walked = pipeline.source.snapshot()
+            if walked.digest != frozen.digest:
+                raise _changed_tree(frozen, walked)
+        existing = pin_missing(layout, existing, pipeline=fingerprint)
+        check_run(layout, existing, shards, None, fingerprint)
+        return frozen, existing
+    walked = pipeline.source.snapshot()
+    listings.validate(walked)
+    name = listings.save(layout, walked)
+    run = ensure_run_config(layout, shards, walked.task_ids(), fingerprint, walked.reference(name))
+    if run.listing is not None and run.listing.digest != walked.digest:
+        raise _changed_tree(listings.load(layout, run.listing), walked)  # another start froze it first
+    return walked, run
+
+
+def pin_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange) -> RunConfig:
+    """Create the run's contract (range, listing, pipeline), or check this pipeline against it."""
+    if freezable(pipeline):
+        return frozen_listing(pipeline, layout, shards)[1]
+    ids = [t.task_id for t in list_source(pipeline)]
+    return ensure_run_config(layout, shards, ids, pipeline.fingerprint())
+
+
+def check_against_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange) -> None:
+    """What ``pin_run`` would refuse, without writing anything (``submit --dry-run``)."""
+    if not layout.run_file.is_file():
+        return
+    run = read_run_config(layout)
+    if freezable(pipeline) and run.listing is not None:
+        frozen, walked = listings.load(layout, run.listing), pipeline.source.snapshot()
+        if walked.digest != frozen.digest:
+            raise _changed_tree(frozen, walked)
+        check_run(layout, run, shards, None, pipeline.fingerprint())
+        return
+    check_run(layout, run, shards, [t.task_id for t in list_source(pipeline)], pipeline.fingerprint())
+
+
+def prepare_shard(
+    pipeline: Pipeline, checkpoint_path: str | Path, shard: ShardConfig | None, force: bool = False,
+    relist: bool = False,
+) -> PreparedShard:
+    shard = shard or ShardConfig.single()
+    layout = CheckpointLayout(checkpoint_path)
+    if freezable(pipeline):
+        frozen, run = frozen_listing(pipeline, layout, shard.range, relist)
+        rows = frozen.rows_of(shard)
+        root = Path(pipeline.source.input_dir)
+        listings.check_unchanged([(str(root / p), size, mtime) for p, size, mtime in zip(
+            rows.column("path").to_pylist(), rows.column("size").to_pylist(), rows.column("mtime_ns").to_pylist())])
+        mine = pipeline.source.tasks_from(rows)
+        total = run.source_task_count if run.source_task_count is not None else len(frozen.task_ids())
+        input_bytes = int(sum(rows.column("size").to_pylist()))
+    else:
+        listed = list_source(pipeline)
+        run = ensure_run_config(layout, shard.range, [t.task_id for t in listed], pipeline.fingerprint())
+        wanted = set(shard.select([t.task_id for t in listed]))
+        mine = [t for t in listed if t.task_id in wanted]
+        total, input_bytes = len(listed), None
+    complete = manifest_exists(layout, shard.shard_index) and not force
+    if not total:
+        logger.warning("the source listed no tasks: shard %d completes with 0 tasks", shard.shard_index)
+    elif not mine and shard.in_range:
+        logger.warning("shard %d owns none of the %d source tasks (more shards than tasks?)", shard.shard_index, total)
+    return PreparedShard(pipeline, shard, layout, run, mine, complete, total, input_bytes)

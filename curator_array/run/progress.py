@@ -1,0 +1,84 @@
+"""A progress line in the shard's log every so often: tasks done of total, rows/s, MB/s,
+elapsed time and an estimate of the time left.
+
+A log line, not a bar: array elements write to files that people tail and grep. (On a
+terminal Ray Data's own progress bars show as well.) Lines come from a timer thread, so
+they keep coming while a long task runs; the clock is injectable, so tests need not wait.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from ..stages.tasks import FailedTask, Task, WrittenFiles
+
+logger = logging.getLogger(__name__)
+
+
+def clock_text(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+class ProgressReporter:
+    def __init__(self, total_tasks: int, total_bytes: int | None = None, interval_s: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic, emit: Callable[[str], None] | None = None):
+        self.total_tasks, self.total_bytes, self.interval_s = total_tasks, total_bytes, interval_s
+        self.clock = clock
+        self.emit = emit or logger.info
+        self.done: set[str] = set()
+        self.rows = self.bytes = 0
+        self.began = clock()
+        self._next = self.began + interval_s
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def record(self, result: Task) -> None:
+        with self._lock:
+            if isinstance(result, (WrittenFiles, FailedTask)):
+                self.done.add(result.task_id)
+            self.rows += result.counters.rows_read
+            self.bytes += result.counters.bytes_read
+
+    def line(self) -> str:
+        with self._lock:
+            done, rows, size = len(self.done), self.rows, self.bytes
+        elapsed = max(self.clock() - self.began, 1e-9)
+        if self.total_bytes and size:
+            fraction = min(1.0, size / self.total_bytes)
+        else:
+            fraction = done / self.total_tasks if self.total_tasks else 1.0
+        eta = clock_text(elapsed * (1 - fraction) / fraction) if fraction else "unknown"
+        return (f"progress: {done}/{self.total_tasks} tasks, {rows / elapsed:,.0f} rows/s, "
+                f"{size / elapsed / 1e6:,.1f} MB/s, elapsed {clock_text(elapsed)}, ETA {eta}")
+
+    def maybe_report(self) -> bool:
+        """Emit a line when an interval has passed; returns whether it did."""
+        now = self.clock()
+        if self.interval_s <= 0 or now < self._next:
+            return False
+        while self._next <= now:
+            self._next += self.interval_s
+        self.emit(self.line())
+        return True
+
+    def __enter__(self) -> ProgressReporter:
+        if self.interval_s > 0:
+            self._thread = threading.Thread(target=self._tick, name="curator-array-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def _tick(self) -> None:
+        while not self._stopped.wait(min(1.0, self.interval_s)):
+            self.maybe_report()
+
+    def __exit__(self, *exc) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+        if self.interval_s > 0:
+            self.emit(self.line().replace("progress:", "finished:", 1))

@@ -1,0 +1,79 @@
+"""What one ``curator-array run`` is asked to do: the pipeline options and how to run them.
+
+A plain value with no heavy imports, so a run can parse its request and launch its Ray
+head before it imports pyarrow, Ray Data or the stages.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
+
+from ..core.layout import CheckpointLayout
+from ..execution.ray_cluster import NodeOptions
+from ..pipelines.options import PipelineOptions
+from ..stages.defaults import DOWNLOAD_SLOT
+
+if TYPE_CHECKING:
+    from ..pipelines.pipeline import Pipeline
+    from ..slurm.jobenv import JobEnvironment
+
+
+@dataclass
+class RunRequest:
+    """What to run (``options``) and how: checkpoint, pipeline, Ray and multi-node settings."""
+
+    options: PipelineOptions
+    checkpoint_path: str | None = None
+    pipeline_ref: str | None = None
+    force: bool = False
+    new_run: bool = False
+    relist: bool = False
+    ray_address: str | None = None
+    num_cpus: int | None = None
+    object_store_memory: int | None = None
+    ray_temp_dir: str | None = None
+    stall_timeout: float | None = None
+    progress: bool | None = None
+    progress_interval: float = 30.0
+    cluster: str = "local"
+    rendezvous_dir: str | None = None
+    worker_join_timeout: float = 300.0
+    node_ip: str | None = None
+
+    @classmethod
+    def from_flags(cls, flags: Mapping[str, object]) -> RunRequest:
+        """Split the flat ``run`` values into pipeline options and run settings."""
+        names = {f.name for f in fields(PipelineOptions)}
+        options = {k: v for k, v in flags.items() if k in names}
+        options["input_dir"] = options.get("input_dir") or ""
+        options["input_urls"] = tuple(options.get("input_urls") or ())
+        options["languages"] = tuple(options.get("languages") or ())
+        return cls(PipelineOptions(**options), **{k: v for k, v in flags.items() if k not in names})
+
+    @property
+    def checkpoint(self) -> str:
+        return self.checkpoint_path or self.options.output_dir
+
+    @property
+    def layout(self) -> CheckpointLayout:
+        return CheckpointLayout(self.checkpoint)
+
+    def build_pipeline(self) -> Pipeline:
+        from ..pipelines.pipeline import default_pipeline, load_pipeline
+
+        if self.pipeline_ref:
+            return load_pipeline(self.pipeline_ref, self.options)
+        return default_pipeline(self.options)
+
+    def node_options(self, job: JobEnvironment) -> NodeOptions:
+        return NodeOptions(
+            num_cpus=self.num_cpus or job.cpus_on_node or job.cpus_per_task,
+            num_gpus=job.gpus_on_node,
+            object_store_memory=self.object_store_memory,
+            job_memory_mb=job.mem_per_node_mb,
+            # Download slots make the per-node download cap hard on clusters we start.
+            custom_resources={DOWNLOAD_SLOT: float(max(1, math.ceil(self.options.download_workers_per_node)))},
+        )

@@ -1,0 +1,232 @@
+"""What `curator-array run` does for one shard, between parsing flags and the exit code.
+
+The entrypoint and the ``run`` command both end here, with the job context already
+resolved. On node 0 (or the only node) the sequence is: launch the cluster, prepare the
+shard, start the cluster and run it, record the outcome, stop. Every way out (nothing to
+do, a refused start, a failure, success) leaves through one ``with`` block that stops the
+cluster. The other nodes of a multi-node element only lend their Ray node.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from typing import TYPE_CHECKING
+
+from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
+from ..core.layout import AttemptId
+from ..core.records import AttemptRecord
+from ..core.run_contract import archive_run
+from ..core.sharding import ShardConfig
+from ..execution.clients import RayClient, RayClusterClient
+from ..execution.slurm_client import SlurmRayClient, SlurmWorkerNode
+from ..slurm.job_context import JobContext
+from ..slurm.jobenv import JobEnvironment
+from .request import RunRequest
+from .stopping import StopController
+from .timeline import Timeline
+
+if TYPE_CHECKING:  # the heavy modules (pyarrow, Ray Data) are imported after the head is launched
+    from ..pipelines.pipeline import Pipeline
+    from .prepare import PreparedShard
+    from .runner import ShardOutcome
+
+logger = logging.getLogger(__name__)
+
+# How often the driver asks Ray whether a node died: one GCS call each time.
+NODE_CHECK_INTERVAL_S = 1.0
+
+
+def make_client(request: RunRequest, job: JobEnvironment, stop: StopController | None = None) -> RayClusterClient:
+    """The driver's Ray client: a private head on this node, or one cluster over the job's nodes."""
+    on_connect = stop.reclaim if stop is not None else None
+    if request.cluster == "slurm":
+        return SlurmRayClient(
+            job, request.rendezvous_dir or request.layout.rendezvous_root, node_options=request.node_options(job),
+            temp_root=request.ray_temp_dir, join_timeout_s=request.worker_join_timeout, node_ip=request.node_ip,
+            on_connect=on_connect,
+        )
+    return RayClient(address=request.ray_address, node_options=request.node_options(job), temp_root=request.ray_temp_dir,
+                     on_connect=on_connect)
+
+
+def serve_worker_node(request: RunRequest, job: JobEnvironment) -> int:
+    """A node other than 0 of a multi-node element: lend this node's Ray node until the driver is done."""
+    return SlurmWorkerNode(
+        job, request.rendezvous_dir or request.layout.rendezvous_root, node_options=request.node_options(job),
+        temp_root=request.ray_temp_dir, join_timeout_s=request.worker_join_timeout, node_ip=request.node_ip,
+    ).run()
+
+
+def run_shard_command(
+    request: RunRequest, context: JobContext, client_factory: Callable[[], RayClusterClient] | None = None,
+    stop: StopController | None = None,
+) -> int:
+    """Run this process's shard (or, on a non-driver node, serve it); returns the exit code.
+
+    ``stop`` is the run's stop controller when the caller installed one (the ``run``
+    command does); ``client_factory`` replaces the client the request asks for.
+    """
+    job = context.job
+    if request.cluster == "slurm" and not job.is_driver:
+        return serve_worker_node(request, job)
+    timeline = Timeline()
+    client = client_factory() if client_factory else make_client(request, job, stop)
+    with _cluster_lifetime(client):
+        timeline.mark("head_launched")
+        logger.info(context.describe_shard())
+        prepared = _prepare(request, context)
+        timeline.mark("prepared")
+        if prepared.already_complete:
+            logger.info("shard %d is already complete (%s); nothing to do (--force reruns it)",
+                        prepared.shard.shard_index, prepared.layout.manifest_path(prepared.shard.shard_index))
+            return 0
+        outcome = _run(request, prepared, client, job, stop, timeline)
+    log_outcome(outcome)
+    return outcome.exit_code
+
+
+@contextmanager
+def _cluster_lifetime(client: RayClusterClient) -> Iterator[None]:
+    """Launch now; on every way out stop whatever was launched or started.
+
+    Ray's logs are kept after an error of a cluster that was started; a head launched for a
+    shard that never needed it (complete, empty, or refused) leaves nothing behind.
+    """
+    client.launch()
+    try:
+        yield
+    except BaseException:
+        client.stop(keep_logs=client.started)
+        raise
+    client.stop()
+
+
+def _run(request: RunRequest, prepared: PreparedShard, client: RayClusterClient, job: JobEnvironment,
+         stop: StopController | None, timeline: Timeline) -> ShardOutcome:
+    from ..execution.ray_data import RayDataExecutor, describe_cluster
+    from .runner import run_prepared
+
+    attempt = job.attempt_id()
+    executor = RayDataExecutor(stall_timeout_s=request.stall_timeout, progress_bars=request.progress)
+    if not prepared.tasks:  # a manifest with 0 tasks, and no cluster to wait for
+        return run_prepared(prepared, executor.execute, job, attempt, output_dir=request.options.output_dir)
+    errors = _AttemptErrors(prepared, attempt, job)
+    with stop.on_stop(errors.record) if stop is not None else nullcontext(), errors.recording():
+        client.start()
+        timeline.mark("ray_ready")
+        return run_prepared(
+            prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
+            health_check=_health_check(client, stop), timeline=timeline,
+            progress_interval_s=request.progress_interval,
+        )
+
+
+def _health_check(client: RayClusterClient, stop: StopController | None) -> Callable[[], None]:
+    """Called after every result: a stop request, or a node lost (looked up at most once a second)."""
+    next_look = 0.0
+
+    def check() -> None:
+        nonlocal next_look
+        if stop is not None:
+            stop.raise_if_requested()
+        if time.monotonic() < next_look:
+            return
+        next_look = time.monotonic() + NODE_CHECK_INTERVAL_S
+        lost = client.lost_nodes()
+        if lost:
+            raise CuratorArrayError(
+                f"{lost} Ray node(s) of this job died during the run: the attempt is incomplete and no "
+                "completion manifest is written; rerun the shard (curator-array retry)"
+            )
+
+    return check
+
+
+def log_outcome(outcome: ShardOutcome) -> None:
+    work = outcome.work
+    if outcome.status == "completed":
+        logger.info(
+            "shard %d complete: %d tasks, %d rows in, %d rows out; manifest %s",
+            outcome.shard.shard_index, work.source_tasks, work.rows_in, work.rows_out, outcome.manifest_path,
+        )
+    else:
+        logger.error(
+            "shard %d incomplete: %d task(s) failed, listed in %s; no manifest written, rerun the shard "
+            "(curator-array retry)",
+            outcome.shard.shard_index, len(outcome.failures), outcome.failed_tasks_path,
+        )
+
+
+def _prepare(request: RunRequest, context: JobContext) -> PreparedShard:
+    """Prepare the shard under the run contract; ``--new-run`` archives a run that differs."""
+    if request.new_run and context.job.array_task_id is not None:
+        raise ConfigError(
+            "--new-run archives the checkpoint's run and must happen once, not in every array element: "
+            "use `curator-array submit --new-run`, or run once outside the array"
+        )
+    from .prepare import prepare_shard
+
+    pipeline = request.build_pipeline()
+    try:
+        return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist)
+    except CheckpointMismatchError as exc:
+        if not request.new_run:
+            raise
+        archive = archive_run(request.layout)
+        logger.warning("a new logical run starts (%s); the previous run's records are in %s", exc, archive)
+    return prepare_shard(pipeline, request.checkpoint, context.shard, request.force)
+
+
+class _AttemptErrors:
+    """Writes the attempt's ``attempt_error.json`` once, for the first error seen."""
+
+    def __init__(self, prepared: PreparedShard, attempt: AttemptId, job: JobEnvironment):
+        self.prepared, self.attempt, self.job = prepared, attempt, job
+        self.recorded = False
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException as exc:
+            self.record(exc)
+            raise
+
+    def record(self, error: BaseException) -> None:
+        if self.recorded:
+            return
+        self.recorded = True
+        shard = self.prepared.shard
+        record = AttemptRecord.of(self.attempt, shard, self.job.identity(), error=error)
+        try:
+            path = record.write(self.prepared.layout, self.attempt)
+        except OSError as exc:  # never let the record hide the error itself
+            logger.warning("could not record why the attempt ended (%s)", exc)
+        else:
+            logger.error("attempt %s of shard %d ended early; reason recorded in %s", self.attempt, shard.shard_index, path)
+
+
+def run_shard_here(
+    pipeline: Pipeline,
+    checkpoint_path: str,
+    shard: ShardConfig | None = None,
+    output_dir: str | None = None,
+    executor=None,
+    job: JobEnvironment | None = None,
+) -> ShardOutcome:
+    """Run one shard on the Ray cluster this process is already connected to.
+
+    For notebooks, tests and benchmarks: no client, no stop handlers, no exit codes; the
+    same run contract, manifests and failed-task records as ``curator-array run``.
+    """
+    from ..execution.ray_data import RayDataExecutor, describe_cluster
+    from .prepare import prepare_shard
+    from .runner import run_prepared
+
+    executor = executor or RayDataExecutor(progress_bars=False)
+    job = job or JobEnvironment.from_env({})
+    prepared = prepare_shard(pipeline, checkpoint_path, shard)
+    return run_prepared(prepared, executor.execute, job, job.attempt_id(), describe_cluster, output_dir)

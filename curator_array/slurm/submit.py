@@ -1,0 +1,138 @@
+"""Submitting a logical run (or its retries) as one or more ``sbatch --array`` windows.
+
+Each window carries the run's ``TOTAL_SHARDS`` and ``MINIMUM_SHARD_INDEX`` and its own
+``SHARD_INDEX_OFFSET``, exactly as the spec's submit script expects. Every submission is
+recorded in the checkpoint (``submissions.jsonl``) so that ``status`` can show what is
+still queued and ``retry --submit`` can refuse to resubmit shards that are still running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..core.errors import ConfigError
+from ..core.layout import CheckpointLayout
+from ..core.sharding import ShardRange
+from .commands import SlurmCommandError, max_array_size, slurm_command, submit
+
+ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED")
+
+
+@dataclass(frozen=True)
+class Submission:
+    array_expression: str
+    offset: int
+    shards: ShardRange
+    script: str
+    run_args: tuple[str, ...] = ()
+    parallel: int | None = None
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "TOTAL_SHARDS": str(self.shards.total),
+            "SHARD_INDEX_OFFSET": str(self.offset),
+            "MINIMUM_SHARD_INDEX": str(self.shards.minimum),
+        }
+
+    @property
+    def sbatch_args(self) -> list[str]:
+        throttle = f"%{self.parallel}" if self.parallel else ""
+        return [f"--array={self.array_expression}{throttle}"]
+
+    def command_line(self) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        args = " ".join(shlex.quote(a) for a in [*self.sbatch_args, self.script, *self.run_args])
+        return f"{env} sbatch --parsable {args}"
+
+
+def resolve_max_array_size(value: str | None, env: Mapping[str, str], default: str | None = None) -> int | None:
+    """``auto`` asks the cluster (``scontrol show config``), ``none`` means no limit, else a number.
+
+    Submitting commands default to ``auto``: a window whose indices exceed the cluster's
+    ``MaxArraySize`` is refused by sbatch, so nobody should need to know the flag.
+    """
+    value = default if value is None else value
+    if value is None or value.strip().lower() == "none":
+        return None
+    if value.strip().lower() == "auto":
+        return max_array_size(env)
+    try:
+        size = int(value)
+    except ValueError:
+        raise ConfigError(f"--max-array-size {value!r}: use a number, 'auto' or 'none'") from None
+    if size < 1:
+        raise ConfigError(f"--max-array-size must be at least 1, got {size}")
+    return size
+
+
+def plan_submissions(
+    wanted: Sequence[int], shards: ShardRange, script: str,
+    max_size: int | None = None, parallel: int | None = None, run_args: Sequence[str] = (),
+) -> list[Submission]:
+    return [
+        Submission(w.array_expression, w.shard_index_offset, shards, script, tuple(run_args), parallel)
+        for w in shards.windows(wanted, max_size)
+    ]
+
+
+def submit_all(submissions: Sequence[Submission], layout: CheckpointLayout, env: Mapping[str, str]) -> list[str]:
+    """sbatch every window; record each job id as soon as it exists."""
+    job_ids = []
+    for item in submissions:
+        job_id = submit(item.script, item.sbatch_args, env={**env, **item.env}, script_args=item.run_args)
+        record_submission(layout, job_id, item)
+        job_ids.append(job_id)
+    return job_ids
+
+
+def record_submission(layout: CheckpointLayout, job_id: str, item: Submission) -> None:
+    layout.metadata_dir.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({
+        "job_id": job_id, "array": item.array_expression, "offset": item.offset,
+        **item.shards.to_json(), "submitted_at": time.time(),
+    }) + "\n"
+    fd = os.open(layout.submissions_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def recorded_submissions(layout: CheckpointLayout) -> list[dict]:
+    path = layout.submissions_file
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records
+
+
+def queued_shards(layout: CheckpointLayout, env: Mapping[str, str] | None = None) -> dict[int, str]:
+    """Logical shard → SLURM state for elements of recorded submissions still in the queue."""
+    records = recorded_submissions(layout)
+    if not records:
+        return {}
+    offsets = {r["job_id"]: int(r["offset"]) for r in records}
+    try:
+        out = slurm_command(["squeue", "-h", "-r", "-j", ",".join(offsets), "-o", "%i %T"], env)
+    except SlurmCommandError:
+        return {}
+    states: dict[int, str] = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) != 2 or "_" not in parts[0]:
+            continue
+        job, _, index = parts[0].partition("_")
+        if job in offsets and index.isdigit() and parts[1] in ACTIVE_STATES:
+            states[int(index) + offsets[job]] = parts[1]
+    return states

@@ -1,0 +1,18 @@
+"""The built-in stages' defaults and choices, importable without pyarrow.
+
+Each value is defined here once: the stages take them as their defaults, and the run's
+option table (``run.options``) shows them in ``--help`` before pyarrow is imported.
+"""
+
+# A per-node Ray resource on clusters curator-array starts; each download worker takes one.
+DOWNLOAD_SLOT = "curator_download_slot"
+DOWNLOAD_WORKERS_PER_NODE = 2
+DOWNLOAD_RETRIES = 5
+DOWNLOAD_CONNECT_TIMEOUT_S = 10.0
+DOWNLOAD_READ_TIMEOUT_S = 60.0
+
+# What a reader does with a record it cannot decode: fail its task, or skip and count it.
+MALFORMED_POLICIES = ("fail", "skip")
+EXTRACTORS = ("resiliparse", "trafilatura")
+WARC_RECORDS_PER_BATCH = 256
+TEXT_FIELD = "text"

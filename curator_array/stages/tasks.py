@@ -1,0 +1,94 @@
+"""The units of work that flow between stages.
+
+Every task keeps the id of the source task it came from, so a failure anywhere downstream
+can be traced to the shard that must be rerun, and writers can name outputs from it.
+Counts that the runner records in the completion manifest travel as typed
+``TaskCounters`` on the task, never as free-form metadata keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class TaskCounters:
+    """What happened to one source task's rows on their way through the stages.
+
+    ``dropped`` maps a stage name to the rows it removed; ``skipped`` maps a reason
+    (``malformed_lines``, ``non_html_records``, ...) to records a reader left out on purpose.
+    """
+
+    rows_read: int = 0
+    bytes_read: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def with_dropped(self, stage: str, rows: int) -> TaskCounters:
+        return replace(self, dropped={**self.dropped, stage: self.dropped.get(stage, 0) + rows})
+
+    def with_skipped(self, reason: str, records: int) -> TaskCounters:
+        if not records:
+            return self
+        return replace(self, skipped={**self.skipped, reason: self.skipped.get(reason, 0) + records})
+
+    def __add__(self, other: TaskCounters) -> TaskCounters:
+        dropped, skipped = dict(self.dropped), dict(self.skipped)
+        for target, source in ((dropped, other.dropped), (skipped, other.skipped)):
+            for key, value in source.items():
+                target[key] = target.get(key, 0) + value
+        return TaskCounters(self.rows_read + other.rows_read, self.bytes_read + other.bytes_read, dropped, skipped)
+
+
+@dataclass
+class Task:
+    task_id: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    counters: TaskCounters = field(default_factory=TaskCounters)
+
+    def failed(self, reason: str, stage: str = "") -> FailedTask:
+        """This task's source task, failed: the shard must be rerun."""
+        return FailedTask(self.task_id, dict(self.metadata), self.counters, reason=reason, stage=stage)
+
+
+@dataclass
+class FileGroupTask(Task):
+    """A group of input files that is processed, and written, as one unit."""
+
+    files: list[str] = field(default_factory=list)
+    root: str = ""
+
+
+@dataclass
+class DocumentBatch(Task):
+    """Documents of one source task as an Arrow table (one row per document).
+
+    A reader that streams a large file emits it in numbered ``part``s (0, 1, ...); each
+    part is written to its own file. ``None`` means the batch is the whole source task.
+    """
+
+    table: pa.Table = field(default_factory=pa.table)
+    part: int | None = None
+
+    @property
+    def num_rows(self) -> int:
+        return self.table.num_rows
+
+
+@dataclass
+class WrittenFiles(Task):
+    """What a writer produced for one source task."""
+
+    files: list[str] = field(default_factory=list)
+    rows_written: int = 0
+
+
+@dataclass
+class FailedTask(Task):
+    """A source task that could not be processed; its shard must be rerun."""
+
+    reason: str = ""
+    stage: str = ""

@@ -1,0 +1,69 @@
+"""The report page is built from a template with autoescaping: whatever a failure reason or
+a path holds arrives on the page as text, never as markup."""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+
+from curator_array.core.layout import AttemptId, CheckpointLayout
+from curator_array.core.records import (
+    AttemptRecord,
+    CompletionManifest,
+    FailedTaskRecord,
+    JobIdentity,
+    ShardWork,
+)
+from curator_array.core.sharding import ShardConfig
+from curator_array.report.page import write_report
+
+HOSTILE = "<script>alert('x')</script> \"quoted\" & <b>bold</b>"
+
+
+class PageReader(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_failure_reasons_and_paths_arrive_as_text(tmp_path):
+    layout = CheckpointLayout(tmp_path / f"ckpt {HOSTILE.replace('/', '-')}")
+    layout.completion_dir.mkdir(parents=True)
+    layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 2}))
+    CompletionManifest.of(ShardConfig(0, 2), work=ShardWork(rows_in=5, rows_out=4,
+                                                            rows_dropped_by_stage={HOSTILE: 1})).write(layout)
+    attempt = AttemptId(("local_attempt_1",))
+    failed = (FailedTaskRecord("task-1", "reader", HOSTILE),)
+    AttemptRecord.of(attempt, ShardConfig(1, 2), JobIdentity(hostname="h"), failed_tasks=failed).write(layout, attempt)
+    page = write_report(layout, tmp_path / "report.html").read_text()
+    reader = PageReader()
+    reader.feed(page)
+    assert "script" not in reader.tags, "no value became a tag"
+    assert reader.tags.count("b") == 7, "only the count cards' own <b> tags (5 states, rows in, rows out)"
+    text = "".join(reader.text)
+    assert HOSTILE in text, "the reason reads as the user wrote it"
+    assert str(layout.root) in text, "so does the path"
+    assert HOSTILE not in page, "nowhere raw in the page source"
+
+
+def test_without_matplotlib_the_report_names_the_extra_to_install(tmp_path):
+    import subprocess
+    import sys
+
+    layout = CheckpointLayout(tmp_path / "ckpt")
+    layout.completion_dir.mkdir(parents=True)
+    layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 1}))
+    code = ("import sys; sys.modules['matplotlib'] = None; from curator_array.cli import main; "
+            f"sys.exit(main(['report', '--checkpoint-path', {str(layout.root)!r}, '-o', {str(tmp_path / 'r.html')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == ("curator-array: error: curator-array report draws its charts with matplotlib: "
+                                   "pip install 'curator-array[report]'")
+    assert not (tmp_path / "r.html").exists()

@@ -13,6 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".cache" / "bench"
 SITE = REPO / ".cache" / "bench-site"
+CACHE.mkdir(parents=True, exist_ok=True)
 DATATROVE_PACKAGES = ("datatrove>=0.4", "regex", "orjson", "warcio", "faust-cchardet", "python-magic")
 
 # Appended to every measured snippet: the process's own peak RSS and its children's.

@@ -42,21 +42,25 @@ def _click_type(option: RunOption):
         return click.Choice(option.choices)
     if option.kind == "path":
         return click.Path(file_okay=False)
-    if option.kind == "existing-path":
+    if option.kind == "existing-paths":
         return click.Path(exists=True)
     return None
 
 
-def run_option(name: str, required: bool | None = None, **overrides):
-    """The click option for the run option ``name``, as the option table defines it."""
+def run_option(name: str, required: bool = False, from_environment: bool = False, **overrides):
+    """The click option for the run option ``name``, as the option table defines it.
+
+    ``run`` reads the options' variables itself (``run.settings``); other commands that
+    take one of these options let click read its variable (``from_environment``).
+    """
     option = OPTIONS_BY_NAME[name]
-    help_text = option.help + (f" (env: {option.variable})" if option.variable else "")
+    help_text = f"{option.help} (env: {option.variable})"
     flag = f"{option.flag}/--no-{option.flag[2:]}" if option.kind == "switch" else option.flag
     kwargs = {
         "help": help_text,
-        "envvar": option.variable,
-        "required": option.required if required is None else required,
+        "required": required,
         "metavar": option.metavar,
+        "envvar": option.variable if from_environment else None,
     }
     if option.kind == "flag":
         kwargs.update(is_flag=True)
@@ -65,7 +69,7 @@ def run_option(name: str, required: bool | None = None, **overrides):
     elif option.kind == "list":
         kwargs.update(callback=_split_list)
     else:
-        kwargs.update(type=_click_type(option), multiple=option.kind == "existing-path")
+        kwargs.update(type=_click_type(option), multiple=option.kind == "existing-paths")
         default = option.default
         if default is not None and not kwargs["multiple"]:
             kwargs.update(default=default, show_default=option.default_text or True)
@@ -78,8 +82,8 @@ def run_option(name: str, required: bool | None = None, **overrides):
 
 def checkpoint_option(func):
     """``--checkpoint-path`` of the commands that read a run (required there)."""
-    return run_option("checkpoint_path", required=True, help="Checkpoint directory of the logical run "
-                      "(env: CHECKPOINT_PATH).")(func)
+    return run_option("checkpoint_path", required=True, from_environment=True,
+                      help="Checkpoint directory of the logical run (env: CHECKPOINT_PATH).")(func)
 
 
 def default_sites_dir() -> str:

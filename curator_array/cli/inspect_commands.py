@@ -32,12 +32,12 @@ def status(checkpoint_path: str, as_json: bool, watch: bool, interval: float) ->
 
     from ..core.status import collect_status, format_status
     from ..core.status import watch as watch_loop
-    from ..slurm.submit import queued_shards
+    from ..slurm.submit import latest_request, queued_shards
 
     layout = CheckpointLayout(checkpoint_path)
 
     def collect():
-        result = collect_status(layout)
+        result = collect_status(layout, request_id=latest_request(layout))
         result.queued = queued_shards(layout)
         return result
 
@@ -58,17 +58,17 @@ Examples:
   curator-array plan --input-dir /shared/data --total-shards 20 --files-per-partition 4 --json
   curator-array plan --input-dir /shared/data --total-shards 20 --freeze --checkpoint-path /shared/ckpt
 """)
-@run_option("input_dir", required=True)
+@run_option("input_dir", required=True, from_environment=True)
 @click.option("--total-shards", required=True, type=click.IntRange(min=1), envvar="TOTAL_SHARDS",
               help="Number of logical shards (env: TOTAL_SHARDS).")
 @click.option("--minimum-shard-index", type=click.IntRange(min=0), default=0, show_default=True,
               envvar="MINIMUM_SHARD_INDEX", help="First logical shard (env: MINIMUM_SHARD_INDEX).")
-@run_option("files_per_partition")
-@run_option("input_file_type")
+@run_option("files_per_partition", from_environment=True)
+@run_option("input_file_type", from_environment=True)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 @click.option("--freeze", is_flag=True,
               help="Also freeze this listing into --checkpoint-path, so no array element walks the input.")
-@run_option("checkpoint_path", help="With --freeze: the run's checkpoint directory (env: CHECKPOINT_PATH).")
+@run_option("checkpoint_path", from_environment=True, help="With --freeze: the run's checkpoint directory (env: CHECKPOINT_PATH).")
 def plan(input_dir, total_shards, minimum_shard_index, files_per_partition, input_file_type, as_json, freeze,
          checkpoint_path):
     """Show which logical shard each source task would go to, before submitting."""
@@ -121,8 +121,8 @@ def report(checkpoint_path: str, output: str) -> None:
     from pathlib import Path
 
     from ..report.page import write_report
-    from ..slurm.submit import queued_shards
+    from ..slurm.submit import latest_request, queued_shards
 
     layout = CheckpointLayout(checkpoint_path)
-    path = write_report(layout, Path(output), queued_shards(layout))
+    path = write_report(layout, Path(output), queued_shards(layout), latest_request(layout))
     click.echo(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", err=True)

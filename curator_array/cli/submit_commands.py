@@ -16,7 +16,7 @@ from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayErro
 from ..core.layout import CheckpointLayout
 from ..core.retry import FORMATS, format_retry, plan_retry
 from .group import checkpoint_option, cli, default_sites_dir
-from .run_command import run_request_from_args
+from .run_command import parse_run_args
 
 EPILOG_RETRY = """\b
 Examples:
@@ -47,19 +47,6 @@ def site_files(sites_dir: str, site: str):
         raise ConfigError(f"no rendered script {script}: run `curator-array render-site {site}` first")
     toml = directory / f"{site}.toml"
     return (load_site(toml) if toml.is_file() else None), str(script)
-
-
-def submitted_pipeline(site_config, run_args):
-    """The pipeline the array elements will build from these run options and the site's env."""
-    request = run_request_from_args(run_args, site_config.env if site_config else {})
-    return request.build_pipeline()
-
-
-def submission_checkpoint(checkpoint_path: str | None) -> CheckpointLayout:
-    path = checkpoint_path or os.environ.get("OUTPUT_DIR")
-    if not path:
-        raise ConfigError("set CHECKPOINT_PATH (or OUTPUT_DIR), where the run records its progress")
-    return CheckpointLayout(path)
 
 
 def refuse_while_queued(layout: CheckpointLayout, what: str) -> None:
@@ -105,10 +92,14 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
 
     Empty output means every shard is complete. Run it after every submission of the
     run has finished: a shard still running has no manifest yet (--submit checks this).
-    With --submit, the run options after `--` must describe the run's pipeline.
+    With --submit, the elements run the options the run's latest submission pinned, with
+    the run options after `--` on top (they must keep the run's pipeline).
     """
     from ..core.run_contract import check_pipeline, read_run_config
-    from ..slurm.submit import plan_submissions, resolve_max_array_size
+    from ..run.prepare import save_request
+    from ..run.settings import pinned_request, request_of
+    from ..run.submission import queued_elements, retry_settings
+    from ..slurm.submit import resolve_max_array_size
 
     layout = CheckpointLayout(checkpoint_path)
     plan = plan_retry(layout)
@@ -125,12 +116,17 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
     if plan.complete:
         click.echo(f"all {plan.shards.total} shards are complete; nothing to submit", err=True)
         return
-    site_config, script = site_files(sites_dir, site)
-    check_pipeline(layout, read_run_config(layout), submitted_pipeline(site_config, run_args).fingerprint())
+    _, script = site_files(sites_dir, site)
+    request = request_of(retry_settings(layout, parse_run_args(run_args), os.environ))
+    check_pipeline(layout, read_run_config(layout), request.build_pipeline().fingerprint())
     if not force:
         refuse_while_queued(layout, "resubmit")
+    pinned = pinned_request(request.settings)
+    if not dry_run:
+        save_request(layout, pinned)
     size = resolve_max_array_size(max_array_size, os.environ, default="auto")
-    print_or_submit(plan_submissions(plan.incomplete, plan.shards, script, size, parallel, run_args), layout, dry_run)
+    print_or_submit(queued_elements(request, pinned.id, plan.incomplete, plan.shards, script, size, parallel),
+                    layout, dry_run)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True}, epilog="""\b
@@ -148,7 +144,8 @@ Examples:
 @click.option("--array", "array_expression", help="Only these logical shards (default: all).")
 @click.option("--max-array-size", default="auto", show_default=True, help=MAX_ARRAY_SIZE_HELP)
 @click.option("--parallel", type=click.IntRange(min=1), help="At most this many elements running at once (%K).")
-@click.option("--checkpoint-path", envvar="CHECKPOINT_PATH", help="Default: OUTPUT_DIR.")
+@click.option("--checkpoint-path", help="Checkpoint of the run (same as the run option; default: CHECKPOINT_PATH, "
+              "else the output dir).")
 @click.option("--sites-dir", default=default_sites_dir, show_default="site_configs")
 @click.option("--new-run", is_flag=True,
               help="If the checkpoint holds a run with another pipeline, shard range or listing, archive "
@@ -160,24 +157,32 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
            sites_dir, new_run, force, dry_run, run_args):
     """Submit a logical run as sbatch --array windows of a site's script.
 
-    Before anything is queued, the run's contract is written (or checked, when the
-    checkpoint already holds the run): shard range, input listing and pipeline.
+    Every run option (after `--`) is resolved here: flag, else the site's [env], else the
+    environment, else the default; a bad value stops the submission. Before anything is
+    queued, the run's contract is written (or checked, when the checkpoint already holds
+    the run): shard range, input listing, pipeline, and the options, which every element
+    then runs as pinned.
     """
     from ..core.arrays import parse_array_expression
     from ..core.run_contract import archive_run
     from ..core.sharding import ShardRange
     from ..run.prepare import check_against_run, pin_run
-    from ..slurm.submit import plan_submissions, resolve_max_array_size
+    from ..run.settings import pinned_request, request_of
+    from ..run.submission import queued_elements, submission_settings
+    from ..slurm.submit import resolve_max_array_size
 
     site_config, script = site_files(sites_dir, site)
-    layout = submission_checkpoint(checkpoint_path)
-    shards = ShardRange(total_shards, minimum_shard_index)
-    pipeline = submitted_pipeline(site_config, run_args)
+    flags = parse_run_args(run_args)
+    if checkpoint_path and flags.setdefault("checkpoint_path", checkpoint_path) != checkpoint_path:
+        raise click.UsageError("--checkpoint-path is given twice with different values (before and after --)")
+    request = request_of(submission_settings(flags, site_config, os.environ))
+    layout, shards = request.layout, ShardRange(total_shards, minimum_shard_index)
+    pipeline, pinned = request.build_pipeline(), pinned_request(request.settings)
     try:
         if dry_run:
             check_against_run(pipeline, layout, shards)
         else:
-            pin_run(pipeline, layout, shards)
+            pin_run(pipeline, layout, shards, pinned)
     except CheckpointMismatchError:
         if not new_run or dry_run:
             raise
@@ -185,10 +190,10 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
             refuse_while_queued(layout, "start a new run")
         archive = archive_run(layout)
         click.echo(f"archived the previous run's records in {archive}; its output files are untouched", err=True)
-        pin_run(pipeline, layout, shards)
+        pin_run(pipeline, layout, shards, pinned)
     wanted = parse_array_expression(array_expression) if array_expression else shards.indices()
     size = resolve_max_array_size(max_array_size, os.environ, default="auto")
-    print_or_submit(plan_submissions(wanted, shards, script, size, parallel, run_args), layout, dry_run)
+    print_or_submit(queued_elements(request, pinned.id, wanted, shards, script, size, parallel), layout, dry_run)
 
 
 @cli.command("render-site", epilog="""\b

@@ -10,6 +10,8 @@ marked "ours" are curator-array's additions, which the reference system ignores:
       .slurm_array_completion/source_tasks-<digest>.json      the full id list of sources that
                                                               cannot freeze a listing (ours)
       .slurm_array_completion/pin-<field>.json                a field pinned after run.json (ours)
+      .slurm_array_completion/request-<id>.json               run options of a start or submission,
+                                                              with their sources (ours)
       .failed_tasks/<attempt>/shard_<S>/failed_tasks.json     FailedTask results of one attempt
       .failed_tasks/<attempt>/shard_<S>/attempt_error.json    why an attempt ended early (ours)
       .ray_rendezvous/slurm_job_<J>_step_<T>_restart_<R>/     where the nodes of a multi-node
@@ -103,6 +105,9 @@ class CheckpointLayout:
 
     def source_list_path(self, digest: str) -> Path:
         return self.completion_dir / f"source_tasks-{digest[:16]}.json"
+
+    def request_path(self, request_id: str) -> Path:
+        return self.completion_dir / f"request-{request_id}.json"
 
     def listing_path(self, name: str) -> Path:
         return self.completion_dir / name

@@ -14,6 +14,7 @@ there falls back to the default instead of making a finished shard unreadable.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import __version__
-from .atomic import dump_json, write_bytes_atomic
+from .atomic import create_bytes_exclusive, dump_json, write_bytes_atomic
 from .errors import CorruptCheckpointError
 from .layout import ATTEMPT_ERROR_FILE, FAILED_TASKS_FILE, AttemptId, CheckpointLayout, utc_now
 from .sharding import ShardConfig
@@ -444,3 +445,56 @@ class ListingRef:
 
     def to_json(self) -> dict[str, Any]:
         return {"file": self.file, "digest": self.digest, "files": self.files, "bytes": self.bytes}
+
+
+@dataclass(frozen=True)
+class PinnedRequest:
+    """``request-<id>.json``: the run options a start was given, with where each came from.
+
+    ``submit`` writes one before it queues anything, and its elements run exactly it
+    (``run --request ID``), whatever reaches them through a container runtime; the first
+    start of a run pins its own in ``run.json``. ``settings`` maps an option name to
+    ``{"value": ..., "source": ...}``; the id is a digest of them, so the same request
+    is one file.
+    """
+
+    settings: dict[str, dict[str, Any]]
+    written_at: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(json.dumps(self.settings, sort_keys=True).encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_json(cls, payload: Any) -> PinnedRequest:
+        payload = _object(payload)
+        settings = payload.get("settings")
+        if not isinstance(settings, dict) or not all(
+            isinstance(v, dict) and "value" in v and isinstance(v.get("source"), str) for v in settings.values()
+        ):
+            raise RecordError("'settings' must map each option to its value and source")
+        return cls(settings, _text(payload, "written_at"), _int(payload, "schema_version", 1) or 1)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "settings": self.settings, "written_at": self.written_at,
+                "schema_version": self.schema_version}
+
+    @classmethod
+    def read(cls, layout: CheckpointLayout, request_id: str) -> PinnedRequest:
+        path = layout.request_path(request_id)
+        if not path.is_file():
+            raise CorruptCheckpointError(f"{path}: no such request in the checkpoint (was it archived by --new-run?)")
+        try:
+            request = cls.from_json(load_json(path))
+        except RecordError as exc:
+            raise CorruptCheckpointError(f"{path}: {exc}") from None
+        if request.id != request_id:
+            raise CorruptCheckpointError(f"{path}: its settings do not match its id {request_id}")
+        return request
+
+    def write(self, layout: CheckpointLayout) -> str:
+        """Write once (a request with the same settings is the same file); returns the id."""
+        layout.completion_dir.mkdir(parents=True, exist_ok=True)
+        create_bytes_exclusive(layout.request_path(self.id), dump_json({**self.to_json(), "written_at": utc_now()}))
+        return self.id

@@ -41,9 +41,10 @@ class RunConfig:
     """What ``run.json`` pins for the whole logical run.
 
     ``pipeline`` is the pipeline's fingerprint, ``listing`` names the frozen listing of the
-    input files, and ``run_id`` tells this run's manifests from those of an archived one.
-    They are None in a ``run.json`` written by the reference system or an older
-    curator-array; the fingerprint and the listing are then pinned on the next start.
+    input files, ``request`` the run options of the run's first start (a ``PinnedRequest``
+    id), and ``run_id`` tells this run's manifests from those of an archived one. They are
+    None in a ``run.json`` written by the reference system or an older curator-array; they
+    are then pinned on the next start.
     """
 
     shards: ShardRange
@@ -52,6 +53,7 @@ class RunConfig:
     pipeline: dict[str, Any] | None = None
     run_id: str | None = None
     listing: ListingRef | None = None
+    request: str | None = None
 
     @property
     def minimum_shard_index(self) -> int:
@@ -69,6 +71,7 @@ class RunConfig:
             "pipeline": self.pipeline,
             "run_id": self.run_id,
             "listing": self.listing.to_json() if self.listing else None,
+            "request": self.request,
             "schema_version": SCHEMA_VERSION,
             "created_at": utc_now(),
             "created_by": WRITTEN_BY,
@@ -93,10 +96,11 @@ class RunConfig:
             pipeline=values["pipeline"],
             run_id=payload.get("run_id"),
             listing=ListingRef.from_json(values["listing"]) if values["listing"] is not None else None,
+            request=values["request"] if isinstance(values["request"], str) else None,
         )
 
 
-PINNED_FIELDS = ("pipeline", "listing")
+PINNED_FIELDS = ("pipeline", "listing", "request")
 
 
 def _read_run_payload(layout: CheckpointLayout) -> dict[str, Any]:
@@ -132,6 +136,7 @@ def ensure_run_config(
     source_task_ids: Sequence[str],
     pipeline: dict[str, Any] | None = None,
     listing: ListingRef | None = None,
+    request: str | None = None,
 ) -> RunConfig:
     """Create run.json for a new run, or check that this attempt matches the original.
 
@@ -142,7 +147,7 @@ def ensure_run_config(
     cannot overwrite each other) to report what changed.
     """
     digest = source_digest(source_task_ids)
-    wanted = RunConfig(shards, len(source_task_ids), digest, pipeline, secrets.token_hex(8), listing)
+    wanted = RunConfig(shards, len(source_task_ids), digest, pipeline, secrets.token_hex(8), listing, request)
     try:
         layout.completion_dir.mkdir(parents=True, exist_ok=True)
         if listing is None:
@@ -155,7 +160,7 @@ def ensure_run_config(
         raise unwritable(layout, exc) from None
     if created:
         return wanted
-    existing = pin_missing(layout, read_run_config(layout), pipeline=pipeline, listing=listing)
+    existing = pin_missing(layout, read_run_config(layout), pipeline=pipeline, listing=listing, request=request)
     check_run(layout, existing, shards, source_task_ids, pipeline)
     return existing
 
@@ -188,17 +193,19 @@ def unwritable(layout: CheckpointLayout, exc: OSError) -> ConfigError:
 
 def pin_missing(
     layout: CheckpointLayout, existing: RunConfig, pipeline: dict[str, Any] | None = None,
-    listing: ListingRef | None = None,
+    listing: ListingRef | None = None, request: str | None = None,
 ) -> RunConfig:
     """Pin fields an older run.json lacks (its first start after this change decides them)."""
     if pipeline is not None and existing.pipeline is None:
         existing = replace(existing, pipeline=_pin(layout, "pipeline", pipeline))
+    if request is not None and existing.request is None:
+        existing = replace(existing, request=_pin(layout, "request", request))
     if listing is not None and existing.listing is None:
         existing = replace(existing, listing=ListingRef.from_json(_pin(layout, "listing", listing.to_json())))
     return existing
 
 
-def _pin(layout: CheckpointLayout, name: str, value: dict[str, Any]) -> dict[str, Any]:
+def _pin(layout: CheckpointLayout, name: str, value: Any) -> Any:
     """The first start to create the pin file wins, exactly as for run.json itself; it then
     rewrites run.json with the value. Everyone else gets the pinned value to compare with."""
     if create_bytes_exclusive(layout.pin_file(name), dump_json({name: value, "pinned_at": utc_now()})):

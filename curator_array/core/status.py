@@ -9,7 +9,7 @@ from typing import Any
 from .arrays import format_array_expression
 from .checkpoint import find_attempt_records, scan_completion_manifests
 from .layout import CheckpointLayout
-from .records import CompletionManifest, WorkTotals
+from .records import CompletionManifest, PinnedRequest, WorkTotals
 from .run_contract import read_run_config
 from .sharding import ShardRange
 
@@ -47,6 +47,8 @@ class RunStatus:
     duration_s: dict[str, float] = field(default_factory=dict)
     queued: dict[int, str] = field(default_factory=dict)
     manifests: dict[int, CompletionManifest] = field(default_factory=dict)  # per complete shard, when asked for
+    request_id: str | None = None
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # option → {"value", "source"}
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -69,15 +71,35 @@ class RunStatus:
                 for a in self.failed_attempts
             ],
             "totals": self.totals.to_json(),
+            "request": self.request_id,
+            "options": self.options,
             "duration_s": self.duration_s,
             "pending": format_array_expression(s for s, state in self.queued.items() if state == "PENDING"),
             "running": format_array_expression(s for s, state in self.queued.items() if state != "PENDING"),
         }
 
 
-def collect_status(layout: CheckpointLayout, keep_manifests: bool = False) -> RunStatus:
-    """What the checkpoint says; ``keep_manifests`` also returns every complete shard's manifest."""
+def option_lines(options: dict[str, dict[str, Any]]) -> list[str]:
+    """``name=value (source)`` for every option not at its default."""
+    lines = []
+    for name, setting in sorted(options.items()):
+        if setting.get("source") == "default":
+            continue
+        value = setting.get("value")
+        shown = ",".join(map(str, value)) if isinstance(value, list) else "1" if value is True else str(value)
+        lines.append(f"{name}={shown} ({setting.get('source')})")
+    return lines
+
+
+def collect_status(layout: CheckpointLayout, keep_manifests: bool = False, request_id: str | None = None) -> RunStatus:
+    """What the checkpoint says; ``keep_manifests`` also returns every complete shard's manifest.
+
+    The options shown are those of ``request_id`` (the latest submission's, which the
+    caller knows), else those the run's first start pinned.
+    """
     run = read_run_config(layout)
+    request_id = request_id or run.request
+    options = PinnedRequest.read(layout, request_id).settings if request_id else {}
     scan = scan_completion_manifests(layout, run, keep_manifests)
     manifests = scan.shards
     failed = []
@@ -112,6 +134,8 @@ def collect_status(layout: CheckpointLayout, keep_manifests: bool = False) -> Ru
         totals=scan.totals,
         duration_s=duration_summary,
         manifests=scan.manifests,
+        request_id=request_id,
+        options=options,
     )
 
 
@@ -134,6 +158,10 @@ def format_status(status: RunStatus) -> str:
         f"done so far  {t.source_tasks} tasks, {t.rows_in} rows in, {t.rows_out} rows out, "
         f"{t.output_file_count} output files"
     )
+    if status.request_id:
+        chosen = option_lines(status.options)
+        lines.append(f"options      {len(chosen)} set, the rest default (request {status.request_id}):")
+        lines += [f"  {line}" for line in chosen]
     if status.duration_s:
         d = status.duration_s
         lines.append(f"shard time   min {d['min']:.1f}s, mean {d['mean']:.1f}s, max {d['max']:.1f}s")

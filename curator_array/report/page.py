@@ -28,6 +28,16 @@ def open_failures(status: RunStatus, states: dict[str, list[int]]) -> list[Faile
     return [a for a in status.failed_attempts if a.shard_index in incomplete or a.shard_index is None]
 
 
+def option_rows(options: dict[str, dict]) -> list[tuple[str, str, str]]:
+    """(option, value, source) of every option, those set first."""
+    rows = []
+    for name, setting in options.items():
+        value = setting.get("value")
+        shown = ",".join(map(str, value)) if isinstance(value, list) else "" if value is None else str(value)
+        rows.append((name, shown, str(setting.get("source"))))
+    return sorted(rows, key=lambda row: (row[2] == "default", row[0]))
+
+
 def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
     import jinja2
 
@@ -55,12 +65,14 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         rows_in=rows_in, rows_out=rows_out, shards_per_cell=grid.per_cell, state_colors=charts.STATE_COLORS,
         charts={name: Markup(text) for name, text in svg.items()},  # matplotlib's own SVG output
         failures=open_failures(status, states), failure_rows=FAILURE_ROWS, retry_text=retry_text,
+        request_id=status.request_id, options=option_rows(status.options),
     )
 
 
-def write_report(layout: CheckpointLayout, output: Path, queued: dict[int, str] | None = None) -> Path:
+def write_report(layout: CheckpointLayout, output: Path, queued: dict[int, str] | None = None,
+                 request_id: str | None = None) -> Path:
     charts.require_matplotlib()
-    status = collect_status(CheckpointLayout(Path(layout.root).resolve()), keep_manifests=True)
+    status = collect_status(CheckpointLayout(Path(layout.root).resolve()), keep_manifests=True, request_id=request_id)
     status.queued = queued or {}
     page = render(status, format_retry(plan_retry(layout), "fields"), time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     output.parent.mkdir(parents=True, exist_ok=True)

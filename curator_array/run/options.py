@@ -1,39 +1,65 @@
-"""Every option of ``curator-array run``, defined once.
+"""Every option of ``curator-array run``, defined once, and how a value is chosen for it.
 
 Each ``RunOption`` names a field of the run request (``RunRequest``) or of the pipeline
 options (``PipelineOptions``); the field's default is the option's default. The table
-adds what the field cannot say: the flag, the environment variable, bounds or choices,
-and the help text. The CLI builds its click options from it, ``submit`` reads the same
-variables, and the job templates forward them. Pure data: no click, no pyarrow.
+adds the flag, the variable, bounds or choices and the help text. From it come the click
+options of ``run``, the variables job scripts forward into containers, what ``submit``
+reads from the environment, and the README's option list.
+
+The variable of an option is its flag in capitals with ``_`` for ``-`` (``--min-words`` →
+``MIN_WORDS``); options about how a run executes rather than what it computes (this
+start, Ray, several nodes) take the ``CURATOR_ARRAY_`` prefix (``--num-cpus`` →
+``CURATOR_ARRAY_NUM_CPUS``). A few keep the names they had before the rule:
+``LEGACY_VARIABLES``.
+
+How a value is chosen for each option is ``settings``'. ``run`` options are pinned by
+``submit`` for the elements it queues; ``start`` options belong to one start and are
+never pinned.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
 from ..formats import DEFAULT_FORMAT, input_formats, output_formats
 from ..pipelines.options import BUILT_IN_PIPELINES, PipelineOptions
+from ..slurm.jobenv import parse_bool
 from ..slurm.sites import ScriptFacts
 from ..stages import defaults
 from .request import RunRequest
 
-KINDS = ("text", "path", "existing-path", "int", "float", "flag", "switch", "choice", "list")
+KINDS = ("text", "path", "existing-paths", "int", "float", "flag", "switch", "choice", "list")
+SCOPES = ("run", "start")
+EXECUTION_GROUPS = ("start", "ray", "nodes")
+PREFIX = "CURATOR_ARRAY_"
+LEGACY_VARIABLES = {
+    "pipeline_ref": "CURATOR_PIPELINE",
+    "malformed": "MALFORMED_RECORDS",
+    "extractor": "HTML_EXTRACTOR",
+    "ray_address": "RAY_ADDRESS",
+    "ray_temp_dir": "CURATOR_ARRAY_RAY_TMPDIR",
+}
+
+# Job scripts export the names their site's [env] set here, so an element can tell them apart.
+SITE_ENV_VARIABLE = "CURATOR_ARRAY_SITE_ENV"
 
 
 @dataclass(frozen=True)
 class RunOption:
-    """One option: ``kind`` says how its value is read (see ``KINDS``).
+    """One option. ``kind`` says how a value is read (see ``KINDS``).
 
     ``flag`` is an on/off flag, ``switch`` a ``--name/--no-name`` pair whose unset value
-    means "decide for me", ``list`` a comma-separated list, ``existing-path`` one or more
-    paths that must exist (the option may be repeated).
+    means "decide for me", ``list`` a comma-separated list, ``existing-paths`` one or more
+    paths that must exist (the flag may be repeated; the variable separates them with
+    ``os.pathsep``).
     """
 
     name: str
     help: str
     kind: str = "text"
-    variable: str | None = None
+    group: str = "input"
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
@@ -51,8 +77,66 @@ class RunOption:
         return "--" + ("pipeline" if self.name == "pipeline_ref" else self.name.replace("_", "-"))
 
     @property
+    def variable(self) -> str:
+        if self.name in LEGACY_VARIABLES:
+            return LEGACY_VARIABLES[self.name]
+        plain = self.flag[2:].replace("-", "_").upper()
+        return PREFIX + plain if self.group in EXECUTION_GROUPS else plain
+
+    @property
+    def scope(self) -> str:
+        return "start" if self.group == "start" else "run"
+
+    @property
     def default(self) -> Any:
         return option_default(self.name)
+
+    def parse(self, text: str) -> Any:
+        """The value of ``text`` as this option reads it; ValueError says what is wrong."""
+        raw = text.strip()
+        if self.kind in ("flag", "switch"):
+            return parse_bool(raw)
+        if self.kind == "int":
+            try:
+                return self._bounded(int(raw))
+            except ValueError as exc:
+                raise ValueError(str(exc) if "must be" in str(exc) else "not an integer") from None
+        if self.kind == "float":
+            try:
+                return self._bounded(float(raw))
+            except ValueError as exc:
+                raise ValueError(str(exc) if "must be" in str(exc) else "not a number") from None
+        if self.kind == "choice":
+            if raw not in self.choices:
+                raise ValueError(f"not one of {', '.join(self.choices)}")
+            return raw
+        if self.kind == "list":
+            return tuple(item.strip() for item in raw.split(",") if item.strip())
+        if self.kind == "existing-paths":
+            paths = tuple(p for p in text.split(os.pathsep) if p)
+            missing = [p for p in paths if not os.path.exists(p)]
+            if missing:
+                raise ValueError(f"{missing[0]} does not exist")
+            return paths
+        if not raw:
+            raise ValueError("empty")
+        return text
+
+    def _bounded(self, value: float) -> float:
+        low, high = self.minimum, self.maximum
+        if low is not None and (value <= low if self.minimum_open else value < low):
+            raise ValueError(f"must be {'above' if self.minimum_open else 'at least'} {low:g}")
+        if high is not None and value > high:
+            raise ValueError(f"must be at most {high:g}")
+        return value
+
+    def show(self, value: Any) -> str:
+        """The value as a user would write it in the variable."""
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if isinstance(value, (tuple, list)):
+            return (os.pathsep if self.kind == "existing-paths" else ",").join(str(v) for v in value)
+        return "" if value is None else str(value)
 
 
 def option_default(name: str) -> Any:
@@ -70,81 +154,88 @@ def option_default(name: str) -> Any:
 
 RUN_OPTIONS: tuple[RunOption, ...] = (
     # what to read and where to write
-    RunOption("input_dir", "Input directory; not needed with --input-urls.", "path", "INPUT_DIR"),
-    RunOption("output_dir", "Output directory.", "path", "OUTPUT_DIR", required=True),
-    RunOption("checkpoint_path", "Checkpoint directory of the logical run (default: the output dir).", "path",
-              "CHECKPOINT_PATH"),
+    RunOption("input_dir", "Input directory; not needed with --input-urls.", "path"),
+    RunOption("output_dir", "Output directory.", "path", required=True),
+    RunOption("checkpoint_path", "Checkpoint directory of the logical run (default: the output dir).", "path"),
     RunOption("input_urls", "URL list(s) to download first: one URL per line or JSONL with a 'url' field "
               "(optional 'sha256', 'size'); a file or a directory, repeatable. INPUT_DIR is then ignored.",
-              "existing-path", "INPUT_URLS"),
-    RunOption("input_file_type", "Format of the input files.", "choice", "INPUT_FILE_TYPE",
-              choices=tuple(input_formats())),
-    RunOption("output_file_type", "Format of the output files.", "choice", "OUTPUT_FILE_TYPE",
-              choices=tuple(output_formats()), default_text=f"{DEFAULT_FORMAT}; parquet for --pipeline commoncrawl"),
-    RunOption("files_per_partition", "Input files per source task.", "int", "FILES_PER_PARTITION", minimum=1),
+              "existing-paths"),
+    RunOption("input_file_type", "Format of the input files.", "choice", choices=tuple(input_formats())),
+    RunOption("output_file_type", "Format of the output files.", "choice", choices=tuple(output_formats()),
+              default_text=f"{DEFAULT_FORMAT}; parquet for --pipeline commoncrawl"),
+    RunOption("files_per_partition", "Input files per source task.", "int", minimum=1),
     RunOption("pipeline_ref", "A built-in pipeline (commoncrawl: WARC → text → language → quality → Parquet) "
-              "or a function building the stage list (default: read, filters, write).", "text", "CURATOR_PIPELINE",
+              "or a function building the stage list (default: read, filters, write).",
               metavar="|".join([*sorted(BUILT_IN_PIPELINES), "MODULE:FUNCTION"])),
     # filters
-    RunOption("text_field", "Field the filters look at.", "text"),
-    RunOption("drop_empty", "Drop documents with empty or missing text.", "flag"),
-    RunOption("min_words", "Drop documents with fewer words.", "int", minimum=0),
-    RunOption("max_words", "Drop documents with more words.", "int", minimum=0),
-    RunOption("dedup", "Drop exact duplicate texts within each source task.", "flag"),
-    RunOption("malformed", "Malformed JSONL lines: fail the task, or skip and count them.", "choice",
-              "MALFORMED_RECORDS", choices=defaults.MALFORMED_POLICIES),
+    RunOption("text_field", "Field the filters look at.", group="filters"),
+    RunOption("drop_empty", "Drop documents with empty or missing text.", "flag", "filters"),
+    RunOption("min_words", "Drop documents with fewer words.", "int", "filters", minimum=0),
+    RunOption("max_words", "Drop documents with more words.", "int", "filters", minimum=0),
+    RunOption("dedup", "Drop exact duplicate texts within each source task.", "flag", "filters"),
+    RunOption("malformed", "Malformed JSONL lines: fail the task, or skip and count them.", "choice", "filters",
+              choices=defaults.MALFORMED_POLICIES),
     # downloads
     RunOption("download_dir", "Where downloads go (shared or node-local; default OUTPUT_DIR/.downloads).", "path",
-              "DOWNLOAD_DIR"),
+              "downloads"),
     RunOption("download_workers_per_node", "Concurrent downloads per node (pool = this x alive nodes).", "float",
-              "DOWNLOAD_WORKERS_PER_NODE", minimum=0, minimum_open=True),
-    RunOption("download_retries", "Further attempts per URL after the first.", "int", minimum=0),
+              "downloads", minimum=0, minimum_open=True),
+    RunOption("download_retries", "Further attempts per URL after the first.", "int", "downloads", minimum=0),
     RunOption("download_timeout", "Seconds without data before a download attempt is abandoned.", "float",
-              minimum=0.1),
+              "downloads", minimum=0.1),
     # web text (--pipeline commoncrawl)
     RunOption("languages", "commoncrawl: keep documents in these languages, e.g. en,de,ja (default: all).", "list",
-              "LANGUAGES"),
-    RunOption("min_language_score", "commoncrawl: drop documents whose language score is lower.", "float",
-              "MIN_LANGUAGE_SCORE", minimum=0, maximum=1),
-    RunOption("extractor", "commoncrawl: HTML → main text extractor.", "choice", "HTML_EXTRACTOR",
-              choices=defaults.EXTRACTORS),
+              "web"),
+    RunOption("min_language_score", "commoncrawl: drop documents whose language score is lower.", "float", "web",
+              minimum=0, maximum=1),
+    RunOption("extractor", "commoncrawl: HTML → main text extractor.", "choice", "web", choices=defaults.EXTRACTORS),
     RunOption("records_per_batch", "WARC input: records per part (a reader's memory grows with this, not the file).",
-              "int", minimum=1),
-    # this start
-    RunOption("force", "Rerun a shard even if its manifest exists.", "flag"),
+              "int", "web", minimum=1),
+    # this start only
+    RunOption("request", "Run the request `submit` pinned in the checkpoint under this id (what its job scripts "
+              "pass): every run option then comes from there.", group="start", metavar="ID"),
+    RunOption("force", "Rerun a shard even if its manifest exists.", "flag", "start"),
     RunOption("relist", "Walk the input tree anyway and refuse any difference from the run's frozen listing "
-              "(elements otherwise read the frozen listing and check only their own files).", "flag"),
+              "(elements otherwise read the frozen listing and check only their own files).", "flag", "start"),
     RunOption("new_run", "If the checkpoint holds a run with another pipeline, shard range or input listing, "
               "archive its records and start a new logical run (outside arrays; arrays use `submit --new-run`).",
-              "flag"),
-    # Ray
-    RunOption("ray_address", "Use this running Ray cluster instead of starting one (never stopped).", "text",
-              "RAY_ADDRESS"),
-    RunOption("num_cpus", "CPUs for the private Ray node (default: the job's CPUs on the node).", "int", minimum=1),
-    RunOption("object_store_memory", "Object store bytes (default: from the job's memory and /dev/shm).", "int",
-              minimum=1),
-    RunOption("ray_temp_dir", "Parent of Ray's session dir (default: TMPDIR); keep it short.", "path",
-              "CURATOR_ARRAY_RAY_TMPDIR"),
-    RunOption("stall_timeout", "Fail when no operator progresses for this many seconds.", "float",
-              "CURATOR_ARRAY_STALL_TIMEOUT", minimum=1),
-    RunOption("progress", "Ray Data's progress bars (default: on a terminal).", "switch"),
-    RunOption("progress_interval", "Seconds between progress lines in the log (tasks, rows/s, MB/s, ETA); 0: none.",
-              "float", "CURATOR_ARRAY_PROGRESS_INTERVAL", minimum=0),
-    # several nodes per element
+              "flag", "start"),
     RunOption("cluster", "local: a private Ray head on this node; slurm: one Ray cluster over the job's nodes "
-              "(every node runs this command; node 0 drives). The entrypoint chooses.", "choice",
+              "(every node runs this command; node 0 drives). The entrypoint chooses.", "choice", "start",
               choices=("local", "slurm")),
+    RunOption("node_ip", "Address other nodes reach this one at (default: the default route's interface).",
+              group="start"),
+    RunOption("ray_address", "Use this running Ray cluster instead of starting one (never stopped).", group="start"),
+    # Ray
+    RunOption("num_cpus", "CPUs for the private Ray node (default: the job's CPUs on the node).", "int", "ray",
+              minimum=1),
+    RunOption("object_store_memory", "Object store bytes (default: from the job's memory and /dev/shm).", "int",
+              "ray", minimum=1),
+    RunOption("ray_temp_dir", "Parent of Ray's session dir (default: TMPDIR); keep it short.", "path", "ray"),
+    RunOption("stall_timeout", "Fail when no operator progresses for this many seconds.", "float", "ray", minimum=1),
+    RunOption("progress", "Ray Data's progress bars (default: on a terminal).", "switch", "ray"),
+    RunOption("progress_interval", "Seconds between progress lines in the log (tasks, rows/s, MB/s, ETA); 0: none.",
+              "float", "ray", minimum=0),
+    # several nodes per element
     RunOption("rendezvous_dir", "Shared directory where the nodes of a multi-node job meet (default: under the "
-              "checkpoint's metadata dir).", "path", "CURATOR_ARRAY_RENDEZVOUS_DIR"),
-    RunOption("worker_join_timeout", "Seconds the head waits for every node.", "float",
-              "CURATOR_ARRAY_WORKER_JOIN_TIMEOUT", minimum=1),
-    RunOption("node_ip", "Address other nodes reach this one at (default: the default route's interface).", "text",
-              "CURATOR_ARRAY_NODE_IP"),
+              "checkpoint's metadata dir).", "path", "nodes"),
+    RunOption("worker_join_timeout", "Seconds the head waits for every node.", "float", "nodes", minimum=1),
 )
 
 OPTIONS_BY_NAME = {option.name: option for option in RUN_OPTIONS}
+OPTION_VARIABLES = tuple(option.variable for option in RUN_OPTIONS)
 
 
 def job_script_facts() -> ScriptFacts:
     """What the rendered job scripts say about the run: formats, and the variables they forward."""
-    return ScriptFacts(tuple(input_formats()), tuple(output_formats()))
+    return ScriptFacts(tuple(input_formats()), tuple(output_formats()), OPTION_VARIABLES)
+
+
+def markdown_rows() -> list[str]:
+    """The README's option table, one row per option (a test keeps the README equal to it)."""
+    rows = ["| flag | variable | default | what |", "|---|---|---|---|"]
+    for option in RUN_OPTIONS:
+        value = option.default
+        default = option.default_text or ("" if value is None or value is False or value == () else option.show(value))
+        rows.append(f"| `{option.flag}` | `{option.variable}` | {default} | {option.help.replace('|', '/')} |")
+    return rows

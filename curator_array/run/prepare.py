@@ -18,12 +18,14 @@ from pathlib import Path
 from ..core.checkpoint import manifest_exists
 from ..core.errors import CheckpointMismatchError, CuratorArrayError
 from ..core.layout import CheckpointLayout
+from ..core.records import PinnedRequest
 from ..core.run_contract import (
     RunConfig,
     check_run,
     ensure_run_config,
     pin_missing,
     read_run_config,
+    unwritable,
 )
 from ..core.sharding import ShardConfig, ShardRange, validate_source_ids
 from ..pipelines.pipeline import Pipeline
@@ -75,11 +77,22 @@ def _changed_tree(frozen: Listing, walked: Listing) -> CheckpointMismatchError:
     )
 
 
+def save_request(layout: CheckpointLayout, request: PinnedRequest | None) -> str | None:
+    """Write the start's run options into the checkpoint; their id, for run.json to pin."""
+    if request is None:
+        return None
+    try:
+        return request.write(layout)
+    except OSError as exc:
+        raise unwritable(layout, exc) from None
+
+
 def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
-                   relist: bool = False) -> tuple[Listing, RunConfig]:
+                   relist: bool = False, request: str | None = None) -> tuple[Listing, RunConfig]:
     """The run's frozen listing and contract; walked, saved and pinned by the first start.
 
-    ``relist`` walks the tree anyway and refuses a difference from the frozen listing.
+    ``relist`` walks the tree anyway and refuses a difference from the frozen listing;
+    ``request`` is the id of this start's run options, pinned if the run has none yet.
     """
     fingerprint = pipeline.fingerprint()
     existing = read_run_config(layout) if layout.run_file.is_file() else None
@@ -89,24 +102,26 @@ def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRa
             walked = pipeline.source.snapshot()
             if walked.digest != frozen.digest:
                 raise _changed_tree(frozen, walked)
-        existing = pin_missing(layout, existing, pipeline=fingerprint)
+        existing = pin_missing(layout, existing, pipeline=fingerprint, request=request)
         check_run(layout, existing, shards, None, fingerprint)
         return frozen, existing
     walked = pipeline.source.snapshot()
     listings.validate(walked)
     name = listings.save(layout, walked)
-    run = ensure_run_config(layout, shards, walked.task_ids(), fingerprint, walked.reference(name))
+    run = ensure_run_config(layout, shards, walked.task_ids(), fingerprint, walked.reference(name), request)
     if run.listing is not None and run.listing.digest != walked.digest:
         raise _changed_tree(listings.load(layout, run.listing), walked)  # another start froze it first
     return walked, run
 
 
-def pin_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange) -> RunConfig:
-    """Create the run's contract (range, listing, pipeline), or check this pipeline against it."""
+def pin_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
+            request: PinnedRequest | None = None) -> RunConfig:
+    """Create the run's contract (range, listing, pipeline, options), or check this pipeline against it."""
+    request_id = save_request(layout, request)
     if freezable(pipeline):
-        return frozen_listing(pipeline, layout, shards)[1]
+        return frozen_listing(pipeline, layout, shards, request=request_id)[1]
     ids = [t.task_id for t in list_source(pipeline)]
-    return ensure_run_config(layout, shards, ids, pipeline.fingerprint())
+    return ensure_run_config(layout, shards, ids, pipeline.fingerprint(), request=request_id)
 
 
 def check_against_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange) -> None:
@@ -125,12 +140,13 @@ def check_against_run(pipeline: Pipeline, layout: CheckpointLayout, shards: Shar
 
 def prepare_shard(
     pipeline: Pipeline, checkpoint_path: str | Path, shard: ShardConfig | None, force: bool = False,
-    relist: bool = False,
+    relist: bool = False, request: PinnedRequest | None = None,
 ) -> PreparedShard:
     shard = shard or ShardConfig.single()
     layout = CheckpointLayout(checkpoint_path)
+    request_id = save_request(layout, request)
     if freezable(pipeline):
-        frozen, run = frozen_listing(pipeline, layout, shard.range, relist)
+        frozen, run = frozen_listing(pipeline, layout, shard.range, relist, request_id)
         rows = frozen.rows_of(shard)
         root = Path(pipeline.source.input_dir)
         listings.check_unchanged([(str(root / p), size, mtime) for p, size, mtime in zip(
@@ -140,7 +156,8 @@ def prepare_shard(
         input_bytes = int(sum(rows.column("size").to_pylist()))
     else:
         listed = list_source(pipeline)
-        run = ensure_run_config(layout, shard.range, [t.task_id for t in listed], pipeline.fingerprint())
+        run = ensure_run_config(layout, shard.range, [t.task_id for t in listed], pipeline.fingerprint(),
+                                request=request_id)
         wanted = set(shard.select([t.task_id for t in listed]))
         mine = [t for t in listed if t.task_id in wanted]
         total, input_bytes = len(listed), None

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from ..core.layout import CheckpointLayout
 from ..execution.ray_cluster import NodeOptions
@@ -27,6 +27,7 @@ class RunRequest:
 
     options: PipelineOptions
     checkpoint_path: str | None = None
+    request: str | None = None
     pipeline_ref: str | None = None
     force: bool = False
     new_run: bool = False
@@ -42,6 +43,8 @@ class RunRequest:
     rendezvous_dir: str | None = None
     worker_join_timeout: float = 300.0
     node_ip: str | None = None
+    # option name → Setting (value and source), when the request was resolved from options
+    settings: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_flags(cls, flags: Mapping[str, object]) -> RunRequest:

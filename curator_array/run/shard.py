@@ -168,16 +168,18 @@ def _prepare(request: RunRequest, context: JobContext) -> PreparedShard:
             "use `curator-array submit --new-run`, or run once outside the array"
         )
     from .prepare import prepare_shard
+    from .settings import pinned_request
 
     pipeline = request.build_pipeline()
+    options = pinned_request(request.settings) if request.settings else None
     try:
-        return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist)
+        return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist, options)
     except CheckpointMismatchError as exc:
         if not request.new_run:
             raise
         archive = archive_run(request.layout)
         logger.warning("a new logical run starts (%s); the previous run's records are in %s", exc, archive)
-    return prepare_shard(pipeline, request.checkpoint, context.shard, request.force)
+    return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request=options)
 
 
 class _AttemptErrors:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from ..core.errors import ConfigError
 from ..core.sharding import ShardConfig
-from .jobenv import JobEnvironment, env_int
+from .jobenv import JobEnvironment, env_int, parse_bool
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +35,6 @@ MINIMUM_SHARD_INDEX_VAR = "NEMO_CURATOR_SLURM_ARRAY_MINIMUM_SHARD_INDEX"
 ENABLED_VAR = "NEMO_CURATOR_SLURM_ARRAY_ENABLED"
 SUBMIT_VARS = ("SHARD_INDEX_OFFSET", "TOTAL_SHARDS", "MINIMUM_SHARD_INDEX")
 
-FALSE_WORDS = frozenset({"0", "false", "no", "off"})
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 
 
 def sharding_enabled(env: Mapping[str, str]) -> bool:
@@ -44,15 +42,10 @@ def sharding_enabled(env: Mapping[str, str]) -> bool:
     raw = env.get(ENABLED_VAR)
     if raw is None or raw.strip() == "":
         return True
-    word = raw.strip().lower()
-    if word in FALSE_WORDS:
-        return False
-    if word in TRUE_WORDS:
-        return True
-    raise ConfigError(
-        f"{ENABLED_VAR}={raw!r} is not a boolean; use one of "
-        f"{', '.join(sorted(TRUE_WORDS))} or {', '.join(sorted(FALSE_WORDS))}"
-    )
+    try:
+        return parse_bool(raw)
+    except ValueError as problem:
+        raise ConfigError(f"{ENABLED_VAR}={raw!r} is {problem}") from None
 
 
 @dataclass(frozen=True)

@@ -163,17 +163,19 @@ def template_environment(templates: Path):
 @dataclass(frozen=True)
 class ScriptFacts:
     """What a job script says about the run it launches, from the layers above this one:
-    the file formats (for its comment) and the run options' variables."""
+    the file formats (for its comment) and the run options' variables (it forwards them)."""
 
     input_formats: tuple[str, ...]
     output_formats: tuple[str, ...]
+    variables: tuple[str, ...] = ()
 
 
 def render_site(site: SiteConfig, templates: Path, facts: ScriptFacts) -> str:
     environment = template_environment(templates)
     template = environment.get_template(f"runtime_{site.runtime}.sbatch.j2")
     return template.render(site=site, source=f"site_configs/{site.name}.toml",
-                           input_formats=facts.input_formats, output_formats=facts.output_formats)
+                           input_formats=facts.input_formats, output_formats=facts.output_formats,
+                           variables=facts.variables)
 
 
 def site_names(sites_dir: Path) -> list[str]:

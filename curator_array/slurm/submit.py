@@ -25,16 +25,26 @@ ACTIVE_STATES = ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", 
 
 @dataclass(frozen=True)
 class Submission:
+    """One ``sbatch --array`` window of a site script.
+
+    ``script_args`` go to the script (and on to every element); ``variables`` are set in
+    the job's environment besides the shard variables; ``request`` is the id of the run
+    options pinned for these elements, recorded with the job.
+    """
+
     array_expression: str
     offset: int
     shards: ShardRange
     script: str
-    run_args: tuple[str, ...] = ()
+    script_args: tuple[str, ...] = ()
     parallel: int | None = None
+    variables: tuple[tuple[str, str], ...] = ()
+    request: str | None = None
 
     @property
     def env(self) -> dict[str, str]:
         return {
+            **dict(self.variables),
             "TOTAL_SHARDS": str(self.shards.total),
             "SHARD_INDEX_OFFSET": str(self.offset),
             "MINIMUM_SHARD_INDEX": str(self.shards.minimum),
@@ -47,7 +57,7 @@ class Submission:
 
     def command_line(self) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        args = " ".join(shlex.quote(a) for a in [*self.sbatch_args, self.script, *self.run_args])
+        args = " ".join(shlex.quote(a) for a in [*self.sbatch_args, self.script, *self.script_args])
         return f"{env} sbatch --parsable {args}"
 
 
@@ -73,10 +83,12 @@ def resolve_max_array_size(value: str | None, env: Mapping[str, str], default: s
 
 def plan_submissions(
     wanted: Sequence[int], shards: ShardRange, script: str,
-    max_size: int | None = None, parallel: int | None = None, run_args: Sequence[str] = (),
+    max_size: int | None = None, parallel: int | None = None, script_args: Sequence[str] = (),
+    variables: Mapping[str, str] | None = None, request: str | None = None,
 ) -> list[Submission]:
     return [
-        Submission(w.array_expression, w.shard_index_offset, shards, script, tuple(run_args), parallel)
+        Submission(w.array_expression, w.shard_index_offset, shards, script, tuple(script_args), parallel,
+                   tuple(sorted((variables or {}).items())), request)
         for w in shards.windows(wanted, max_size)
     ]
 
@@ -85,7 +97,7 @@ def submit_all(submissions: Sequence[Submission], layout: CheckpointLayout, env:
     """sbatch every window; record each job id as soon as it exists."""
     job_ids = []
     for item in submissions:
-        job_id = submit(item.script, item.sbatch_args, env={**env, **item.env}, script_args=item.run_args)
+        job_id = submit(item.script, item.sbatch_args, env={**env, **item.env}, script_args=item.script_args)
         record_submission(layout, job_id, item)
         job_ids.append(job_id)
     return job_ids
@@ -95,7 +107,7 @@ def record_submission(layout: CheckpointLayout, job_id: str, item: Submission) -
     layout.metadata_dir.mkdir(parents=True, exist_ok=True)
     line = json.dumps({
         "job_id": job_id, "array": item.array_expression, "offset": item.offset,
-        **item.shards.to_json(), "submitted_at": time.time(),
+        **item.shards.to_json(), "request": item.request, "submitted_at": time.time(),
     }) + "\n"
     fd = os.open(layout.submissions_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
@@ -115,6 +127,12 @@ def recorded_submissions(layout: CheckpointLayout) -> list[dict]:
         except ValueError:
             continue
     return records
+
+
+def latest_request(layout: CheckpointLayout) -> str | None:
+    """The id of the run options the latest submission pinned (None before any)."""
+    requests = [r.get("request") for r in recorded_submissions(layout) if isinstance(r.get("request"), str)]
+    return requests[-1] if requests else None
 
 
 def queued_shards(layout: CheckpointLayout, env: Mapping[str, str] | None = None) -> dict[int, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -54,9 +55,13 @@ def test_local_site_submit_windows_cancel_and_retry_submit(slurm_cluster, sqsh, 
     script = SITES / "local.sbatch"
 
     dry = cli("submit", *common, "--total-shards", "6", "--dry-run", env=env, cwd=tmp_path)
+    paths = f"CHECKPOINT_PATH={out} INPUT_DIR={data} OUTPUT_DIR={out}"
+    request = re.search(r"--request (\w+)$", dry.stdout.splitlines()[0]).group(1)
     assert dry.stdout.splitlines() == [  # MaxArraySize=5 on this cluster: windows by default
-        f"TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=0 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0-4 {script}",
-        f"TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=5 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0 {script}",
+        f"{paths} TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=0 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0-4 {script} "
+        f"--checkpoint-path {out} --request {request}",
+        f"{paths} TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=5 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0 {script} "
+        f"--checkpoint-path {out} --request {request}",
     ]
     assert not CheckpointLayout(out).run_file.exists(), "a dry run changes nothing"
     refused = cli("submit", *common, "--total-shards", "6", "--max-array-size", "none", "--dry-run", env=env,

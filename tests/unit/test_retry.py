@@ -128,12 +128,13 @@ def test_submission_windows_and_command_lines():
     from curator_array.slurm.submit import plan_submissions
 
     subs = plan_submissions([0, 1, 2, 3, 4, 5], ShardRange(6), "site_configs/local.sbatch", max_size=5, parallel=2,
-                            run_args=["--min-words", "5 words"])
+                            script_args=["--checkpoint-path", "/a b", "--request", "r1"],
+                            variables={"OUTPUT_DIR": "/a b"}, request="r1")
     assert [s.command_line() for s in subs] == [
-        "TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=0 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0-4%2 "
-        "site_configs/local.sbatch --min-words '5 words'",
-        "TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=5 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0%2 "
-        "site_configs/local.sbatch --min-words '5 words'",
+        "OUTPUT_DIR='/a b' TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=0 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0-4%2 "
+        "site_configs/local.sbatch --checkpoint-path '/a b' --request r1",
+        "OUTPUT_DIR='/a b' TOTAL_SHARDS=6 SHARD_INDEX_OFFSET=5 MINIMUM_SHARD_INDEX=0 sbatch --parsable --array=0%2 "
+        "site_configs/local.sbatch --checkpoint-path '/a b' --request r1",
     ]
     with pytest.raises(ConfigError, match="outside the run's range"):
         plan_submissions([7], ShardRange(6), "x.sbatch")

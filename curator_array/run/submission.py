@@ -1,0 +1,66 @@
+"""A submitted run carries itself: its options are resolved and pinned before anything is queued.
+
+``submit`` resolves every run option once, on the login node (flag > site ``[env]`` >
+environment > default), refuses a bad value there, pins the run contract and the options
+(``PinnedRequest``), and queues elements that are given only the checkpoint and the
+request's id: each runs exactly the pinned options, whatever a container runtime lets
+through to it. ``retry --submit`` starts from the run's latest pinned options, with the
+flags it is given on top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..core.layout import CheckpointLayout
+from ..core.records import PinnedRequest
+from ..core.run_contract import read_run_config
+from ..core.sharding import ShardRange
+from ..slurm.sites import SiteConfig
+from ..slurm.submit import Submission, latest_request, plan_submissions
+from .options import RUN_OPTIONS
+from .request import RunRequest
+from .settings import FLAG, SITE, Setting, Settings, resolve
+
+
+def submission_settings(flags: Mapping[str, Any], site: SiteConfig | None, environment: Mapping[str, str]) -> Settings:
+    """The settings ``submit`` pins: its run flags, the site's ``[env]``, the environment, the defaults."""
+    label = f"{SITE} of site_configs/{site.name}.toml" if site else SITE
+    return resolve(flags, environment, site.env if site else {}, label)
+
+
+def run_request_id(layout: CheckpointLayout) -> str | None:
+    """The run's latest pinned options: of its latest submission, else of its first start."""
+    return latest_request(layout) or read_run_config(layout).request
+
+
+def retry_settings(layout: CheckpointLayout, flags: Mapping[str, Any], environment: Mapping[str, str]) -> Settings:
+    """The run's latest pinned options with ``flags`` on top; a run without pinned options
+    (written by an older version) is resolved as ``submit`` would."""
+    request_id = run_request_id(layout)
+    if request_id is None:
+        return resolve(flags, environment)
+    pinned = PinnedRequest.read(layout, request_id).settings
+    settings: Settings = {}
+    for option in RUN_OPTIONS:
+        if option.name in flags:
+            settings[option.name] = Setting(flags[option.name], FLAG)
+        elif option.name in pinned:
+            settings[option.name] = Setting.from_json(pinned[option.name])
+        else:
+            settings[option.name] = Setting(option.default, "default")
+    return settings
+
+
+def queued_elements(
+    request: RunRequest, request_id: str, wanted: Sequence[int], shards: ShardRange, script: str,
+    max_size: int | None, parallel: int | None,
+) -> list[Submission]:
+    """The windows to queue: elements get the checkpoint and the request id as arguments, and the
+    job script the paths it mounts (it cannot read them from the request)."""
+    paths = {"OUTPUT_DIR": request.options.output_dir, "CHECKPOINT_PATH": request.checkpoint}
+    if request.options.input_dir:
+        paths["INPUT_DIR"] = request.options.input_dir
+    return plan_submissions(wanted, shards, script, max_size, parallel,
+                            ("--checkpoint-path", request.checkpoint, "--request", request_id), paths, request_id)

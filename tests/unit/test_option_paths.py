@@ -1,0 +1,146 @@
+"""Every run option reaches the element, under every runtime and however the run is launched.
+
+For each runtime (pyxis, Apptainer, Charliecloud, bare metal) and each way of giving a
+value (a flag to ``submit``, a variable exported at ``submit``, the site's ``[env]``, a
+variable to a plain ``sbatch``), every option of the table is set to a value that is not
+its default, the site's real rendered script runs, and the element's arguments and
+environment are recorded where the entrypoint would start; the element's own resolution
+must then give every option its value. The launch is faked (``tests/support/
+fake_runtimes.py``: the runtimes' environment rules, and a ``sbatch`` that runs the first
+element at once); ``tests/slurm/test_options_on_slurm.py`` runs real elements on SLURM.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from curator_array.cli.run_command import parse_run_args
+from curator_array.core.layout import CheckpointLayout
+from curator_array.run.options import RUN_OPTIONS, RunOption
+from curator_array.run.settings import ENVIRONMENT, FLAG, SITE, settings_for_start
+from curator_array.run.submission import run_request_id
+from tests.conftest import REPO, SAMPLE
+from tests.support.fake_runtimes import install_fakes, install_recording_image
+
+RUNTIMES = ("pyxis", "apptainer", "charliecloud", "baremetal")
+WAYS = ("submit flag", "submit variable", "site env", "sbatch variable")
+# Chosen by the job, not by the user: the entrypoint passes --cluster, submit passes --request.
+NOT_GIVEN = {"cluster", "request"}
+IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/opt/curator-array/venv",
+             "CURATOR_ARRAY_PYTHON": "/opt/curator-array/venv/bin/python", "RAY_USAGE_STATS_ENABLED": "0"}
+TEXT_VALUES = {"text_field": "body", "pipeline_ref": "commoncrawl", "node_ip": "10.9.8.7",
+               "ray_address": "127.0.0.1:9"}
+
+
+def value_of(option: RunOption, paths: dict[str, object]):
+    """A value of ``option`` that is not its default (paths: from ``paths``)."""
+    if option.name in paths:
+        return paths[option.name]
+    if option.kind in ("flag", "switch"):
+        return True
+    if option.kind == "int":
+        return int(option.minimum or 0) + 3
+    if option.kind == "float":
+        return 0.5 if option.maximum == 1 else float(option.minimum or 0) + 2.5
+    if option.kind == "choice":
+        return next(choice for choice in option.choices if choice != option.default)
+    if option.kind == "list":
+        return ("de", "ja")
+    return TEXT_VALUES[option.name]
+
+
+def arguments(values: dict[str, object]) -> list[str]:
+    args: list[str] = []
+    for option in RUN_OPTIONS:
+        if option.name not in values:
+            continue
+        value = values[option.name]
+        if option.kind in ("flag", "switch"):
+            args.append(option.flag)
+        elif option.kind == "existing-paths":
+            for path in value:
+                args += [option.flag, path]
+        else:
+            args += [option.flag, option.show(value)]
+    return args
+
+
+def variables(values: dict[str, object]) -> dict[str, str]:
+    return {o.variable: o.show(values[o.name]) for o in RUN_OPTIONS if o.name in values}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("paths")
+    shutil.copytree(SAMPLE / "jsonl", root / "input")
+    (root / "urls.txt").write_text(f"file://{root / 'input' / 'part-000.jsonl'}\n")
+    record = root / "record.jsonl"
+    image = install_recording_image(root / "image", record)
+    fakes = install_fakes(root / "bin", ["apptainer", "srun", "ch-run", "sbatch", "squeue", "scontrol"], IMAGE_ENV)
+    return root, record, image, fakes
+
+
+def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]:
+    paths = {"input_dir": str(root / "input"), "output_dir": str(case / "out"), "checkpoint_path": str(case / "ckpt"),
+             "input_urls": (str(root / "urls.txt"),), "download_dir": str(case / "downloads"),
+             "ray_temp_dir": str(case / "raytmp"), "rendezvous_dir": str(case / "meet")}
+    return {o.name: value_of(o, paths) for o in RUN_OPTIONS
+            if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
+
+
+def site_file(sites: Path, runtime: str, image: Path, env: dict[str, str]) -> str:
+    name = f"paths-{runtime}"
+    lines = [f'runtime = "{runtime}"', 'partition = "debug"', "cpus_per_task = 1", 'image = "/images/ca.sqsh"',
+             f'install_dir = "{image}"', "[env]", *(f"{k} = {json.dumps(v)}" for k, v in env.items())]
+    (sites / f"{name}.toml").write_text("\n".join(lines) + "\n")
+    return name
+
+
+@pytest.mark.parametrize("way", WAYS)
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
+    root, record, image, fakes = world
+    record.unlink(missing_ok=True)
+    values = values_for(root, tmp_path, start_options=way == "sbatch variable")
+    if way == "submit variable":  # the checkpoint is then the output dir, as by default
+        del values["checkpoint_path"]
+    sites = tmp_path / "sites"
+    shutil.copytree(REPO / "site_configs" / "templates", sites / "templates")
+    site = site_file(sites, runtime, image, variables(values) if way == "site env" else {})
+    base = {"PATH": f"{fakes}:{Path(sys.executable).parent}:/usr/bin:/bin", "FAKE_IMAGE_ROOT": str(image),
+            "CONTAINER_IMAGE": "/images/ca.sqsh", "HOME": str(tmp_path)}
+    cli = [sys.executable, "-m", "curator_array.cli"]
+    subprocess.run([*cli, "render-site", "--sites-dir", str(sites), site], check=True, capture_output=True)
+    if way == "sbatch variable":
+        command = ["sbatch", "--parsable", "--array=0", str(sites / f"{site}.sbatch")]
+        env = {**base, **variables(values)}
+    else:
+        command = [*cli, "submit", "--site", site, "--sites-dir", str(sites), "--total-shards", "1"]
+        env = {**base, **(variables(values) if way == "submit variable" else {})}
+        if way == "submit flag":
+            command += ["--", *arguments(values)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    element = json.loads(record.read_text().splitlines()[-1])
+    flags = parse_run_args(element["argv"])
+    settings = settings_for_start(flags, element["env"])
+    wrong = {name: (settings[name].value, value) for name, value in values.items() if settings[name].value != value}
+    checkpoint = values.get("checkpoint_path", values["output_dir"])
+    assert settings["checkpoint_path"].value in (None, checkpoint)
+    assert not wrong, f"options that did not arrive as given ({runtime}, {way}): {wrong}"
+    expected_source = {"submit flag": FLAG, "submit variable": ENVIRONMENT, "site env": SITE,
+                       "sbatch variable": ENVIRONMENT}[way]
+    sources = {settings[name].source for name in values}
+    assert all(source.startswith(expected_source) for source in sources), sources
+    if way != "sbatch variable":
+        assert flags.keys() == {"checkpoint_path", "request"}, "a submitted element gets only where to read its request"
+        alone = settings_for_start(flags, {})
+        assert all(alone[name].value == value for name, value in values.items()), \
+            "the request alone carries every option: nothing else needs to cross into the container"
+        assert run_request_id(CheckpointLayout(checkpoint)) == flags["request"]

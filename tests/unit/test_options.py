@@ -1,0 +1,169 @@
+"""One definition per run option: its variable, its flag, its parsing, its precedence."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from curator_array.cli import main
+from curator_array.core.errors import ConfigError
+from curator_array.run.options import (
+    LEGACY_VARIABLES,
+    OPTION_VARIABLES,
+    PREFIX,
+    RUN_OPTIONS,
+    job_script_facts,
+    markdown_rows,
+)
+from curator_array.run.settings import DEFAULT, ENVIRONMENT, FLAG, SITE, resolve
+from curator_array.slurm.sites import load_site, render_site, site_names
+from tests.conftest import REPO
+
+SITES = REPO / "site_configs"
+SPEC_NAMES = {"input_dir": "INPUT_DIR", "output_dir": "OUTPUT_DIR", "checkpoint_path": "CHECKPOINT_PATH",
+              "input_file_type": "INPUT_FILE_TYPE", "output_file_type": "OUTPUT_FILE_TYPE",
+              "files_per_partition": "FILES_PER_PARTITION"}
+
+
+def test_every_option_has_its_own_variable_by_the_documented_rule():
+    assert len(set(OPTION_VARIABLES)) == len(RUN_OPTIONS), "two options share a variable"
+    for option in RUN_OPTIONS:
+        plain = option.flag[2:].replace("-", "_").upper()
+        expected = LEGACY_VARIABLES.get(option.name) or (PREFIX + plain if option.group in ("start", "ray", "nodes")
+                                                         else plain)
+        assert option.variable == expected, option.name
+    for name, variable in SPEC_NAMES.items():
+        assert next(o for o in RUN_OPTIONS if o.name == name).variable == variable
+
+
+@pytest.mark.parametrize("name", [n for n in site_names(SITES)])
+def test_container_scripts_forward_every_variable(name):
+    """pyxis and Apptainer pass only what the script names; Charliecloud and bare metal pass everything."""
+    site = load_site(SITES / f"{name}.toml")
+    text = render_site(site, SITES / "templates", job_script_facts())
+    if site.runtime not in ("pyxis", "apptainer"):
+        assert "passed_names" not in text
+        return
+    forwarded = re.search(r"^passed_names=(\S+)$", text, re.M).group(1).strip("'").split(",")
+    missing = set(OPTION_VARIABLES) - set(forwarded)
+    assert not missing, f"{name}.sbatch does not forward {sorted(missing)}"
+    assert {"SHARD_INDEX_OFFSET", "TOTAL_SHARDS", "MINIMUM_SHARD_INDEX", "CURATOR_ARRAY_SITE_ENV",
+            *site.env} <= set(forwarded)
+
+
+def test_help_names_every_variable(capsys):
+    main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for option in RUN_OPTIONS:
+        assert f"(env: {option.variable})" in text, option.name
+
+
+def test_precedence_flag_then_site_then_environment_then_default():
+    environment = {"MIN_WORDS": "3", "MAX_WORDS": "30", "DEDUP": "yes", "LANGUAGES": "de, ja"}
+    site = {"MIN_WORDS": "4", "MAX_WORDS": "40"}
+    settings = resolve({"min_words": 5}, environment, site)
+    assert (settings["min_words"].value, settings["min_words"].source) == (5, FLAG)
+    assert (settings["max_words"].value, settings["max_words"].source) == (40, SITE)
+    assert (settings["dedup"].value, settings["dedup"].source) == (True, ENVIRONMENT)
+    assert settings["languages"].value == ("de", "ja")
+    assert (settings["malformed"].value, settings["malformed"].source) == ("fail", DEFAULT)
+
+
+def test_an_element_tells_its_site_variables_from_the_callers():
+    environment = {"MIN_WORDS": "4", "DEDUP": "1", "CURATOR_ARRAY_SITE_ENV": "MIN_WORDS,TMPDIR"}
+    settings = resolve({}, environment)
+    assert settings["min_words"].source == SITE and settings["dedup"].source == ENVIRONMENT
+
+
+def test_an_empty_variable_counts_as_unset():
+    assert resolve({}, {"MIN_WORDS": "", "MALFORMED_RECORDS": " "})["min_words"].source == DEFAULT
+
+
+@pytest.mark.parametrize("variable, value, message", [
+    ("MIN_WORDS", "x", "MIN_WORDS='x' from the environment: not an integer"),
+    ("MIN_WORDS", "-1", "MIN_WORDS='-1' from the environment: must be at least 0"),
+    ("MIN_LANGUAGE_SCORE", "2", "MIN_LANGUAGE_SCORE='2' from the environment: must be at most 1"),
+    ("DOWNLOAD_WORKERS_PER_NODE", "0", "DOWNLOAD_WORKERS_PER_NODE='0' from the environment: must be above 0"),
+    ("MALFORMED_RECORDS", "ignore", "MALFORMED_RECORDS='ignore' from the environment: not one of fail, skip"),
+    ("DEDUP", "maybe", "DEDUP='maybe' from the environment: not a boolean"),
+    ("INPUT_FILE_TYPE", "csv", "INPUT_FILE_TYPE='csv' from the environment: not one of jsonl"),
+    ("INPUT_URLS", "/no/such/list", "INPUT_URLS='/no/such/list' from the environment: /no/such/list does not exist"),
+])
+def test_a_bad_variable_names_itself_its_value_and_where_it_came_from(variable, value, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        resolve({}, {variable: value})
+
+
+def test_a_bad_site_value_says_it_came_from_the_site():
+    with pytest.raises(ConfigError, match=re.escape("MIN_WORDS='many' from site [env] of x.toml: not an integer")):
+        resolve({}, {}, {"MIN_WORDS": "many"}, "site [env] of x.toml")
+
+
+def test_every_option_parses_what_it_shows():
+    for option in RUN_OPTIONS:
+        for value in (option.default, *(option.choices[-1:])):
+            if value in (None, ()) or option.kind == "existing-paths":
+                continue
+            assert option.parse(option.show(value)) == value, option.name
+
+
+def test_readme_lists_every_option_as_the_table_defines_it():
+    readme = (REPO / "README.md").read_text().splitlines()
+    start = readme.index("| flag | variable | default | what |")
+    assert readme[start:readme.index("", start)] == markdown_rows(), "README's option table is stale"
+
+
+def test_submit_refuses_a_bad_value_before_anything_is_written_or_queued(tmp_path, capsys, monkeypatch):
+    from curator_array.core.layout import CheckpointLayout
+
+    sites = REPO / "site_configs"
+    out = tmp_path / "out"
+    monkeypatch.setenv("INPUT_DIR", str(REPO / "sample_data" / "jsonl"))
+    monkeypatch.setenv("OUTPUT_DIR", str(out))
+    monkeypatch.setenv("MIN_WORDS", "x")
+    monkeypatch.setenv("PATH", "/nonexistent")  # no sbatch: queueing anything would fail differently
+    code = main(["submit", "--site", "local", "--sites-dir", str(sites), "--total-shards", "2"])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == "curator-array: error: MIN_WORDS='x' from the environment: not an integer"
+    assert not CheckpointLayout(out).metadata_dir.exists()
+
+
+def test_status_and_its_json_show_the_options_and_their_sources(tmp_path, capsys):
+    import json
+
+    from curator_array.core.layout import CheckpointLayout
+    from curator_array.core.run_contract import ensure_run_config
+    from curator_array.core.sharding import ShardRange
+    from curator_array.run.settings import pinned_request
+
+    settings = resolve({"min_words": 5}, {"MALFORMED_RECORDS": "skip", "OUTPUT_DIR": str(tmp_path / "out"),
+                                          "INPUT_DIR": "/in"})
+    layout = CheckpointLayout(tmp_path / "ckpt")
+    request_id = pinned_request(settings).write(layout)
+    ensure_run_config(layout, ShardRange(2), ["a", "b"], request=request_id)
+    assert main(["status", "--checkpoint-path", str(layout.root)]) == 0
+    out = capsys.readouterr().out
+    assert f"options      4 set, the rest default (request {request_id}):" in out
+    assert "  malformed=skip (environment)" in out and "  min_words=5 (flag)" in out
+    assert main(["status", "--checkpoint-path", str(layout.root), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["request"] == request_id
+    assert data["options"]["min_words"] == {"value": 5, "source": "flag"}
+    assert data["options"]["dedup"] == {"value": False, "source": "default"}
+
+
+def test_retry_starts_from_the_pinned_options_with_its_flags_on_top(tmp_path):
+    from curator_array.core.layout import CheckpointLayout
+    from curator_array.core.run_contract import ensure_run_config
+    from curator_array.core.sharding import ShardRange
+    from curator_array.run.settings import pinned_request
+    from curator_array.run.submission import retry_settings
+
+    pinned = resolve({"min_words": 5, "stall_timeout": 60.0}, {"OUTPUT_DIR": "/out", "INPUT_DIR": "/in"})
+    layout = CheckpointLayout(tmp_path)
+    ensure_run_config(layout, ShardRange(2), ["a", "b"], request=pinned_request(pinned).write(layout))
+    settings = retry_settings(layout, {"stall_timeout": 600.0}, {"MIN_WORDS": "7"})
+    assert settings["min_words"].value == 5, "the run carries its options; the retry's environment does not change them"
+    assert (settings["stall_timeout"].value, settings["stall_timeout"].source) == (600.0, FLAG)
+    assert settings["output_dir"].value == "/out"

@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_pyxis.py
 	$(BIN)/python bench/bench_web.py
 	$(BIN)/python bench/bench_report.py
+	$(BIN)/python bench/bench_resume.py
 
 ## Container image (DOCKER_HOST, the default socket, or a throwaway dockerd when root).
 ## Without a registry it builds its Debian base from packages first (`make base-image`);

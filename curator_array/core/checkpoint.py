@@ -30,6 +30,7 @@ class ManifestScan:
     durations: list[float] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     manifests: dict[int, CompletionManifest] = field(default_factory=dict)  # only when asked for
+    resumed_tasks: int = 0
 
     def merge(self, other: ManifestScan) -> None:
         self.shards |= other.shards
@@ -37,6 +38,7 @@ class ManifestScan:
         self.totals.merge(other.totals)
         self.durations += other.durations
         self.errors += other.errors
+        self.resumed_tasks += other.resumed_tasks
 
     def add(self, manifest: CompletionManifest, keep: bool) -> None:
         self.shards.add(manifest.shard_index)
@@ -45,6 +47,7 @@ class ManifestScan:
         self.totals.add(manifest.work)
         if manifest.duration_s is not None:
             self.durations.append(manifest.duration_s)
+        self.resumed_tasks += manifest.resumed_tasks
 
 
 def manifest_problem(manifest: CompletionManifest, run: RunConfig) -> str | None:

@@ -14,6 +14,8 @@ marked "ours" are curator-array's additions, which the reference system ignores:
                                                               with their sources (ours)
       .failed_tasks/<attempt>/shard_<S>/failed_tasks.json     FailedTask results of one attempt
       .failed_tasks/<attempt>/shard_<S>/attempt_error.json    why an attempt ended early (ours)
+      .task_records/shard_<S>/<attempt>.jsonl                 the tasks an attempt finished, so
+                                                              a rerun skips them (ours)
       .ray_rendezvous/slurm_job_<J>_step_<T>_restart_<R>/     where the nodes of a multi-node
                                                               element meet (ours)
       submissions.jsonl                                       what submit and retry --submit
@@ -34,6 +36,7 @@ METADATA_DIR = ".nemo_curator_metadata"
 COMPLETION_DIR = ".slurm_array_completion"
 FAILED_TASKS_DIR = ".failed_tasks"
 RENDEZVOUS_DIR = ".ray_rendezvous"
+TASK_RECORDS_DIR = ".task_records"
 ARCHIVE_DIR = ".archived_runs"
 RUN_FILE = "run.json"
 MANIFEST_PREFIX = "completed_slurm_array_"
@@ -83,6 +86,16 @@ class CheckpointLayout:
     @property
     def failed_tasks_root(self) -> Path:
         return self.metadata_dir / FAILED_TASKS_DIR
+
+    @property
+    def task_records_root(self) -> Path:
+        return self.metadata_dir / TASK_RECORDS_DIR
+
+    def task_records_dir(self, shard_index: int) -> Path:
+        return self.task_records_root / f"shard_{shard_index}"
+
+    def task_record_path(self, attempt: AttemptId, shard_index: int) -> Path:
+        return self.task_records_dir(shard_index) / f"{'.'.join(attempt.parts)}.jsonl"
 
     @property
     def rendezvous_root(self) -> Path:

@@ -204,6 +204,25 @@ class WorkTotals:
         return {item.name: getattr(self, item.name) for item in fields(self)}
 
 
+@dataclass(frozen=True)
+class AttemptShare:
+    """What one attempt of a resumed shard contributed to it."""
+
+    attempt: str
+    tasks: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+
+    @classmethod
+    def from_json(cls, payload: Any) -> AttemptShare:
+        payload = payload if isinstance(payload, Mapping) else {}
+        return cls(str(payload.get("attempt", "?")), _int(payload, "tasks") or 0, _int(payload, "rows_in") or 0,
+                   _int(payload, "rows_out") or 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"attempt": self.attempt, "tasks": self.tasks, "rows_in": self.rows_in, "rows_out": self.rows_out}
+
+
 _WORK_KEYS = {*(f.name for f in fields(ShardWork)), "malformed_records_skipped"}
 _JOB_KEYS = {f.name for f in fields(JobIdentity)}
 
@@ -233,13 +252,19 @@ class CompletionManifest:
     hostnames: tuple[str, ...] = ()
     ray_nodes: tuple[dict[str, Any], ...] = ()
     timeline_s: dict[str, float] = field(default_factory=dict)
+    attempts: tuple[AttemptShare, ...] = ()  # each attempt's share; one entry unless the shard resumed
     extra: dict[str, Any] = field(default_factory=dict)
 
     _OWN: ClassVar[tuple[str, ...]] = (
         "shard_index", "total_shards", "minimum_shard_index", "status", "schema_version", "written_by", "run_id",
         "source_task_count_in_run", "started_at", "ended_at", "duration_s", "attempt", "hostnames", "ray_nodes",
-        "timeline_s",
+        "timeline_s", "attempts", "resumed_tasks",
     )
+
+    @property
+    def resumed_tasks(self) -> int:
+        """Tasks finished by earlier attempts and not run again by the one that completed the shard."""
+        return sum(share.tasks for share in self.attempts if share.attempt != self.attempt)
 
     @classmethod
     def of(cls, shard: ShardConfig, **fields: Any) -> CompletionManifest:
@@ -271,6 +296,7 @@ class CompletionManifest:
             ray_nodes=tuple(n for n in nodes if isinstance(n, dict)) if isinstance(nodes, list) else (),
             timeline_s={k: float(v) for k, v in timeline.items() if isinstance(v, (int, float))}
             if isinstance(timeline, dict) else {},
+            attempts=tuple(AttemptShare.from_json(a) for a in payload.get("attempts") or [] if isinstance(a, dict)),
             extra=_extra(payload, {*cls._OWN, *_WORK_KEYS, *_JOB_KEYS}),
         )
 
@@ -294,6 +320,8 @@ class CompletionManifest:
             "hostnames": list(self.hostnames),
             "ray_nodes": list(self.ray_nodes),
             "timeline_s": dict(self.timeline_s),
+            **({"attempts": [a.to_json() for a in self.attempts], "resumed_tasks": self.resumed_tasks}
+               if self.attempts else {}),
         }
 
     @classmethod

@@ -250,7 +250,7 @@ def check_shard_range(layout: CheckpointLayout, existing: RunConfig, shards: Sha
 def archive_run(layout: CheckpointLayout) -> Path | None:
     """Move the current run's records aside, so the checkpoint can hold a new logical run.
 
-    Everything that describes the old run (run.json, manifests, listings, attempt records,
+    Everything that describes the old run (run.json, manifests, listings, attempt and task records,
     submissions) moves into ``.archived_runs/<time>-<run id>/``; outputs are not touched.
     Returns the archive, or None when there was no run. One process must do this (the
     submitter, or a run outside an array), never every array element at once.
@@ -261,7 +261,7 @@ def archive_run(layout: CheckpointLayout) -> Path | None:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     archive = layout.archive_root / f"{stamp}-{run.run_id or 'run'}"
     archive.mkdir(parents=True)
-    for path in (layout.completion_dir, layout.failed_tasks_root, layout.submissions_file):
+    for path in (layout.completion_dir, layout.failed_tasks_root, layout.task_records_root, layout.submissions_file):
         if path.exists():
             os.rename(path, archive / path.name)
     fsync_directory(layout.metadata_dir)

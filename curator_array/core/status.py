@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from .layout import CheckpointLayout
 from .records import CompletionManifest, PinnedRequest, WorkTotals
 from .run_contract import read_run_config
 from .sharding import ShardRange
+from .task_records import count_done
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class RunStatus:
     duration_s: dict[str, float] = field(default_factory=dict)
     queued: dict[int, str] = field(default_factory=dict)
     manifests: dict[int, CompletionManifest] = field(default_factory=dict)  # per complete shard, when asked for
+    partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # shard → (tasks done, of, attempts)
+    resumed_tasks: int = 0  # tasks complete shards took from earlier attempts instead of running them again
     request_id: str | None = None
     options: dict[str, dict[str, Any]] = field(default_factory=dict)  # option → {"value", "source"}
 
@@ -71,6 +75,9 @@ class RunStatus:
                 for a in self.failed_attempts
             ],
             "totals": self.totals.to_json(),
+            "partial": {str(shard): {"tasks_done": done, "tasks": total, "attempts": attempts}
+                        for shard, (done, total, attempts) in sorted(self.partial.items())},
+            "resumed_tasks": self.resumed_tasks,
             "request": self.request_id,
             "options": self.options,
             "duration_s": self.duration_s,
@@ -136,7 +143,24 @@ def collect_status(layout: CheckpointLayout, keep_manifests: bool = False, reque
         manifests=scan.manifests,
         request_id=request_id,
         options=options,
+        partial=partial_shards(layout, set(manifests)),
+        resumed_tasks=scan.resumed_tasks,
     )
+
+
+def partial_shards(layout: CheckpointLayout, complete: set[int]) -> dict[int, tuple[int, int, int]]:
+    """Incomplete shards with finished tasks on record: (tasks done, tasks in the shard, attempts)."""
+    root = layout.task_records_root
+    if not root.is_dir():
+        return {}
+    partial = {}
+    for entry in os.scandir(root):
+        shard = entry.name.removeprefix("shard_")
+        if shard.isdigit() and int(shard) not in complete:
+            done, total, attempts = count_done(layout, int(shard))
+            if done:
+                partial[int(shard)] = (done, total, attempts)
+    return partial
 
 
 def format_status(status: RunStatus) -> str:
@@ -165,6 +189,12 @@ def format_status(status: RunStatus) -> str:
     if status.duration_s:
         d = status.duration_s
         lines.append(f"shard time   min {d['min']:.1f}s, mean {d['mean']:.1f}s, max {d['max']:.1f}s")
+    if status.partial:
+        lines.append(f"resumable    {len(status.partial)} incomplete shard(s) keep finished tasks for their next attempt:")
+        for shard, (done, total, attempts) in sorted(status.partial.items())[:20]:
+            lines.append(f"  shard {shard}: {done}/{total or '?'} tasks done in {attempts} attempt(s)")
+    if status.resumed_tasks:
+        lines.append(f"resumed      {status.resumed_tasks} task(s) of complete shards were kept from earlier attempts")
     if status.failed_attempts:
         lines.append(f"failed attempts ({len(status.failed_attempts)}):")
         for attempt in status.failed_attempts:

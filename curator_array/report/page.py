@@ -66,6 +66,8 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         charts={name: Markup(text) for name, text in svg.items()},  # matplotlib's own SVG output
         failures=open_failures(status, states), failure_rows=FAILURE_ROWS, retry_text=retry_text,
         request_id=status.request_id, options=option_rows(status.options),
+        partial=sorted(status.partial.items())[:FAILURE_ROWS], partial_count=len(status.partial),
+        resumed_tasks=status.resumed_tasks, finished_tasks=status.totals.source_tasks,
     )
 
 

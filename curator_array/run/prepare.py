@@ -12,7 +12,7 @@ the frozen listing and stat only their own files. Other sources list every time.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.checkpoint import manifest_exists
@@ -28,6 +28,7 @@ from ..core.run_contract import (
     unwritable,
 )
 from ..core.sharding import ShardConfig, ShardRange, validate_source_ids
+from ..core.task_records import TaskRecord, read_shard_records, verify
 from ..pipelines.pipeline import Pipeline
 from ..stages import listing as listings
 from ..stages.listing import Listing
@@ -50,6 +51,41 @@ class PreparedShard:
     already_complete: bool
     total_source_tasks: int
     input_bytes: int | None = None  # this shard's input, when the listing knows it
+    done: dict[str, TaskRecord] = field(default_factory=dict)  # finished by earlier attempts, verified
+
+    @property
+    def shard_tasks(self) -> int:
+        """Every task of the shard: those left to run and those earlier attempts finished."""
+        return len(self.tasks) + len(self.done)
+
+
+def output_root(pipeline: Pipeline) -> Path | None:
+    """Where the pipeline's writer puts its files (what task records are relative to)."""
+    return getattr(pipeline.stages[-1], "output_dir", None)
+
+
+def finished_earlier(layout: CheckpointLayout, shard: ShardConfig, run: RunConfig, pipeline: Pipeline,
+                     tasks: list[Task]) -> dict[str, TaskRecord]:
+    """The shard's tasks that earlier attempts finished and whose outputs are intact."""
+    root = output_root(pipeline)
+    if root is None:
+        return {}
+    found = read_shard_records(layout, shard, run.run_id)
+    for reason in found.ignored:
+        logger.warning("shard %d: task records not used: %s", shard.shard_index, reason)
+    mine = {t.task_id for t in tasks}
+    strangers = [task_id for task_id in found.tasks if task_id not in mine]
+    if strangers:
+        logger.warning("shard %d: %d recorded task(s) are not this shard's tasks (e.g. %s): ignored",
+                       shard.shard_index, len(strangers), strangers[0])
+    trusted, untrusted = verify((r for task_id, r in found.tasks.items() if task_id in mine), root)
+    for task_id, why in untrusted.items():
+        logger.warning("task %s was finished by attempt %s but runs again: %s", task_id,
+                       found.tasks[task_id].attempt, why)
+    if trusted:
+        logger.info("shard %d resumes: %d of %d task(s) finished in earlier attempts (%s)", shard.shard_index,
+                    len(trusted), len(tasks), ", ".join(found.attempts))
+    return trusted
 
 
 def freezable(pipeline: Pipeline) -> bool:
@@ -162,8 +198,11 @@ def prepare_shard(
         mine = [t for t in listed if t.task_id in wanted]
         total, input_bytes = len(listed), None
     complete = manifest_exists(layout, shard.shard_index) and not force
+    done = finished_earlier(layout, shard, run, pipeline, mine) if mine and not complete and not force else {}
+    if done:
+        mine = [t for t in mine if t.task_id not in done]
     if not total:
         logger.warning("the source listed no tasks: shard %d completes with 0 tasks", shard.shard_index)
     elif not mine and shard.in_range:
         logger.warning("shard %d owns none of the %d source tasks (more shards than tasks?)", shard.shard_index, total)
-    return PreparedShard(pipeline, shard, layout, run, mine, complete, total, input_bytes)
+    return PreparedShard(pipeline, shard, layout, run, mine, complete, total, input_bytes, done)

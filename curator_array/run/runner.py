@@ -1,8 +1,10 @@
 """Run one prepared logical shard at the driver, and record the outcome.
 
-What comes before (``prepare``): the run's contract and this shard's tasks. Then, here:
-run only this shard's tasks → write failed_tasks.json as soon as a failure is seen →
-write the completion manifest only if nothing failed.
+What comes before (``prepare``): the run's contract, this shard's tasks, and those an
+earlier attempt already finished. Then, here: run the tasks left → record each task as
+soon as all its outputs are in place (``core.task_records``), and write failed_tasks.json
+as soon as a failure is seen → write the completion manifest only if nothing failed; it
+counts the tasks of every attempt.
 """
 
 from __future__ import annotations
@@ -10,16 +12,24 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.layout import AttemptId, utc_now
-from ..core.records import AttemptRecord, CompletionManifest, FailedTaskRecord, ShardWork
+from ..core.records import (
+    AttemptRecord,
+    AttemptShare,
+    CompletionManifest,
+    FailedTaskRecord,
+    ShardWork,
+)
 from ..core.sharding import ShardConfig
+from ..core.task_records import RecordHeader, TaskRecord, TaskRecordLog, attempt_shares, file_check
 from ..slurm.jobenv import JobEnvironment
 from ..stages.tasks import FailedTask, Task, TaskCounters, WrittenFiles
-from .prepare import PreparedShard
+from .prepare import PreparedShard, output_root
 from .progress import ProgressReporter
 from .timeline import Timeline
 
@@ -37,6 +47,7 @@ class ShardOutcome:
     failed_tasks_path: Path | None = None
     failures: list[FailedTask] = field(default_factory=list)
     work: ShardWork = field(default_factory=ShardWork)
+    recording_s: float = 0.0  # what recording finished tasks cost the driver (checksums, record lines)
 
     @property
     def exit_code(self) -> int:
@@ -53,8 +64,13 @@ def run_prepared(
     health_check: Callable[[], None] | None = None,
     timeline: Timeline | None = None,
     progress_interval_s: float = 0.0,
+    record_tasks: bool = True,
 ) -> ShardOutcome:
-    """Execute the shard's tasks and write the manifest or the failed-task record."""
+    """Execute the shard's tasks and write the manifest or the failed-task record.
+
+    ``record_tasks`` records each task as it finishes, so a rerun can skip it; only a
+    benchmark measuring what that costs turns it off.
+    """
     timeline = timeline or Timeline()
     progress = ProgressReporter(len(prepared.tasks), prepared.input_bytes, progress_interval_s)
     shard, layout = prepared.shard, prepared.layout
@@ -63,12 +79,22 @@ def run_prepared(
     failures: list[FailedTask] = []
     failed_path: Path | None = None
     written: list[WrittenFiles] = []
+    finished = TaskCompletion(output_root(prepared.pipeline), str(attempt))
+    header = RecordHeader(prepared.run.run_id, shard.shard_index, shard.total_shards, shard.minimum_shard_index,
+                          str(attempt), prepared.shard_tasks)
     stray = 0
-    with progress:
+    recording, recording_s = record_tasks and bool(prepared.tasks), 0.0
+    with progress, TaskRecordLog(layout, attempt, header) if recording else nullcontext() as records:
         for result in execute(prepared.pipeline.stages, prepared.tasks):
             timeline.mark("first_result", once=True)
             progress.record(result)
             stray += _record_result(result, failures, written)
+            if recording:
+                began_recording = time.perf_counter()
+                record = finished.add(result)
+                if record is not None:
+                    records.append(record)
+                recording_s += time.perf_counter() - began_recording
             if isinstance(result, FailedTask):
                 failed = tuple(FailedTaskRecord(f.task_id, f.stage, f.reason) for f in failures)
                 failed_path = AttemptRecord.of(attempt, shard, job.identity(), failed_tasks=failed).write(layout, attempt)
@@ -81,7 +107,8 @@ def run_prepared(
     if health_check is not None:
         health_check()
     if failures:
-        return ShardOutcome("failed", shard, failed_tasks_path=failed_path, failures=failures, work=work)
+        return ShardOutcome("failed", shard, failed_tasks_path=failed_path, failures=failures, work=work,
+                            recording_s=recording_s)
     ended_at = utc_now()
     timeline.mark("manifest")
     manifest = CompletionManifest.of(
@@ -97,8 +124,63 @@ def run_prepared(
         hostnames=tuple(sorted({n.get("hostname") or "" for n in nodes} | {job.hostname})),
         ray_nodes=tuple(nodes),
         timeline_s=timeline.as_dict(),
+        attempts=_attempt_shares(prepared, finished, str(attempt)),
     )
-    return ShardOutcome("completed", shard, manifest_path=manifest.write(layout), work=work)
+    return ShardOutcome("completed", shard, manifest_path=manifest.write(layout), work=work, recording_s=recording_s)
+
+
+class TaskCompletion:
+    """Which tasks have every output written, and their records.
+
+    A task's parts may reach the driver in any order; it is finished when the part marked
+    ``final`` and every part before it are written, and none of it failed. Its outputs are
+    then checksummed here, after the writer renamed each into place.
+    """
+
+    def __init__(self, root: Path | None, attempt: str):
+        self.root = Path(root).resolve() if root is not None else None
+        self.attempt = attempt
+        self.parts: dict[str, list[WrittenFiles]] = {}
+        self.last_part: dict[str, int] = {}
+        self.failed: set[str] = set()
+        self.records: dict[str, TaskRecord] = {}
+
+    def add(self, result: Task) -> TaskRecord | None:
+        """The task's record if ``result`` finished it."""
+        if isinstance(result, FailedTask):
+            self.failed.add(result.task_id)
+            return None
+        if not isinstance(result, WrittenFiles) or result.task_id in self.failed or self.root is None:
+            return None
+        parts = self.parts.setdefault(result.task_id, [])
+        parts.append(result)
+        if result.final:
+            self.last_part[result.task_id] = result.part or 0
+        if self.last_part.get(result.task_id) != len(parts) - 1:
+            return None
+        record = self._record(result.task_id, self.parts.pop(result.task_id))
+        self.records[record.task_id] = record
+        return record
+
+    def _record(self, task_id: str, parts: list[WrittenFiles]) -> TaskRecord:
+        counters = sum((p.counters for p in parts), TaskCounters())
+        files = tuple((relative_to(self.root, path), *file_check(path)) for p in parts for path in p.files)
+        return TaskRecord(task_id, tuple(sorted(files)), counters.rows_read, sum(p.rows_written for p in parts),
+                          counters.bytes_read, dict(counters.dropped), dict(counters.skipped), self.attempt)
+
+
+def relative_to(root: Path | None, path: str) -> str:
+    """``path`` relative to ``root`` when it lies under it (as manifests and records name outputs)."""
+    resolved = Path(path).resolve()
+    return resolved.relative_to(root).as_posix() if root is not None and resolved.is_relative_to(root) else path
+
+
+def _attempt_shares(prepared: PreparedShard, finished: TaskCompletion, attempt: str) -> tuple[AttemptShare, ...]:
+    if not prepared.done:
+        return ()
+    shares = attempt_shares({**prepared.done, **finished.records})
+    shares.setdefault(attempt, {"tasks": 0, "rows_in": 0, "rows_out": 0})
+    return tuple(AttemptShare(name, **numbers) for name, numbers in shares.items())
 
 
 def _record_result(result: Task, failures: list[FailedTask], written: list[WrittenFiles]) -> int:
@@ -115,19 +197,23 @@ def _record_result(result: Task, failures: list[FailedTask], written: list[Writt
 
 
 def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir) -> ShardWork:
-    files = sorted(f for w in written for f in w.files)
-    if output_dir is not None:
-        root = Path(output_dir).resolve()
-        resolved = [(f, Path(f).resolve()) for f in files]
-        files = [r.relative_to(root).as_posix() if r.is_relative_to(root) else f for f, r in resolved]
+    """This attempt's work plus the tasks earlier attempts finished."""
+    root = Path(output_dir).resolve() if output_dir is not None else None
+    files = {relative_to(root, f) for w in written for f in w.files}
     counters = sum((w.counters for w in written), TaskCounters())
+    rows_out = sum(w.rows_written for w in written)
+    for record in prepared.done.values():
+        files.update(name for name, _, _ in record.files)
+        counters = counters + TaskCounters(record.rows_in, record.bytes_in, record.dropped, record.skipped)
+        rows_out += record.rows_out
+    ids = [t.task_id for t in prepared.tasks] + list(prepared.done)
     return ShardWork.with_files(
-        tuple(files),
-        source_tasks=len(prepared.tasks),
-        source_task_ids=tuple(sorted(t.task_id for t in prepared.tasks)),
-        tasks_written=len({w.task_id for w in written}),
+        tuple(sorted(files)),
+        source_tasks=len(ids),
+        source_task_ids=tuple(sorted(ids)),
+        tasks_written=len({w.task_id for w in written} | set(prepared.done)),
         rows_in=counters.rows_read,
-        rows_out=sum(w.rows_written for w in written),
+        rows_out=rows_out,
         bytes_in=counters.bytes_read,
         rows_dropped_by_stage=counters.dropped,
         records_skipped=counters.skipped,

@@ -218,11 +218,12 @@ def run_shard_here(
     output_dir: str | None = None,
     executor=None,
     job: JobEnvironment | None = None,
+    record_tasks: bool = True,
 ) -> ShardOutcome:
     """Run one shard on the Ray cluster this process is already connected to.
 
     For notebooks, tests and benchmarks: no client, no stop handlers, no exit codes; the
-    same run contract, manifests and failed-task records as ``curator-array run``.
+    same run contract, manifests, task and failed-task records as ``curator-array run``.
     """
     from ..execution.ray_data import RayDataExecutor, describe_cluster
     from .prepare import prepare_shard
@@ -231,4 +232,5 @@ def run_shard_here(
     executor = executor or RayDataExecutor(progress_bars=False)
     job = job or JobEnvironment.from_env({})
     prepared = prepare_shard(pipeline, checkpoint_path, shard)
-    return run_prepared(prepared, executor.execute, job, job.attempt_id(), describe_cluster, output_dir)
+    return run_prepared(prepared, executor.execute, job, job.attempt_id(), describe_cluster, output_dir,
+                        record_tasks=record_tasks)

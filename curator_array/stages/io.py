@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -98,21 +98,29 @@ class ReaderStage(ProcessingStage):
         return DocumentBatch(task.task_id, metadata, task.counters + counters, table=concat_tables(tables))
 
     def _stream(self, task: FileGroupTask) -> Iterator[Task]:
-        part = 0
+        """Parts numbered over all the task's files; each is held back until the next is read,
+        so the last one can say it is ``final``."""
         metadata = {**task.metadata, "source_files": list(task.files)}
+        held: DocumentBatch | None = None
+        part = 0
         for path in task.files:
             try:
                 size = os.path.getsize(path)
                 for contents in self.read_parts(path):
                     counters = TaskCounters(rows_read=contents.table.num_rows, bytes_read=size, skipped=contents.skipped)
                     size = 0  # a file's bytes count once, with its first part
-                    yield DocumentBatch(task.task_id, metadata, counters, table=contents.table, part=part)
+                    if held is not None:
+                        yield held
+                    held = DocumentBatch(task.task_id, metadata, counters, table=contents.table, part=part, final=False)
                     part += 1
             except READ_ERRORS as exc:
+                if held is not None:
+                    yield held
                 yield task.failed(self._reason(path, exc), self.stage_name)
                 return
-        if part == 0:
-            yield DocumentBatch(task.task_id, metadata, task.counters, table=pa.table({}), part=0)
+        if held is None:
+            held = DocumentBatch(task.task_id, metadata, task.counters, table=pa.table({}), part=0)
+        yield replace(held, final=True)
 
 
 class WriterStage(ProcessingStage):
@@ -148,7 +156,7 @@ class WriterStage(ProcessingStage):
             tmp.unlink(missing_ok=True)
         fsync_directory(final.parent)
         return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[str(final)],
-                            rows_written=task.num_rows)
+                            rows_written=task.num_rows, part=task.part, final=task.final)
 
 
 class FileListWriter(WriterStage):

@@ -67,11 +67,13 @@ class DocumentBatch(Task):
     """Documents of one source task as an Arrow table (one row per document).
 
     A reader that streams a large file emits it in numbered ``part``s (0, 1, ...); each
-    part is written to its own file. ``None`` means the batch is the whole source task.
+    part is written to its own file, and the last one is ``final``, so the driver knows
+    when every part of a task is written. ``None`` means the batch is the whole source task.
     """
 
     table: pa.Table = field(default_factory=pa.table)
     part: int | None = None
+    final: bool = True
 
     @property
     def num_rows(self) -> int:
@@ -80,10 +82,12 @@ class DocumentBatch(Task):
 
 @dataclass
 class WrittenFiles(Task):
-    """What a writer produced for one source task."""
+    """What a writer produced for one source task (or one ``part`` of it, see ``DocumentBatch``)."""
 
     files: list[str] = field(default_factory=list)
     rows_written: int = 0
+    part: int | None = None
+    final: bool = True
 
 
 @dataclass

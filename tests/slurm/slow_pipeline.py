@@ -8,24 +8,28 @@ from curator_array.stages.base import ProcessingStage
 
 class Slow(ProcessingStage):
     name = "slow"
-    fingerprint_exclude = frozenset({"seconds"})  # how long it waits changes no output
+    fingerprint_exclude = frozenset({"seconds", "laggard", "laggard_seconds"})  # waiting changes no output
 
-    def __init__(self, seconds: float):
-        self.seconds = seconds
+    def __init__(self, seconds: float, laggard: str = "", laggard_seconds: float = 0.0):
+        self.seconds, self.laggard, self.laggard_seconds = seconds, laggard, laggard_seconds
         super().__init__()
 
     def process(self, task):
-        time.sleep(self.seconds)
+        files = " ".join(task.metadata.get("source_files", []))
+        time.sleep(self.laggard_seconds if self.laggard and self.laggard in files else self.seconds)
         return task
 
 
 def build(options):
     """``SLOW_SECONDS`` per task; ``SLOW_SECONDS_ON_RESTART`` instead once SLURM has requeued the job;
-    with ``SLOW_ONLY_ARRAY_TASK`` set, other array elements take 0.1 s per task."""
+    with ``SLOW_ONLY_ARRAY_TASK`` set, other array elements take 0.1 s per task; the task of the
+    file named by ``SLOW_LAGGARD`` takes ``SLOW_LAGGARD_SECONDS``."""
     seconds = os.environ.get("SLOW_SECONDS", "2")
     if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
         seconds = os.environ.get("SLOW_SECONDS_ON_RESTART", seconds)
     only = os.environ.get("SLOW_ONLY_ARRAY_TASK")
     if only and os.environ.get("SLURM_ARRAY_TASK_ID") != only:
         seconds = "0.1"
-    return [options.reader(), Slow(float(seconds)), options.writer()]
+    laggard = os.environ.get("SLOW_LAGGARD", "")
+    return [options.reader(), Slow(float(seconds), laggard, float(os.environ.get("SLOW_LAGGARD_SECONDS", seconds))),
+            options.writer()]

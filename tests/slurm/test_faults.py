@@ -108,13 +108,27 @@ def joined_worker(out: Path, task: str, timeout: float = 60) -> dict:
     raise AssertionError(f"element {task}'s worker node never joined")
 
 
+def recorded_tasks(out: Path, shard: int) -> int:
+    """Tasks of ``shard`` on record (finished by some attempt, so a rerun may skip them)."""
+    return sum(len(p.read_text().splitlines()) - 1 for p in CheckpointLayout(out).task_records_dir(shard).glob("*.jsonl"))
+
+
+def wait_for_records(out: Path, shard: int, count: int, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout
+    while (found := recorded_tasks(out, shard)) < count:
+        assert time.monotonic() < deadline, f"shard {shard} recorded {found} task(s), not {count}"
+        time.sleep(0.2)
+    return found
+
+
 def test_sigkill_of_the_driver_mid_shard(slurm_cluster, sample_data_module, slow_baseline, tmp_path):
     before = raylet_pids()
     out = tmp_path / "out"
     script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}")
     job = sbatch(script, "--array=0-1", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "2"})
-    wait_for_log(tmp_path / f"slurm_{job}_0.out", "stage slow")
+    wait_for_records(out, 0, 1)
     os.kill(driver_pid(job, "0"), signal.SIGKILL)
+    kept = recorded_tasks(out, 0)
     states = wait_for(job, 2)
     assert states["0"] == "FAILED" and states["1"] == "COMPLETED", states
     assert sorted(manifests(out)) == [1]
@@ -124,6 +138,7 @@ def test_sigkill_of_the_driver_mid_shard(slurm_cluster, sample_data_module, slow
     assert not raylet_pids() - before, "the killed driver's Ray cluster outlived it"
     retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n")
     assert_same_as(out, slow_baseline)
+    assert manifests(out)[0]["resumed_tasks"] == kept >= 1, "the retry skipped the tasks finished before the kill"
 
 
 def test_worker_node_killed_in_a_two_node_element(slurm_cluster, sample_data_module, slow_baseline, tmp_path):
@@ -144,6 +159,43 @@ def test_worker_node_killed_in_a_two_node_element(slurm_cluster, sample_data_mod
     retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n" if states["1"] == "COMPLETED" else "0-1 0 0 2\n",
                        "--nodes=1")
     assert_same_as(out, slow_baseline)
+
+
+@pytest.mark.parametrize("point", ["before any record", "in the middle", "with the last tasks running"])
+def test_a_whole_two_node_element_killed_resumes_where_it_stopped(slurm_cluster, sample_data_module, slow_baseline,
+                                                                  tmp_path, point):
+    """SIGKILL to every process of a 2-node element (scancel --signal=KILL --full) at three points;
+    one resubmission completes the shard, running only the tasks not on record."""
+    out = tmp_path / "out"
+    last_file = sorted(p.name for p in sample_data_module.iterdir())[-1]  # tasks start in listing order
+    script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW, '--worker-join-timeout', '90')}",
+                        ("#SBATCH --nodes=2",))
+    job = sbatch(script, "--array=0", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out),
+                                           "TOTAL_SHARDS": "1", "SLOW_SECONDS": "1.5", "SLOW_LAGGARD": last_file,
+                                           "SLOW_LAGGARD_SECONDS": "20"})
+    wait_for_log(tmp_path / f"slurm_{job}_0.out", "stage slow")
+    tasks = len(list(sample_data_module.iterdir()))
+    # Tasks start in listing order, spread over both nodes: the laggard (the last file) holds up
+    # the task queued behind it on its node, so the last two tasks end together.
+    wanted = {"before any record": 0, "in the middle": tasks // 2, "with the last tasks running": tasks - 2}[point]
+    if wanted:
+        wait_for_records(out, 0, wanted)
+    subprocess.run(["scancel", "--signal=KILL", "--full", f"{job}_0"], check=True, capture_output=True)
+    kept = recorded_tasks(out, 0)
+    wait_for(job, 1)
+    assert 0 not in manifests(out)
+    if point == "before any record":
+        assert kept == 0
+    retry_and_resubmit(out, script, sample_data_module, "0 0 0 1\n", "--nodes=1")
+    assert_same_as(out, slow_baseline)
+    assert manifests(out)[0].get("resumed_tasks", 0) == recorded_tasks_of_killed(out, kept), point
+
+
+def recorded_tasks_of_killed(out: Path, kept: int) -> int:
+    """What the killed attempt left on record, as the retry saw it (it may have finished one more
+    task between the count and the kill)."""
+    first = sorted(CheckpointLayout(out).task_records_dir(0).glob("*.jsonl"), key=lambda p: p.stat().st_mtime)[0]
+    return len(first.read_text().splitlines()) - 1
 
 
 def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_module, slow_baseline, tmp_path):
@@ -254,7 +306,7 @@ def test_stop_signal_requeues_the_element_when_the_site_asks(slurm_cluster, samp
                       "SLOW_SECONDS": "5", "SLOW_SECONDS_ON_RESTART": "0.2", "PYTHONPATH": str(REPO)},
                  cwd=tmp_path)
     log = tmp_path / f"curator-array_{job}_0.out"
-    wait_for_log(log, "stage slow")
+    wait_for_records(out, 0, 1)
     subprocess.run(["scancel", "--batch", "--signal=USR1", f"{job}_0"], check=True, capture_output=True)
     wait_for_log(log, "requeueing array task 0")
     wait_for_restart(f"{job}_0")
@@ -268,6 +320,10 @@ def test_stop_signal_requeues_the_element_when_the_site_asks(slurm_cluster, samp
     text = log.read_text()
     assert "stop signal received" in text and "received SIGUSR1: stopping before finishing" in text
     assert manifests(out)[0]["slurm_restart_count"] == 1 and manifests(out)[1]["slurm_restart_count"] == 0
+    first, requeued = manifests(out)[0]["attempts"]
+    assert first["attempt"].endswith("restart_0") and requeued["attempt"].endswith("restart_1")
+    assert manifests(out)[0]["resumed_tasks"] == first["tasks"] >= 1, "the requeued attempt skipped what was done"
+    assert first["tasks"] + requeued["tasks"] == manifests(out)[0]["source_tasks"]
     [stopped] = list(CheckpointLayout(out).failed_tasks_root.rglob("attempt_error.json"))
     assert stopped.parent.parent.name == "restart_0" and stopped.parent.name == "shard_0"
     assert json.loads(stopped.read_text())["error_type"] == "ShardStopped"

@@ -1,0 +1,249 @@
+"""Finished tasks of an incomplete shard, recorded as they finish, so a rerun skips them.
+
+One append-only file per shard and attempt (``layout.task_record_path``): a header line
+naming the run, the shard and the attempt, then one compact line per task whose outputs
+are all in place, with each output's size and CRC-32. A task's line is written only after
+its writer renamed its last output into place, so a record never names a file that was not
+written; a line cut short by a crash is ignored. The file is fsynced at most once a second
+and when the attempt ends: a node that loses its power may lose the last second of
+records, never an output a record names, and those tasks simply run again.
+
+A rerun of the shard trusts a record only when it belongs to this run and shard, and its
+outputs are still there, with the recorded size and checksum; any other recorded task
+runs again, and the log says why.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import zlib
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .layout import AttemptId, CheckpointLayout
+from .records import SCHEMA_VERSION
+from .sharding import ShardConfig
+
+logger = logging.getLogger(__name__)
+
+SYNC_INTERVAL_S = 1.0
+CHUNK = 1 << 20
+
+
+def file_check(path: str | os.PathLike) -> tuple[int, int]:
+    """(size, CRC-32) of a file: what a task record promises about each output."""
+    crc, size = 0, 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            crc = zlib.crc32(chunk, crc)
+            size += len(chunk)
+    return size, crc
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """One finished task: its outputs (relative to the output dir) and what it counted."""
+
+    task_id: str
+    files: tuple[tuple[str, int, int], ...]  # (path, size, crc32)
+    rows_in: int = 0
+    rows_out: int = 0
+    bytes_in: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    attempt: str = ""
+
+    def to_line(self) -> str:
+        """Compact JSON. An output named after its task (as writers name them) is stored as
+        ``[rest of the name, size, crc]``, any other as ``[name, size, crc, 0]``."""
+        files = [[name[len(self.task_id):], size, crc] if name.startswith(self.task_id) else [name, size, crc, 0]
+                 for name, size, crc in self.files]
+        payload: dict[str, Any] = {"t": self.task_id, "f": files, "n": [self.rows_in, self.rows_out, self.bytes_in]}
+        if self.dropped:
+            payload["d"] = self.dropped
+        if self.skipped:
+            payload["s"] = self.skipped
+        return json.dumps(payload, separators=(",", ":"))
+
+    @classmethod
+    def from_line(cls, line: str, attempt: str) -> TaskRecord:
+        payload = json.loads(line)
+        task_id = str(payload["t"])
+        rows_in, rows_out, bytes_in = payload["n"]
+        files = tuple((str(entry[0]) if len(entry) == 4 else task_id + str(entry[0]), int(entry[1]), int(entry[2]))
+                      for entry in payload["f"])
+        return cls(task_id, files, int(rows_in), int(rows_out), int(bytes_in), dict(payload.get("d", {})),
+                   dict(payload.get("s", {})), attempt)
+
+
+@dataclass(frozen=True)
+class RecordHeader:
+    """The first line of a record file: whose records these are."""
+
+    run_id: str | None
+    shard_index: int
+    total_shards: int
+    minimum_shard_index: int
+    attempt: str
+    shard_tasks: int
+
+    def to_line(self) -> str:
+        return json.dumps({"run_id": self.run_id, "shard_index": self.shard_index, "total_shards": self.total_shards,
+                           "minimum_shard_index": self.minimum_shard_index, "attempt": self.attempt,
+                           "shard_tasks": self.shard_tasks, "schema_version": SCHEMA_VERSION}, sort_keys=True)
+
+    @classmethod
+    def from_line(cls, line: str) -> RecordHeader:
+        payload = json.loads(line)
+        return cls(payload.get("run_id"), int(payload["shard_index"]), int(payload["total_shards"]),
+                   int(payload["minimum_shard_index"]), str(payload["attempt"]), int(payload.get("shard_tasks", 0)))
+
+    def belongs_to(self, run_id: str | None, shard: ShardConfig) -> str | None:
+        """Why these records are not this run's shard's, or None."""
+        if (self.shard_index, self.total_shards, self.minimum_shard_index) != (
+                shard.shard_index, shard.total_shards, shard.minimum_shard_index):
+            return (f"written for shard {self.shard_index} of {self.total_shards} (minimum {self.minimum_shard_index}), "
+                    f"not {shard.describe()}")
+        if run_id and self.run_id != run_id:
+            return f"written for run {self.run_id}, not run {run_id}"
+        return None
+
+
+class TaskRecordLog:
+    """The record file of one attempt of one shard, appended to as tasks finish."""
+
+    def __init__(self, layout: CheckpointLayout, attempt: AttemptId, header: RecordHeader):
+        self.path = layout.task_record_path(attempt, header.shard_index)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        if os.fstat(self._fd).st_size == 0:
+            self._write(header.to_line())
+        self._synced_at = 0.0
+        self.count = 0
+
+    def _write(self, line: str) -> None:
+        data = (line + "\n").encode()
+        while data:
+            data = data[os.write(self._fd, data):]
+
+    def append(self, record: TaskRecord) -> None:
+        self._write(record.to_line())
+        self.count += 1
+        now = time.monotonic()
+        if now - self._synced_at >= SYNC_INTERVAL_S:
+            os.fsync(self._fd)
+            self._synced_at = now
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> TaskRecordLog:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class ShardRecords:
+    """What the record files of one shard say: the finished tasks (the latest record of each)."""
+
+    tasks: dict[str, TaskRecord] = field(default_factory=dict)
+    attempts: list[str] = field(default_factory=list)
+    shard_tasks: int = 0
+    ignored: list[str] = field(default_factory=list)  # why a file was left out
+
+
+def read_shard_records(layout: CheckpointLayout, shard: ShardConfig, run_id: str | None) -> ShardRecords:
+    """Every record of the shard's earlier attempts, in attempt order; foreign files are ignored."""
+    found = ShardRecords()
+    directory = layout.task_records_dir(shard.shard_index)
+    if not directory.is_dir():
+        return found
+    for path in sorted(directory.glob("*.jsonl"), key=lambda p: p.stat().st_mtime_ns):
+        try:
+            lines = path.read_text().splitlines()
+            header = RecordHeader.from_line(lines[0])
+        except (OSError, ValueError, KeyError, IndexError) as exc:
+            found.ignored.append(f"{path.name}: unreadable header ({exc})")
+            continue
+        problem = header.belongs_to(run_id, shard)
+        if problem:
+            found.ignored.append(f"{path.name}: {problem}")
+            continue
+        found.attempts.append(header.attempt)
+        found.shard_tasks = header.shard_tasks or found.shard_tasks
+        for line in lines[1:]:
+            try:
+                record = TaskRecord.from_line(line, header.attempt)
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by a crash: that task runs again
+            found.tasks[record.task_id] = record
+    return found
+
+
+def verify(records: Iterable[TaskRecord], output_dir: str | os.PathLike) -> tuple[dict[str, TaskRecord], dict[str, str]]:
+    """The records whose outputs are all intact, and why each other one is not trusted."""
+    root = Path(output_dir)
+
+    def problem_of(record: TaskRecord) -> str | None:
+        for name, size, crc in record.files:
+            path = root / name
+            try:
+                actual = path.stat().st_size
+            except FileNotFoundError:
+                return f"{name} is missing"
+            if actual != size:
+                return f"{name} has {actual} bytes, {size} were written"
+            if file_check(path)[1] != crc:
+                return f"{name} changed since it was written (checksum)"
+        return None
+
+    records = list(records)
+    with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) * 2)) as pool:
+        problems = list(pool.map(problem_of, records))
+    trusted = {r.task_id: r for r, p in zip(records, problems) if p is None}
+    untrusted = {r.task_id: p for r, p in zip(records, problems) if p is not None}
+    return trusted, untrusted
+
+
+def count_done(layout: CheckpointLayout, shard_index: int) -> tuple[int, int, int]:
+    """(tasks recorded, tasks in the shard, attempts) of an incomplete shard, for status; cheap:
+    no header is checked against the run and no output is opened."""
+    directory = layout.task_records_dir(shard_index)
+    if not directory.is_dir():
+        return 0, 0, 0
+    done: set[str] = set()
+    shard_tasks = attempts = 0
+    for path in directory.glob("*.jsonl"):
+        try:
+            lines = path.read_text().splitlines()
+            shard_tasks = max(shard_tasks, RecordHeader.from_line(lines[0]).shard_tasks)
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
+        attempts += 1
+        for line in lines[1:]:
+            start = line.find('"t":"')
+            if start >= 0 and line.endswith("}"):
+                done.add(line[start + 5:line.index('"', start + 5)])
+    return len(done), shard_tasks, attempts
+
+
+def attempt_shares(records: Mapping[str, TaskRecord]) -> dict[str, dict[str, int]]:
+    """Tasks and rows per attempt, for the manifest's account of who did what."""
+    shares: dict[str, dict[str, int]] = {}
+    for record in records.values():
+        share = shares.setdefault(record.attempt, {"tasks": 0, "rows_in": 0, "rows_out": 0})
+        share["tasks"] += 1
+        share["rows_in"] += record.rows_in
+        share["rows_out"] += record.rows_out
+    return shares

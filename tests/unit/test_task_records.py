@@ -1,0 +1,146 @@
+"""Records of finished tasks: written as tasks finish, trusted only when intact."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+from curator_array.core.layout import AttemptId, CheckpointLayout
+from curator_array.core.sharding import ShardConfig
+from curator_array.core.task_records import (
+    RecordHeader,
+    TaskRecord,
+    TaskRecordLog,
+    count_done,
+    file_check,
+    read_shard_records,
+    verify,
+)
+from curator_array.run.runner import TaskCompletion
+from curator_array.stages.tasks import FailedTask, TaskCounters, WrittenFiles
+
+SHARD = ShardConfig(3, 8)
+
+
+def header(attempt: str, run_id: str = "run-1", shard: ShardConfig = SHARD, tasks: int = 10) -> RecordHeader:
+    return RecordHeader(run_id, shard.shard_index, shard.total_shards, shard.minimum_shard_index, attempt, tasks)
+
+
+def output(root: Path, name: str, data: bytes) -> tuple[str, int, int]:
+    (root / name).write_bytes(data)
+    return name, len(data), zlib.crc32(data)
+
+
+def test_file_check_is_size_and_crc32(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 3_000_000)
+    assert file_check(path) == (3_000_000, zlib.crc32(b"x" * 3_000_000))
+
+
+def test_records_of_every_attempt_are_read_back_and_a_cut_line_is_ignored(tmp_path):
+    layout = CheckpointLayout(tmp_path)
+    first, second = AttemptId(("slurm_job_1", "array_task_3", "restart_0")), AttemptId(("local_attempt_x",))
+    with TaskRecordLog(layout, first, header(str(first))) as log:
+        log.append(TaskRecord("a", (("a.jsonl", 3, 7),), 10, 8, 100, {"word_count": 2}))
+        log.append(TaskRecord("b", (("b.jsonl", 4, 9), ("shared/b.index", 1, 2)), 5, 5, 50))
+    with TaskRecordLog(layout, second, header(str(second))) as log:
+        log.append(TaskRecord("c", (("c.part-00000.jsonl", 1, 1), ("c.part-00001.jsonl", 2, 2)), 3, 3, 30))
+    with open(layout.task_record_path(second, 3), "a") as handle:
+        handle.write('{"t":"d","f":[["d.jsonl",1')  # the driver was killed mid-line
+    found = read_shard_records(layout, SHARD, "run-1")
+    assert sorted(found.tasks) == ["a", "b", "c"] and found.ignored == []
+    assert found.tasks["a"].dropped == {"word_count": 2} and found.tasks["a"].attempt == str(first)
+    assert found.tasks["c"].files[1] == ("c.part-00001.jsonl", 2, 2)
+    assert found.tasks["b"].files == (("b.jsonl", 4, 9), ("shared/b.index", 1, 2))
+    assert sorted(found.attempts) == sorted([str(first), str(second)]) and found.shard_tasks == 10
+    assert count_done(layout, 3) == (3, 10, 2)
+
+
+def test_records_of_another_run_or_shard_are_never_used(tmp_path):
+    layout = CheckpointLayout(tmp_path)
+    for attempt, head in (("old", header("old", run_id="run-0")), ("wide", header("wide", shard=ShardConfig(3, 9)))):
+        with TaskRecordLog(layout, AttemptId((attempt,)), head) as log:
+            log.append(TaskRecord("a", (), 1, 1, 1))
+    found = read_shard_records(layout, SHARD, "run-1")
+    assert found.tasks == {}
+    assert sorted(found.ignored) == ["old.jsonl: written for run run-0, not run run-1",
+                                     "wide.jsonl: written for shard 3 of 9 (minimum 0), not logical shard 3 of 8 "
+                                     "(range 0..7)"]
+
+
+def test_only_intact_outputs_are_trusted(tmp_path):
+    good = TaskRecord("good", (output(tmp_path, "good.jsonl", b"hello\n"),))
+    gone = TaskRecord("gone", (output(tmp_path, "gone.jsonl", b"hello\n"),))
+    cut = TaskRecord("cut", (output(tmp_path, "cut.jsonl", b"hello\n"),))
+    changed = TaskRecord("changed", (output(tmp_path, "changed.jsonl", b"hello\n"),))
+    (tmp_path / "gone.jsonl").unlink()
+    (tmp_path / "cut.jsonl").write_bytes(b"hel")
+    (tmp_path / "changed.jsonl").write_bytes(b"jello\n")
+    trusted, untrusted = verify([good, gone, cut, changed], tmp_path)
+    assert list(trusted) == ["good"]
+    assert untrusted == {"gone": "gone.jsonl is missing", "cut": "cut.jsonl has 3 bytes, 6 were written",
+                         "changed": "changed.jsonl changed since it was written (checksum)"}
+
+
+def written(task_id: str, path: Path, part: int | None = None, final: bool = True, rows: int = 2) -> WrittenFiles:
+    path.write_bytes(b"x" * rows)
+    return WrittenFiles(task_id, {}, TaskCounters(rows_read=rows + 1, bytes_read=10), files=[str(path)],
+                        rows_written=rows, part=part, final=final)
+
+
+def test_a_task_is_finished_when_its_final_part_and_all_before_it_are_written(tmp_path):
+    completion = TaskCompletion(tmp_path, "attempt-1")
+    assert completion.add(written("t", tmp_path / "t.part-00002.jsonl", 2, final=True)) is None
+    assert completion.add(written("t", tmp_path / "t.part-00000.jsonl", 0, final=False)) is None
+    record = completion.add(written("t", tmp_path / "t.part-00001.jsonl", 1, final=False))
+    assert record is not None and [f[0] for f in record.files] == [f"t.part-0000{i}.jsonl" for i in range(3)]
+    assert (record.rows_in, record.rows_out, record.bytes_in, record.attempt) == (9, 6, 30, "attempt-1")
+    whole = completion.add(written("w", tmp_path / "w.jsonl"))
+    assert whole is not None and whole.files == (("w.jsonl", 2, zlib.crc32(b"xx")),)
+
+
+def test_a_task_with_a_failed_part_is_never_recorded(tmp_path):
+    completion = TaskCompletion(tmp_path, "attempt-1")
+    assert completion.add(written("t", tmp_path / "t.part-00000.jsonl", 0, final=False)) is None
+    assert completion.add(FailedTask("t", reason="boom", stage="extract")) is None
+    assert completion.add(written("t", tmp_path / "t.part-00001.jsonl", 1, final=True)) is None
+    assert completion.records == {}
+
+
+def test_a_record_line_of_a_100000_task_shard_stays_small():
+    """About 170 bytes for a one-file task with three filters: 17 MB for 100,000 tasks."""
+    record = TaskRecord("fg-" + "0" * 32, ((f"fg-{'0' * 32}.parquet", 123_456_789, 4_000_000_000),), 12_345, 9_876,
+                        45_678_901, {"non_empty_text": 12, "word_count": 345, "exact_dedup": 6})
+    assert len(record.to_line()) + 1 <= 170
+    assert TaskRecord.from_line(record.to_line(), "") == record
+
+
+def test_status_and_report_show_partial_shards_and_resumed_work(tmp_path, capsys):
+    import json
+
+    from curator_array.cli import main
+    from curator_array.core.records import AttemptShare, CompletionManifest, ShardWork
+    from curator_array.core.run_contract import ensure_run_config
+    from curator_array.core.sharding import ShardRange
+
+    layout = CheckpointLayout(tmp_path / "ckpt")
+    run = ensure_run_config(layout, ShardRange(8), [f"t{i}" for i in range(16)])
+    shares = (AttemptShare("slurm_job_1/array_task_0/restart_0", 3, 30, 20),
+              AttemptShare("slurm_job_2/array_task_0/restart_0", 1, 10, 5))
+    CompletionManifest.of(ShardConfig(0, 8), run_id=run.run_id, work=ShardWork(source_tasks=4),
+                          attempt="slurm_job_2/array_task_0/restart_0", attempts=shares).write(layout)
+    for attempt, tasks in (("a1", ["x", "y"]), ("a2", ["y", "z"])):
+        with TaskRecordLog(layout, AttemptId((attempt,)), header(attempt, run_id=run.run_id, tasks=5)) as log:
+            for task in tasks:
+                log.append(TaskRecord(task, ()))
+    assert main(["status", "--checkpoint-path", str(layout.root)]) == 0
+    out = capsys.readouterr().out
+    assert "  shard 3: 3/5 tasks done in 2 attempt(s)" in out
+    assert "resumed      3 task(s) of complete shards were kept from earlier attempts" in out
+    assert main(["status", "--checkpoint-path", str(layout.root), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["partial"] == {"3": {"tasks_done": 3, "tasks": 5, "attempts": 2}} and data["resumed_tasks"] == 3
+    report = tmp_path / "report.html"
+    assert main(["report", "--checkpoint-path", str(layout.root), "-o", str(report)]) == 0
+    page = report.read_text()
+    assert "3 of the 4 tasks of complete shards were kept" in page and "3 of 5" in page

@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_container.py
 	$(BIN)/python bench/bench_pyxis.py
 	$(BIN)/python bench/bench_web.py
+	$(BIN)/python bench/bench_quality.py
 	$(BIN)/python bench/bench_report.py
 	$(BIN)/python bench/bench_resume.py
 

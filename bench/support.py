@@ -45,10 +45,10 @@ def timed(command: list[str], env: dict | None = None) -> float:
     return time.perf_counter() - began
 
 
-def measure_snippet(code: str, *args: str, env: dict | None = None) -> dict:
+def measure_snippet(code: str, *args: str, env: dict | None = None, cwd: Path = REPO) -> dict:
     """Run ``code`` in a fresh interpreter; its wall time, peak RSS and its ``REPORT`` dict."""
     began = time.perf_counter()
-    result = subprocess.run([sys.executable, "-c", code + _REPORT, *args], capture_output=True, text=True, cwd=REPO,
+    result = subprocess.run([sys.executable, "-c", code + _REPORT, *args], capture_output=True, text=True, cwd=cwd,
                             env=env or dict(os.environ, PYTHONPATH=str(REPO)))
     wall = time.perf_counter() - began
     if result.returncode:

@@ -81,9 +81,10 @@ def pages(host: str = "site.example") -> tuple[list[Page], dict[str, dict]]:
     for lang in ("en", "de", "ja"):
         add(f"{lang}/article", html_page(TITLES[lang], ARTICLES[lang], lang), {"kept": True, "language": lang})
     add("es/article", html_page(TITLES["es"], ARTICLES["es"], "es"), {"kept": False, "dropped_by": "language.not_kept"})
-    add("short", html_page("Sale", ["Buy shoes now."]), {"kept": False, "dropped_by": "gopher_quality.word_count"})
+    # FineWeb's order: repetition runs first, and in 20 characters any 2-gram is over 20% of the text
+    add("short", html_page("Sale", ["Buy shoes now."]), {"kept": False, "dropped_by": "gopher_repetition.top_2gram"})
     repeated = ["Cheap flights to every city in the world, book your cheap flights today."] * 30
-    add("spam", html_page("Flights", repeated), {"kept": False, "dropped_by": "gopher_repetition"})
+    add("spam", html_page("Flights", repeated), {"kept": False, "dropped_by": "gopher_repetition.duplicate_paragraphs"})
     lorem = [*ARTICLES["en"][:6], "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor."]
     add("placeholder", html_page("Template", lorem), {"kept": False, "dropped_by": "c4_quality.lorem_ipsum"})
     add("logo.png", b"\x89PNG\r\n\x1a\n" + bytes(range(64)), {"kept": False, "skipped": "non_html_records"},

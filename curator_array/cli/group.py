@@ -44,6 +44,8 @@ def _click_type(option: RunOption):
         return click.Path(file_okay=False)
     if option.kind == "existing-paths":
         return click.Path(exists=True)
+    if option.kind == "file":
+        return click.Path(exists=True, dir_okay=False)
     return None
 
 

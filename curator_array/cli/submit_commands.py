@@ -98,7 +98,7 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
     from ..core.run_contract import check_pipeline, read_run_config
     from ..run.prepare import save_request
     from ..run.settings import pinned_request, request_of
-    from ..run.submission import queued_elements, retry_settings
+    from ..run.submission import queued_elements, retry_settings, with_files_in_checkpoint
     from ..slurm.submit import resolve_max_array_size
 
     layout = CheckpointLayout(checkpoint_path)
@@ -117,7 +117,8 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
         click.echo(f"all {plan.shards.total} shards are complete; nothing to submit", err=True)
         return
     _, script = site_files(sites_dir, site)
-    request = request_of(retry_settings(layout, parse_run_args(run_args), os.environ))
+    request = request_of(with_files_in_checkpoint(retry_settings(layout, parse_run_args(run_args), os.environ),
+                                                  layout, copy=not dry_run))
     check_pipeline(layout, read_run_config(layout), request.build_pipeline().fingerprint())
     if not force:
         refuse_while_queued(layout, "resubmit")
@@ -168,15 +169,16 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     from ..core.sharding import ShardRange
     from ..run.prepare import check_against_run, pin_run
     from ..run.settings import pinned_request, request_of
-    from ..run.submission import queued_elements, submission_settings
+    from ..run.submission import queued_elements, submission_settings, with_files_in_checkpoint
     from ..slurm.submit import resolve_max_array_size
 
     site_config, script = site_files(sites_dir, site)
     flags = parse_run_args(run_args)
     if checkpoint_path and flags.setdefault("checkpoint_path", checkpoint_path) != checkpoint_path:
         raise click.UsageError("--checkpoint-path is given twice with different values (before and after --)")
-    request = request_of(submission_settings(flags, site_config, os.environ))
-    layout, shards = request.layout, ShardRange(total_shards, minimum_shard_index)
+    settings = submission_settings(flags, site_config, os.environ)
+    layout, shards = request_of(settings).layout, ShardRange(total_shards, minimum_shard_index)
+    request = request_of(with_files_in_checkpoint(settings, layout, copy=not dry_run))
     pipeline, pinned = request.build_pipeline(), pinned_request(request.settings)
     try:
         if dry_run:

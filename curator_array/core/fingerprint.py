@@ -31,10 +31,20 @@ def _param_changes(old: dict[str, Any], new: dict[str, Any], where: str) -> list
     changes = []
     if old.get("class") != new.get("class"):
         changes.append(f"{where}: {old.get('class')} → {new.get('class')}")
-    old_params, new_params = old.get("params", {}), new.get("params", {})
-    for key in sorted(set(old_params) | set(new_params)):
-        if old_params.get(key) != new_params.get(key):
-            changes.append(f"{key}: {_show(old_params.get(key))} → {_show(new_params.get(key))} ({where})")
+    return changes + [f"{line} ({where})" for line in _value_changes(old.get("params", {}), new.get("params", {}))]
+
+
+def _value_changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """``key: old → new`` per differing key; nested tables by dotted key (``languages.ja.min_words``)."""
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        before, after = old.get(key), new.get(key)
+        if before == after:
+            continue
+        if isinstance(before, dict) and isinstance(after, dict):
+            changes += _value_changes(before, after, f"{prefix}{key}.")
+        else:
+            changes.append(f"{prefix}{key}: {_show(before)} → {_show(after)}")
     return changes
 
 

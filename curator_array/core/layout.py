@@ -18,6 +18,8 @@ marked "ours" are curator-array's additions, which the reference system ignores:
                                                               a rerun skips them (ours)
       .ray_rendezvous/slurm_job_<J>_step_<T>_restart_<R>/     where the nodes of a multi-node
                                                               element meet (ours)
+      pinned_files/<digest>-<name>                            a file option's file, copied at
+                                                              submit (ours)
       submissions.jsonl                                       what submit and retry --submit
                                                               queued (ours)
       .archived_runs/<time>-<run id>/                         earlier runs' records (ours)
@@ -38,6 +40,7 @@ FAILED_TASKS_DIR = ".failed_tasks"
 RENDEZVOUS_DIR = ".ray_rendezvous"
 TASK_RECORDS_DIR = ".task_records"
 ARCHIVE_DIR = ".archived_runs"
+PINNED_FILES_DIR = "pinned_files"
 RUN_FILE = "run.json"
 MANIFEST_PREFIX = "completed_slurm_array_"
 FAILED_TASKS_FILE = "failed_tasks.json"
@@ -108,6 +111,13 @@ class CheckpointLayout:
     @property
     def archive_root(self) -> Path:
         return self.metadata_dir / ARCHIVE_DIR
+
+    def pinned_file_path(self, digest: str, name: str) -> Path:
+        """A file option's copy, named by its content: every run that uses it shares it."""
+        return self.metadata_dir / PINNED_FILES_DIR / f"{digest}-{name}"
+
+    def holds(self, path: Path) -> bool:
+        return Path(path).resolve().is_relative_to(self.root.resolve())
 
     def pin_file(self, field: str) -> Path:
         """Where a field missing from an older run.json is pinned first."""

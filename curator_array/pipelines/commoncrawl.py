@@ -1,5 +1,9 @@
 """The built-in ``commoncrawl`` pipeline: WARC → main text → language → quality → Parquet.
 
+The quality filters run in FineWeb's order (Gopher repetition, Gopher quality, C4) with
+each document's language settings (``stages/web/language_settings.toml``, overridden by
+``--quality-settings FILE``).
+
     curator-array run --pipeline commoncrawl --input-urls warc_urls.txt --output-dir out/
     curator-array run --pipeline commoncrawl --input-dir warcs/ --input-file-type warc --output-dir out/
 
@@ -18,6 +22,7 @@ from ..formats.warc import WarcReader
 from ..stages.base import ProcessingStage
 from ..stages.web.extract import HtmlExtractor
 from ..stages.web.language import LanguageFilter
+from ..stages.web.languages import language_settings
 from ..stages.web.quality import C4QualityFilter, GopherQualityFilter, GopherRepetitionFilter
 
 OUTPUT_FORMAT = "parquet"
@@ -27,13 +32,14 @@ def build(options) -> list[ProcessingStage]:
     if not options.input_urls and options.input_file_type != "warc":
         raise ConfigError("the commoncrawl pipeline reads WARC files: give --input-urls, or --input-file-type warc")
     text = options.text_field
+    settings = language_settings(options.quality_settings)
     return [
         *options.downloads(),
         WarcReader(records_per_batch=options.records_per_batch),
         HtmlExtractor(options.extractor, text_field=text),
         LanguageFilter(options.languages, options.min_language_score, text_field=text),
-        GopherQualityFilter(text_field=text),
-        GopherRepetitionFilter(text_field=text),
-        C4QualityFilter(text_field=text),
+        GopherRepetitionFilter(text_field=text, settings=settings),
+        GopherQualityFilter(text_field=text, settings=settings),
+        C4QualityFilter(text_field=text, settings=settings),
         writer_for(options.output_file_type or OUTPUT_FORMAT, options.output_dir),
     ]

@@ -40,6 +40,7 @@ class PipelineOptions:
     languages: tuple[str, ...] = ()
     min_language_score: float = 0.0
     extractor: str = defaults.EXTRACTORS[0]
+    quality_settings: str | None = None
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
     extra: dict[str, str] = field(default_factory=dict)
 

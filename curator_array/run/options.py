@@ -30,7 +30,7 @@ from ..slurm.sites import ScriptFacts
 from ..stages import defaults
 from .request import RunRequest
 
-KINDS = ("text", "path", "existing-paths", "int", "float", "flag", "switch", "choice", "list")
+KINDS = ("text", "path", "file", "existing-paths", "int", "float", "flag", "switch", "choice", "list")
 SCOPES = ("run", "start")
 EXECUTION_GROUPS = ("start", "ray", "nodes")
 PREFIX = "CURATOR_ARRAY_"
@@ -53,7 +53,8 @@ class RunOption:
     ``flag`` is an on/off flag, ``switch`` a ``--name/--no-name`` pair whose unset value
     means "decide for me", ``list`` a comma-separated list, ``existing-paths`` one or more
     paths that must exist (the flag may be repeated; the variable separates them with
-    ``os.pathsep``).
+    ``os.pathsep``), ``file`` a file that must exist, copied into the checkpoint when a run
+    is submitted (so every element reads it, whatever its container mounts).
     """
 
     name: str
@@ -120,6 +121,8 @@ class RunOption:
             return paths
         if not raw:
             raise ValueError("empty")
+        if self.kind == "file" and not os.path.isfile(text):
+            raise ValueError(f"{text} is not a file")
         return text
 
     def _bounded(self, value: float) -> float:
@@ -189,6 +192,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("min_language_score", "commoncrawl: drop documents whose language score is lower.", "float", "web",
               minimum=0, maximum=1),
     RunOption("extractor", "commoncrawl: HTML → main text extractor.", "choice", "web", choices=defaults.EXTRACTORS),
+    RunOption("quality_settings", "commoncrawl: a TOML file of quality-filter settings per language, on top of "
+              "the built-in table (docs/filters.md).", "file", "web"),
     RunOption("records_per_batch", "WARC input: records per part (a reader's memory grows with this, not the file).",
               "int", "web", minimum=1),
     # this start only

@@ -10,9 +10,12 @@ flags it is given on top.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from ..core.atomic import write_bytes_atomic
 from ..core.layout import CheckpointLayout
 from ..core.records import PinnedRequest
 from ..core.run_contract import read_run_config
@@ -51,6 +54,27 @@ def retry_settings(layout: CheckpointLayout, flags: Mapping[str, Any], environme
         else:
             settings[option.name] = Setting(option.default, "default")
     return settings
+
+
+def with_files_in_checkpoint(settings: Settings, layout: CheckpointLayout, copy: bool = True) -> Settings:
+    """``settings`` with every file option's file copied into the checkpoint (named by its
+    content) and the option pointing there: the checkpoint is visible to every element under
+    every container runtime, and the copy cannot change under a queued run."""
+    moved = dict(settings)
+    for option in RUN_OPTIONS:
+        setting = settings.get(option.name)
+        if option.kind != "file" or setting is None or not setting.value:
+            continue
+        source = Path(setting.value)
+        if layout.holds(source):
+            continue
+        content = source.read_bytes()
+        target = layout.pinned_file_path(hashlib.sha256(content).hexdigest()[:16], source.name)
+        if copy and not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            write_bytes_atomic(target, content)
+        moved[option.name] = Setting(str(target), f"{setting.source}, copied from {source}")
+    return moved
 
 
 def queued_elements(

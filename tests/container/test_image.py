@@ -50,7 +50,9 @@ def test_labels_and_size(docker_client, image):
     assert labels["org.opencontainers.image.version"] == "0.1.0"
     commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     assert labels["org.opencontainers.image.revision"].startswith(commit or "unknown")
-    assert attrs["Size"] < 1024**3
+    # Most of the last 250 MB are the word segmenters' dictionaries the quality filters need
+    # (SudachiPy's core dictionary for Japanese, 193 MB; jieba's for Chinese, 42 MB).
+    assert attrs["Size"] < 1.25 * 1024**3
 
 
 def unsquash_cat(sqsh: Path, path: str) -> str:

@@ -3,6 +3,9 @@ directory or downloaded under the per-node cap from the fault-injecting server."
 
 from __future__ import annotations
 
+import collections
+import gzip
+import html
 import json
 from pathlib import Path
 
@@ -15,13 +18,15 @@ from curator_array.execution.ray_data import RayDataExecutor
 from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import load_pipeline
 from curator_array.run.shard import run_shard_here
+from tests.conftest import REPO
 from tests.integration.helper_stages import ProbedDownloadStage, peak_concurrency
 from tests.support.fault_server import FaultServer
-from tests.support.warcs import write_warc
-from tests.web_pages import ARTICLES, BOILERPLATE, pages
+from tests.support.warcs import Page, write_warc
+from tests.web_pages import ARTICLES, BOILERPLATE, html_page, pages
 
 pytestmark = pytest.mark.ray
 KEEP = ("en", "de", "ja")
+PROSE = REPO / "tests" / "fixtures" / "multilingual-prose.jsonl.gz"
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +60,7 @@ def check_documents(written: dict[str, dict], expected: dict[str, dict]) -> None
         assert row["language"] == lang and row["language_score"] > 0.9
         assert all(sentence in row["text"] for sentence in ARTICLES[lang]), url
         assert not any(noise in row["text"] for noise in BOILERPLATE), url
-        assert row["gopher_word_count"] >= 50 and row["c4_lines_removed"] == 1  # the title has no full stop
+        assert row["gopher_word_count"] >= 50 and row["c4_lines_removed"] == 0  # FineWeb keeps the title
 
 
 def check_counts(work: ShardWork, expected: dict[str, dict]) -> None:
@@ -118,3 +123,36 @@ def test_urls_downloaded_under_the_per_node_cap_then_extracted(two_node_cluster,
     check_counts(outcome.work, expected)
     manifest = json.loads(Path(outcome.manifest_path).read_text())
     assert manifest["bytes_in"] == sum(len(body) for body in files.values())
+
+
+def test_no_language_disappears(two_node_cluster, tmp_path):
+    """Ordinary prose in ten languages (GNOME's desktop help, 40 pages each, as web pages)
+    through the whole default pipeline, every language allowed.
+
+    Measured: of 40 pages each, kept en 37, de 37, es 31, fr 35, it 38, ja 35, nl 38, pt 33,
+    ru 39, zh 37 (the lowest, Spanish, keeps 84% of English's share), every kept page under
+    its own language. Every language must keep at least 80% of English's share.
+    """
+    with gzip.open(PROSE, "rt", encoding="utf-8") as lines:
+        docs = [json.loads(line) for line in lines]
+    language_of = {}
+    records = []
+    for number, doc in enumerate(docs):
+        title, *paragraphs = doc["text"].split("\n")
+        url = f"https://help.example/{doc['language']}/{number}"
+        records.append(Page(url, html_page(html.escape(title), [html.escape(p) for p in paragraphs],
+                                           doc["language"]).encode()))
+        language_of[url] = doc["language"]
+    directory = tmp_path / "warcs"
+    directory.mkdir()
+    write_warc(directory / "help.warc.gz", records)
+    out = tmp_path / "out"
+    pipeline = load_pipeline("commoncrawl", PipelineOptions(str(directory), str(out), input_file_type="warc"))
+    assert run_shard_here(pipeline, tmp_path / "ckpt", output_dir=out).status == "completed"
+    written = outputs(out)
+    total = collections.Counter(language_of.values())
+    kept = collections.Counter(language_of[url] for url in written)
+    identified = sum(row["language"] == language_of[url] for url, row in written.items())
+    shares = {language: kept[language] / total[language] for language in total}
+    assert identified >= 0.95 * len(written), "pages were kept under their own language"
+    assert all(share >= 0.8 * shares["en"] for share in shares.values()), shares

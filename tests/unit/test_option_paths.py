@@ -80,6 +80,7 @@ def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("paths")
     shutil.copytree(SAMPLE / "jsonl", root / "input")
     (root / "urls.txt").write_text(f"file://{root / 'input' / 'part-000.jsonl'}\n")
+    (root / "quality.toml").write_text("[ja]\nmin_words = 30\n")
     record = root / "record.jsonl"
     image = install_recording_image(root / "image", record)
     fakes = install_fakes(root / "bin", ["apptainer", "srun", "ch-run", "sbatch", "squeue", "scontrol"], IMAGE_ENV)
@@ -89,7 +90,8 @@ def world(tmp_path_factory):
 def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]:
     paths = {"input_dir": str(root / "input"), "output_dir": str(case / "out"), "checkpoint_path": str(case / "ckpt"),
              "input_urls": (str(root / "urls.txt"),), "download_dir": str(case / "downloads"),
-             "ray_temp_dir": str(case / "raytmp"), "rendezvous_dir": str(case / "meet")}
+             "ray_temp_dir": str(case / "raytmp"), "rendezvous_dir": str(case / "meet"),
+             "quality_settings": str(root / "quality.toml")}
     return {o.name: value_of(o, paths) for o in RUN_OPTIONS
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 
@@ -130,8 +132,13 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     element = json.loads(record.read_text().splitlines()[-1])
     flags = parse_run_args(element["argv"])
     settings = settings_for_start(flags, element["env"])
-    wrong = {name: (settings[name].value, value) for name, value in values.items() if settings[name].value != value}
     checkpoint = values.get("checkpoint_path", values["output_dir"])
+    if way != "sbatch variable":  # a file option arrives as its copy in the checkpoint
+        for option in (o for o in RUN_OPTIONS if o.kind == "file"):
+            copy = Path(settings[option.name].value)
+            assert CheckpointLayout(checkpoint).holds(copy) and copy.read_bytes() == Path(values[option.name]).read_bytes()
+            values[option.name] = str(copy)
+    wrong = {name: (settings[name].value, value) for name, value in values.items() if settings[name].value != value}
     assert settings["checkpoint_path"].value in (None, checkpoint)
     assert not wrong, f"options that did not arrive as given ({runtime}, {way}): {wrong}"
     expected_source = {"submit flag": FLAG, "submit variable": ENVIRONMENT, "site env": SITE,

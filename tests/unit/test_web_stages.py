@@ -139,12 +139,27 @@ def test_good_pages_in_three_languages_pass_every_rule():
         assert result.num_rows == 3, (stage.name, result.counters.dropped)
 
 
-def test_japanese_is_counted_in_characters_and_has_its_own_stop_words():
-    result = quality(["\n".join(ARTICLES["ja"])], ["ja"], GopherQualityFilter())
+def test_japanese_is_segmented_into_words_and_has_its_own_stop_words():
+    text = "\n".join(ARTICLES["ja"])
+    result = quality([text], ["ja"], GopherQualityFilter())
     [row] = result.table.to_pylist()
-    assert row["gopher_word_count"] > 200 and row["gopher_stop_words"] >= 10
-    as_english = quality(["\n".join(ARTICLES["ja"])], ["en"], GopherQualityFilter())
-    assert as_english.num_rows == 0, "read as English it is a handful of very long 'words'"
+    assert 100 < row["gopher_word_count"] < len(text) / 1.2, "words, neither characters nor whole sentences"
+    assert 1.2 < row["gopher_mean_word_length"] < 3 and row["gopher_stop_words"] >= 10
+    as_english = quality([text], ["en"], GopherQualityFilter())
+    assert as_english.counters.dropped["gopher_quality.word_count"] == 1, "as English: a handful of long 'words'"
+
+
+def test_word_tokenizers_split_as_the_references_do():
+    from curator_array.stages.web.tokenizers import jieba, spaced, sudachi
+
+    assert spaced("Mount /boot/efi, e.g. at https://x.org/a-b (see 1.4.4).") == [
+        "Mount", "/boot", "/", "efi", ",", "e.g.", "at", "https://x.org/a-b", "(", "see", "1.4.4", ")", "."]
+    assert spaced("Don't stop-and-go", "en") == ["Do", "n't", "stop", "-", "and", "-", "go"]
+    assert spaced("Don't stop-and-go", "de") == ["Don't", "stop-and-go"]
+    assert spaced("l'homme dites-vous", "fr") == ["l'", "homme", "dites", "-vous"]
+    assert sudachi("東京都に住んでいます") == ["東京", "都", "に", "住ん", "で", "い", "ます"]
+    assert jieba("我们在北京学习中文") == ["我们", "在", "北京", "学习", "中文"]
+    assert spaced(" a b\n") == ["a", "b"] and spaced("") == []
 
 
 @pytest.mark.parametrize("text,stage,rule", [
@@ -152,7 +167,7 @@ def test_japanese_is_counted_in_characters_and_has_its_own_stop_words():
     ("\n".join(["Buy cheap shoes now at the very best price, online and today."] * 20), GopherRepetitionFilter(),
      "duplicate_lines"),
     ("\n".join(" ".join(f"#{w}" for w in line.split()) for line in ARTICLES["en"]), GopherQualityFilter(),
-     "symbol_ratio"),
+     "hash_ratio"),
     ("\n".join(ARTICLES["en"]).replace("the ", "").replace("and ", "").replace(" of ", " ").replace(" to ", " ")
      .replace(" with ", " ").replace(" that ", " "), GopherQualityFilter(), "stop_words"),
     ("\n".join(ARTICLES["en"]) + "\nfunction f() { return 1; }.", C4QualityFilter(), "curly_bracket"),
@@ -165,17 +180,57 @@ def test_each_rule_counts_its_own_drops(text, stage, rule):
 
 
 def test_c4_removes_lines_and_keeps_the_cleaned_text():
-    text = "\n".join(["Menu Home Shop", *ARTICLES["en"], "This site uses cookies to work well.",
-                      "Please enable Javascript to see the comments."])
+    text = "\n".join(["Menu Home", *ARTICLES["en"], "This site uses cookies to work well.",
+                      "Please enable Javascript to see the comments.", "Read the whole story here..."])
     [row] = quality([text], ["en"], C4QualityFilter()).table.to_pylist()
-    assert row["text"] == "\n".join(ARTICLES["en"]) and row["c4_lines_removed"] == 3
+    assert row["text"] == "\n".join([*ARTICLES["en"], "Read the whole story here..."]), "FineWeb: no terminal rule"
+    assert row["c4_lines_removed"] == 3
+    [row] = quality([text], ["en"], C4QualityFilter(terminal_punctuation=True)).table.to_pylist()
+    assert row["text"] == "\n".join(ARTICLES["en"]) and row["c4_lines_removed"] == 4, "C4's own: '...' is no end"
+
+
+def test_c4_counts_sentences_as_a_sentence_splitter_does():
+    page = ["Section 1.4.4, as shown, covers the setup of the machine.", 'He said "stop." Then he left the room.',
+            "Es ist gut. Wirklich gut. Sehr gut so.", "One more line without an end"]
+    [row] = quality(["\n".join(page)], ["en"], C4QualityFilter(min_sentences=1)).table.to_pylist()
+    from curator_array.stages.web.textstats import has_sentences, sentences_in
+    assert [sentences_in(line, "en") for line in page] == [1, 2, 3, 1]
+    assert row["text"] == "\n".join(page)
+    assert has_sentences(page, "en", 7) and not has_sentences(page, "en", 8)
+    [row] = quality(["\n".join(page)], ["en"], C4QualityFilter(min_sentences=8)).table.to_pylist() or [None]
+    assert row is None, "7 sentences are too few for 8"
+
+
+def test_c4_leaves_languages_it_is_not_set_for_untouched():
+    text = "\n".join(["Kurz", *ARTICLES["de"], "lorem ipsum {"])
+    [row] = quality([text], ["de"], C4QualityFilter()).table.to_pylist()
+    assert row["text"] == text and row["c4_lines_removed"] == 0
+
+
+def test_repetition_counts_repeats_only_over_the_whole_text():
+    import numpy as np
+
+    from curator_array.stages.web.textstats import (
+        greedy_duplicate_chars,
+        most_frequent_ngram_chars,
+        ngram_keys,
+    )
+
+    words = "a b c d e a b c d e x a b c d e".split()
+    ids, lengths = np.array([ord(w) for w in words]), np.ones(len(words))
+    grams = ngram_keys(ids, lengths, np.zeros(len(words), dtype=np.int64), 5)
+    # scan: "a b c d e" first seen at 0; found again at 5 (5 chars), jump to 10: "x a b c d" new,
+    # then "a b c d e" at 11 is a repeat again (5 chars)
+    assert greedy_duplicate_chars(grams, None, 1, 5).tolist() == [10.0]
+    grams2 = ngram_keys(ids, lengths, np.zeros(len(words), dtype=np.int64), 2)
+    assert most_frequent_ngram_chars(grams2, None, 1, 2).tolist() == [3.0 * 3], "'a b' thrice, with its space"
 
 
 def test_commoncrawl_pipeline_by_name(tmp_path):
     options = PipelineOptions("", str(tmp_path / "out"), input_file_type="warc", languages=("en", "de"))
     pipeline = load_pipeline("commoncrawl", options)
     assert [s.stage_name for s in pipeline.stages] == [
-        "warc_reader", "html_extract", "language", "gopher_quality", "gopher_repetition", "c4_quality",
+        "warc_reader", "html_extract", "language", "gopher_repetition", "gopher_quality", "c4_quality",
         "parquet_writer"]
     fingerprint = pipeline.fingerprint()
     assert (fingerprint["input"], fingerprint["output"]) == ("warc", "parquet")
@@ -208,3 +263,37 @@ def test_every_registered_format_is_offered_and_documented(capsys):
     help_text = capsys.readouterr().out
     assert "[jsonl|jsonl.gz|parquet|warc]" in help_text and "[jsonl|jsonl.gz|parquet]" in help_text
     assert "INPUT_FILE_TYPE (jsonl|jsonl.gz|parquet|warc)" in (REPO / "site_configs" / "local.sbatch").read_text()
+
+
+def test_quality_settings_file_overrides_one_language_and_is_checked(tmp_path):
+    from curator_array.core.fingerprint import describe_changes
+    from curator_array.stages.web.languages import language_settings
+
+    custom = tmp_path / "quality.toml"
+    custom.write_text('[ja]\nmin_words = 30\n[th]\ntokenizer = "none"\nmin_words = 10\n')
+    settings = language_settings(custom)
+    assert settings["ja"]["min_words"] == 30 and settings["ja"]["tokenizer"] == "sudachi", "one key, the rest kept"
+    assert settings["th"]["min_words"] == 10 and settings["th"]["max_words"] == settings["default"]["max_words"]
+    options = dict(input_file_type="warc")
+    before = load_pipeline("commoncrawl", PipelineOptions("", str(tmp_path / "o"), **options)).fingerprint()
+    after = load_pipeline("commoncrawl", PipelineOptions("", str(tmp_path / "o"), quality_settings=str(custom),
+                                                         **options)).fingerprint()
+    changes = describe_changes(before, after)
+    assert "languages.ja.min_words: 50 → 30 (stage gopher_quality)" in changes
+    for text, message in [("[ja]\nmin_wrds = 3\n", "unknown key"), ("[ja]\nmin_words = -1\n", "must be a number >= 0"),
+                          ('[ja]\ntokenizer = "mecab"\n', "'mecab' is not one of"), ("[ja\n", "invalid TOML"),
+                          ("[ja]\ntop_n_grams = [[2]]\n", "list of \\[n, limit\\] pairs")]:
+        custom.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            language_settings(custom)
+    with pytest.raises(ConfigError, match="cannot read quality settings"):
+        language_settings(tmp_path / "missing.toml")
+
+
+def test_word_count_ignores_whitespace_at_the_edges():
+    from curator_array.stages.filters import WordCountFilter
+
+    texts = [" a b\n", "\u3000a\xa0b c ", "", "   ", "one"]
+    batch = DocumentBatch("t", {}, table=pa.table({"text": texts}))
+    kept = WordCountFilter(min_words=2, max_words=2).process(batch)
+    assert kept.table.column("text").to_pylist() == [" a b\n"], "str.split() counts: 2, 3, 0, 0, 1"

@@ -1,51 +1,72 @@
-"""What the quality rules need to know per language: how to split words, and stop words.
+"""The per-language settings of the quality filters: one table, data not code.
 
-Languages written without spaces between words (Japanese, Chinese) are split into one
-token per character of their scripts, so word-count rules measure them too; other such
-languages (Thai, Lao, Khmer, Burmese) have no tokenizer here and the word rules are not
-applied to them. Stop-word lists are short lists of the most frequent function words
-(Gopher uses eight for English); a language without a list skips the stop-word rule.
+``language_settings.toml`` (next to this module) holds them; a user's file of the same form
+overrides any key of any language (``--quality-settings``). A language the table does not
+name takes ``[default]``. The result is a plain dict per language, so it is part of each
+filter's fingerprint and pinned with the run.
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from pathlib import Path
+from typing import Any
 
-CHARACTER_TOKENIZED = frozenset({"ja", "zh"})
-UNTOKENIZED = frozenset({"th", "lo", "km", "my"})
-CJK_CHARACTER = r"([\p{Han}\p{Hiragana}\p{Katakana}])"
+import tomllib
 
-STOP_WORDS: dict[str, frozenset[str]] = {
-    "en": frozenset("the be to of and that have with".split()),
-    "de": frozenset("der die das und ist zu den von mit nicht ein eine auf sich".split()),
-    "fr": frozenset("le la les de et à un une est que des du en pas".split()),
-    "es": frozenset("el la los de que y en un una es por con para del".split()),
-    "it": frozenset("il la di che e è un una per con non del della".split()),
-    "pt": frozenset("o a os as de que e é um uma para com não do da".split()),
-    "nl": frozenset("de het een en van is dat op te in niet zijn".split()),
-    "ja": frozenset("の に は を た が で て と も し な".split()),
-    "zh": frozenset("的 是 了 在 和 有 我 不 这 人 也 就".split()),
-}
+from ...core.errors import ConfigError
+from .tokenizers import KINDS
+
+TABLE = Path(__file__).with_name("language_settings.toml")
+DEFAULT = "default"
+NUMBER_KEYS = ("min_stop_words", "min_words", "max_words", "min_avg_word_length", "max_avg_word_length",
+               "max_hash_ratio", "max_ellipsis_ratio", "max_bullet_lines", "max_ellipsis_lines",
+               "min_alphabetic_words", "dup_line_frac", "dup_para_frac", "dup_line_char_frac", "dup_para_char_frac")
+PAIR_KEYS = ("top_n_grams", "dup_n_grams")
 
 
-def word_lists(text: pa.ChunkedArray, language: pa.ChunkedArray) -> pa.ListArray:
-    """The words of each document, split the way its language needs."""
-    by_character = pc.is_in(language, value_set=pa.array(sorted(CHARACTER_TOKENIZED)))
-    spaced = pc.replace_substring_regex(text, CJK_CHARACTER, r" \1 ")
-    tokens = pc.if_else(by_character, spaced, text)
-    return pa.chunked_array(pc.utf8_split_whitespace(tokens)).combine_chunks()
+def _read(path: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read quality settings {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    for language, settings in data.items():
+        if not isinstance(settings, dict):
+            raise ConfigError(f"{path}: [{language}] must be a table of settings")
+        _check(path, language, settings)
+    return data
 
 
-def untokenized(language: pa.ChunkedArray):
-    """Rows whose language has no tokenizer here: word-based rules pass them."""
-    return pc.is_in(language, value_set=pa.array(sorted(UNTOKENIZED)))
+def _check(path: Path, language: str, settings: dict[str, Any]) -> None:
+    known = {"tokenizer", "stop_words", "c4", *NUMBER_KEYS, *PAIR_KEYS}
+    for key, value in settings.items():
+        where = f"{path}: [{language}] {key}"
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key (known: {', '.join(sorted(known))})")
+        if key == "tokenizer" and value not in KINDS:
+            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(KINDS)}")
+        if key == "stop_words" and not (isinstance(value, list) and all(isinstance(w, str) for w in value)):
+            raise ConfigError(f"{where}: must be a list of words")
+        if key == "c4" and not isinstance(value, bool):
+            raise ConfigError(f"{where}: must be true or false")
+        if key in NUMBER_KEYS and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise ConfigError(f"{where}: must be a number >= 0, got {value!r}")
+        if key in PAIR_KEYS and not (isinstance(value, list) and all(
+                isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and p[0] >= 1
+                and isinstance(p[1], (int, float)) for p in value)):
+            raise ConfigError(f"{where}: must be a list of [n, limit] pairs")
 
 
-def stop_word_keys() -> pa.Array:
-    """``language\\x1fword`` for every stop word, to look words up per row's language."""
-    return pa.array(sorted(f"{lang}\x1f{word}" for lang, words in STOP_WORDS.items() for word in words))
+def language_settings(overrides: str | Path | None = None) -> dict[str, dict[str, Any]]:
+    """Every language's complete settings: the table, with ``overrides`` on top, over ``[default]``."""
+    table = _read(TABLE)
+    if overrides:
+        for language, settings in _read(Path(overrides)).items():
+            table.setdefault(language, {}).update(settings)
+    default = table[DEFAULT]
+    return {language: {**default, **settings} for language, settings in table.items()}
 
 
-def has_stop_words(language: pa.ChunkedArray):
-    return pc.is_in(language, value_set=pa.array(sorted(STOP_WORDS)))
+def for_language(settings: dict[str, dict[str, Any]], language: str) -> dict[str, Any]:
+    return settings.get(language) or settings[DEFAULT]

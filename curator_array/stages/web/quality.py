@@ -1,52 +1,68 @@
-"""Heuristic quality filters from the literature, vectorised over each batch.
+"""Heuristic quality filters that decide as their references do, vectorised over each batch.
 
-- ``GopherQualityFilter`` and ``GopherRepetitionFilter``: the MassiveText rules (Rae et
-  al., 2021): word counts, word length, symbols, bullets, ellipses, alphabetic words,
-  stop words; duplicate lines and paragraphs; frequent and repeated n-grams.
-- ``C4QualityFilter``: the C4 rules (Raffel et al., 2020): keep only lines that end in
-  terminal punctuation and have at least 3 words, without "javascript" or a cookie/terms
-  notice; then drop pages with fewer than 5 sentences, "lorem ipsum" or a curly bracket.
+- ``GopherQualityFilter`` and ``GopherRepetitionFilter``: the MassiveText rules (Rae et al.,
+  2021) as datatrove implements them for FineWeb, with FineWeb-2's settings for other
+  languages (``language_settings.toml``).
+- ``C4QualityFilter``: the C4 rules (Raffel et al., 2020) as FineWeb applies them: per line,
+  drop lines with a word over 1000 characters, fewer than 3 words, "javascript" or a
+  cookie/terms notice, and Wikipedia citation marks; drop the page for "lorem ipsum", a
+  curly bracket, or fewer than 5 sentences in what is left. The terminal-punctuation line
+  rule of the original C4 is off, as in FineWeb (``terminal_punctuation=True`` turns it on:
+  a line must then end in . ? ! " or ' and not in an ellipsis). Only languages whose
+  settings say ``c4 = true`` (English) are touched; FineWeb-2 does not apply C4.
 
-Word-based rules follow each document's detected language (the ``language`` column, or
-``default_language`` without one): see ``languages``. Every rule's drops are counted in
-the manifest as ``<stage>.<rule>``; the measured values are added as columns.
+Words are split per document by its language's tokenizer (``tokenizers``); every count
+that follows is vectorised over the whole batch. Each rule's drops are counted in the
+manifest as ``<stage>.<rule>``; rules run in the reference's order, so a document is
+counted under the first rule that rejects it.
+
+Deliberate differences from the reference, each with its reason:
+
+* a "symbol word" (one without any character that is not punctuation) is one made of
+  Unicode punctuation and symbol characters; the reference lists its characters by hand
+  (so it counts ``¶`` or ``©`` as a word);
+* sentence-final punctuation for the C4 sentence count follows spaCy's sentencizer, which
+  includes CJK and other scripts' full stops, as the reference does for English.
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..filters import FilterStage
-from . import languages
+from . import languages as settings_table
 from .textstats import (
-    duplicate_fractions,
-    duplicate_ngram_fraction,
-    flatten,
-    item_ids,
-    nonempty_pieces,
+    duplicate_elements,
+    greedy_duplicate_chars,
+    has_sentences,
+    most_frequent_ngram_chars,
+    ngram_keys,
     per_document,
     ratio,
-    regroup,
-    top_ngram_fraction,
+    tokenize,
 )
 
-BULLET_START = r"^[•●‣◦▪▸►*\-–]"
-ELLIPSIS_END = r"(\.\.\.|…)$"
-TERMINAL_END = r"[.!?\"'”’。！？」』]$"
+SYMBOL_CHARACTERS = r"^[\p{P}\p{S}]+$"
+# What str.splitlines() breaks lines at (the reference reads lines that way).
+LINE_BREAK = r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x{85}\x{2028}\x{2029}]"
+CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
 POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
-SENTENCE_END = r"[.!?。！？]+"
 
 
-def _languages(table: pa.Table, default: str) -> pa.ChunkedArray:
+def _languages(table: pa.Table, default: str) -> list[str]:
     if "language" in table.column_names:
-        return pc.fill_null(table.column("language").cast(pa.string()), default)
-    return pa.chunked_array([pa.array([default] * table.num_rows, pa.string())])
+        return [code or default for code in table.column("language").cast(pa.string()).to_pylist()]
+    return [default] * table.num_rows
 
 
 def _add(table: pa.Table, name: str, values) -> pa.Table:
-    column = pa.array(np.round(values, 4) if np.asarray(values).dtype.kind == "f" else values)
+    values = np.asarray(values)
+    column = pa.array(np.round(values, 4) if values.dtype.kind == "f" else values)
     index = table.schema.get_field_index(name)
     return table.set_column(index, name, column) if index >= 0 else table.append_column(name, column)
 
@@ -56,156 +72,237 @@ def _mask(values) -> pa.Array:
 
 
 class _LanguageAwareFilter(FilterStage):
-    def __init__(self, text_field: str = "text", default_language: str = "en"):
+    """A filter whose limits and word splitting follow each document's language."""
+
+    def __init__(self, text_field: str = "text", default_language: str = "en",
+                 settings: dict[str, dict[str, Any]] | None = None):
         self.default_language = default_language
+        self.languages = settings or settings_table.language_settings()
         super().__init__(text_field)
 
-    def _words(self, table: pa.Table, text: pa.ChunkedArray):
-        language = _languages(table, self.default_language)
-        words = languages.word_lists(pc.fill_null(text, ""), language)
-        flat, parents = flatten(words)
-        flat = flat.cast(pa.string())
-        skip = languages.untokenized(language).to_numpy(zero_copy_only=False)
-        return language, flat, parents, skip
+    def _limits(self, codes: list[str], key: str) -> np.ndarray:
+        """One value of setting ``key`` per document."""
+        known = {code: settings_table.for_language(self.languages, code)[key] for code in set(codes)}
+        return np.array([known[code] for code in codes], dtype=np.float64)
+
+    def _tokenizers(self, codes: list[str]) -> list[str]:
+        return [settings_table.for_language(self.languages, code)["tokenizer"] for code in codes]
 
 
 class GopherQualityFilter(_LanguageAwareFilter):
     name = "gopher_quality"
 
-    def __init__(self, min_words: int = 50, max_words: int = 100_000, min_mean_word_length: float = 3,
-                 max_mean_word_length: float = 10, max_symbol_ratio: float = 0.1, max_bullet_lines: float = 0.9,
-                 max_ellipsis_lines: float = 0.3, min_alphabetic_words: float = 0.8, min_stop_words: int = 2,
-                 text_field: str = "text", default_language: str = "en"):
-        self.min_words, self.max_words = min_words, max_words
-        self.min_mean_word_length, self.max_mean_word_length = min_mean_word_length, max_mean_word_length
-        self.max_symbol_ratio, self.max_bullet_lines = max_symbol_ratio, max_bullet_lines
-        self.max_ellipsis_lines, self.min_alphabetic_words = max_ellipsis_lines, min_alphabetic_words
-        self.min_stop_words = min_stop_words
-        super().__init__(text_field, default_language)
-
     def score(self, table, text):
         rows = table.num_rows
-        text = pc.fill_null(text, "")
-        language, words, parents, skip = self._words(table, text)
-        word_lengths = pc.utf8_length(words).to_numpy(zero_copy_only=False)
-        count = per_document(parents, None, rows)
-        mean_length = ratio(per_document(parents, word_lengths, rows), count)
-        symbols = sum(pc.count_substring(text, s).to_numpy(zero_copy_only=False) for s in ("#", "...", "…"))
-        symbol_ratio = ratio(symbols.astype(np.float64), count)
-        lines, line_parents = flatten(nonempty_pieces(text, r"\n"))
-        line_count = per_document(line_parents, None, rows)
-        bullets = ratio(per_document(line_parents, pc.match_substring_regex(lines, BULLET_START), rows), line_count)
-        ellipses = ratio(per_document(line_parents, pc.match_substring_regex(lines, ELLIPSIS_END), rows), line_count)
-        alphabetic = ratio(per_document(parents, pc.match_substring_regex(words, r"\p{L}"), rows), count)
-        word_language = pc.take(language, pa.array(parents))
-        keys = pc.binary_join_element_wise(word_language, pc.utf8_lower(words), "\x1f")
-        stop_words = per_document(parents, pc.is_in(keys, value_set=languages.stop_word_keys()), rows)
-        has_list = languages.has_stop_words(language).to_numpy(zero_copy_only=False)
-        spaced = ~pc.is_in(language, value_set=pa.array(sorted(languages.CHARACTER_TOKENIZED))).to_numpy(
-            zero_copy_only=False)
-        table = _add(table, "gopher_word_count", count.astype(np.int64))
-        table = _add(table, "gopher_mean_word_length", mean_length)
+        texts = pc.fill_null(text, "").to_pylist()
+        codes = _languages(table, self.default_language)
+        kinds = self._tokenizers(codes)
+        words, parents = tokenize(texts, codes, kinds)
+        n_words = per_document(parents, None, rows)
+        vocabulary = _Vocabulary(words)
+        symbol = vocabulary.per_word(pc.match_substring_regex(vocabulary.words, SYMBOL_CHARACTERS))
+        lengths = vocabulary.per_word(pc.utf8_length(vocabulary.words)).astype(np.float64)
+        non_symbol = per_document(parents, ~symbol, rows)
+        mean_length = ratio(per_document(parents, lengths * ~symbol, rows), non_symbol, empty=np.nan)
+        hashes = pc.count_substring(text, "#").to_numpy(zero_copy_only=False)
+        ellipses = (pc.count_substring(text, "...").to_numpy(zero_copy_only=False)
+                    + pc.count_substring(text, "…").to_numpy(zero_copy_only=False))
+        lines = pc.split_pattern_regex(pc.replace_substring_regex(pc.fill_null(text, ""), f"(?:{LINE_BREAK})$", ""),
+                                       LINE_BREAK)
+        line_count, bullets, ellipsis_lines = _line_shares(lines, rows)
+        alphabetic = per_document(parents, vocabulary.per_word(pc.match_substring_regex(vocabulary.words, r"\p{L}")),
+                                  rows)
+        stop_words = _distinct_stop_words(words, parents, codes, self.languages, rows)
+        spaced = np.array([kind != "none" for kind in kinds])
+        limits = {key: self._limits(codes, key) for key in (
+            "min_words", "max_words", "min_avg_word_length", "max_avg_word_length", "max_hash_ratio",
+            "max_ellipsis_ratio", "max_bullet_lines", "max_ellipsis_lines", "min_alphabetic_words", "min_stop_words")}
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rules = {
+                "word_count": (non_symbol >= limits["min_words"]) & (non_symbol <= limits["max_words"]),
+                "mean_word_length": ~((mean_length < limits["min_avg_word_length"])
+                                      | (mean_length > limits["max_avg_word_length"])),
+                "hash_ratio": ~(hashes / n_words > limits["max_hash_ratio"]),
+                "ellipsis_ratio": ~(ellipses / n_words > limits["max_ellipsis_ratio"]),
+                "bullet_lines": ~(ratio(bullets, line_count) > limits["max_bullet_lines"]),
+                "ellipsis_lines": ~(ratio(ellipsis_lines, line_count) > limits["max_ellipsis_lines"]),
+                "alphabetic_words": ~(alphabetic / n_words < limits["min_alphabetic_words"]),
+                "stop_words": ~(stop_words < limits["min_stop_words"]),
+            }
+        table = _add(table, "gopher_word_count", non_symbol.astype(np.int64))
+        table = _add(table, "gopher_mean_word_length", np.nan_to_num(mean_length))
         table = _add(table, "gopher_stop_words", stop_words.astype(np.int64))
-        rules = {
-            "word_count": skip | ((count >= self.min_words) & (count <= self.max_words)),
-            "mean_word_length": skip | ~spaced
-            | ((mean_length >= self.min_mean_word_length) & (mean_length <= self.max_mean_word_length)),
-            "symbol_ratio": symbol_ratio <= self.max_symbol_ratio,
-            "bullet_lines": bullets <= self.max_bullet_lines,
-            "ellipsis_lines": ellipses <= self.max_ellipsis_lines,
-            "alphabetic_words": skip | (alphabetic >= self.min_alphabetic_words),
-            "stop_words": skip | ~has_list | (stop_words >= self.min_stop_words),
-        }
-        return table, {rule: _mask(values) for rule, values in rules.items()}
+        return table, {rule: _mask(~spaced | values) for rule, values in rules.items()}
 
 
-TOP_NGRAMS = {2: 0.20, 3: 0.18, 4: 0.16}
-DUPLICATE_NGRAMS = {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
+class _Vocabulary:
+    """The distinct words of a batch: a per-word test runs once per distinct word."""
+
+    def __init__(self, words: pa.Array):
+        encoded = pc.dictionary_encode(words)
+        self.words = encoded.dictionary
+        self.indices = encoded.indices.to_numpy(zero_copy_only=False)
+
+    def per_word(self, values: pa.Array) -> np.ndarray:
+        return values.to_numpy(zero_copy_only=False)[self.indices]
+
+
+def _line_shares(lines: pa.ListArray, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lines per document, and those starting with a bullet or ending in an ellipsis (as the
+    reference reads lines: every line break splits, empty lines count)."""
+    lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
+    flat, parents = pc.list_flatten(lines), pc.list_parent_indices(lines).to_numpy(zero_copy_only=False)
+    bullets = pc.match_substring_regex(pc.utf8_ltrim_whitespace(flat), r"^[•\-]").to_numpy(zero_copy_only=False)
+    ellipses = pc.match_substring_regex(pc.utf8_rtrim_whitespace(flat), r"(\.\.\.|…)$").to_numpy(zero_copy_only=False)
+    return per_document(parents, None, rows), per_document(parents, bullets, rows), per_document(parents, ellipses, rows)
+
+
+def _distinct_stop_words(words: pa.Array, parents: np.ndarray, codes: list[str], table: dict, rows: int) -> np.ndarray:
+    """How many different stop words of its language each document contains (as written)."""
+    keys = {code: settings_table.for_language(table, code)["stop_words"] for code in set(codes)}
+    value_set = sorted({f"{code}\x1f{word}" for code, words_ in keys.items() for word in words_})
+    if not value_set or len(words) == 0:
+        return np.zeros(rows)
+    word_codes = pa.array(codes, pa.string()).take(pa.array(parents))
+    joined = pc.binary_join_element_wise(word_codes, words, "\x1f")
+    hit = pc.is_in(joined, value_set=pa.array(value_set)).to_numpy(zero_copy_only=False)
+    if not hit.any():
+        return np.zeros(rows)
+    word_ids = pc.dictionary_encode(joined.filter(pa.array(hit))).indices.to_numpy(zero_copy_only=False)
+    pairs = np.unique(np.stack([parents[hit], word_ids]), axis=1)
+    return per_document(pairs[0], None, rows)
 
 
 class GopherRepetitionFilter(_LanguageAwareFilter):
     name = "gopher_repetition"
 
-    def __init__(self, max_duplicate_lines: float = 0.3, max_duplicate_paragraphs: float = 0.3,
-                 max_duplicate_line_chars: float = 0.2, max_duplicate_paragraph_chars: float = 0.2,
-                 top_ngrams: dict[str, float] | None = None, duplicate_ngrams: dict[str, float] | None = None,
-                 text_field: str = "text", default_language: str = "en"):
-        self.max_duplicate_lines, self.max_duplicate_paragraphs = max_duplicate_lines, max_duplicate_paragraphs
-        self.max_duplicate_line_chars = max_duplicate_line_chars
-        self.max_duplicate_paragraph_chars = max_duplicate_paragraph_chars
-        self.top_ngrams = {str(k): v for k, v in (top_ngrams or TOP_NGRAMS).items()}
-        self.duplicate_ngrams = {str(k): v for k, v in (duplicate_ngrams or DUPLICATE_NGRAMS).items()}
-        super().__init__(text_field, default_language)
-
     def score(self, table, text):
         rows = table.num_rows
         text = pc.fill_null(text, "")
-        lines, line_parents = flatten(nonempty_pieces(text, r"\n"))
-        paragraphs, paragraph_parents = flatten(nonempty_pieces(text, r"\n\s*\n"))
-        duplicate_lines, duplicate_line_chars = duplicate_fractions(lines, line_parents, rows)
-        duplicate_paragraphs, duplicate_paragraph_chars = duplicate_fractions(paragraphs, paragraph_parents, rows)
-        _, words, parents, skip = self._words(table, text)
-        lengths = pc.utf8_length(words).to_numpy(zero_copy_only=False).astype(np.float64)
-        word_chars = per_document(parents, lengths, rows)
-        ids = item_ids(words)
+        texts = text.to_pylist()
+        codes = _languages(table, self.default_language)
+        kinds = self._tokenizers(codes)
+        chars = pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.float64)
+        paragraphs = pc.split_pattern_regex(pc.utf8_trim_whitespace(text), r"\n{2,}")
+        lines = pc.split_pattern_regex(text, r"\n+")
+        paragraph_dups, paragraph_count, paragraph_dup_chars = duplicate_elements(paragraphs, rows)
+        line_dups, line_count, line_dup_chars = duplicate_elements(lines, rows)
+        words, parents = tokenize(texts, codes, kinds)
+        limit = {key: self._limits(codes, key) for key in (
+            "dup_para_frac", "dup_para_char_frac", "dup_line_frac", "dup_line_char_frac")}
         rules = {
-            "duplicate_lines": duplicate_lines <= self.max_duplicate_lines,
-            "duplicate_paragraphs": duplicate_paragraphs <= self.max_duplicate_paragraphs,
-            "duplicate_line_chars": duplicate_line_chars <= self.max_duplicate_line_chars,
-            "duplicate_paragraph_chars": duplicate_paragraph_chars <= self.max_duplicate_paragraph_chars,
+            "duplicate_paragraphs": _within(ratio(paragraph_dups, paragraph_count), limit["dup_para_frac"]),
+            "duplicate_paragraph_chars": _within(ratio(paragraph_dup_chars, chars), limit["dup_para_char_frac"]),
+            "duplicate_lines": _within(ratio(line_dups, line_count), limit["dup_line_frac"]),
+            "duplicate_line_chars": _within(ratio(line_dup_chars, chars), limit["dup_line_char_frac"]),
         }
+        ids = pc.dictionary_encode(words).indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(words) else \
+            np.zeros(0, dtype=np.int64)
+        lengths = pc.utf8_length(words).to_numpy(zero_copy_only=False).astype(np.float64)
         worst = np.zeros(rows)
-        for n, limit in self.top_ngrams.items():
-            fraction = top_ngram_fraction(ids, lengths, parents, rows, int(n), word_chars)
-            rules[f"top_{n}gram"] = skip | (fraction <= limit)
-            worst = np.maximum(worst, fraction)
-        for n, limit in self.duplicate_ngrams.items():
-            fraction = duplicate_ngram_fraction(ids, lengths, parents, rows, int(n), word_chars)
-            rules[f"duplicate_{n}gram"] = skip | (fraction <= limit)
-            worst = np.maximum(worst, fraction)
-        table = _add(table, "gopher_duplicate_line_fraction", duplicate_lines)
+        for key, measure in (("top_n_grams", most_frequent_ngram_chars), ("dup_n_grams", greedy_duplicate_chars)):
+            for n in sorted({n for code in set(codes) for n, _ in settings_table.for_language(self.languages, code)[key]}):
+                grams = ngram_keys(ids, lengths, parents, n)
+                fraction = ratio(measure(grams, parents, rows, n), chars)
+                limits = self._ngram_limits(codes, key, n)
+                name = f"top_{n}gram" if key == "top_n_grams" else f"duplicate_{n}gram"
+                rules[name] = np.isnan(limits) | ~(fraction > limits)
+                worst = np.maximum(worst, fraction)
+        spaced = np.array([kind != "none" for kind in kinds])
+        for name in list(rules):
+            if "gram" in name:
+                rules[name] = rules[name] | ~spaced
+        empty = chars == 0
+        table = _add(table, "gopher_duplicate_line_fraction", ratio(line_dups, line_count))
         table = _add(table, "gopher_max_ngram_fraction", worst)
+        rules = {"empty": ~empty, **{name: values | empty for name, values in rules.items()}}
         return table, {rule: _mask(values) for rule, values in rules.items()}
+
+    def _ngram_limits(self, codes: list[str], key: str, n: int) -> np.ndarray:
+        limit_of = {code: dict(map(tuple, settings_table.for_language(self.languages, code)[key])).get(n, np.nan)
+                    for code in set(codes)}
+        return np.array([limit_of[code] for code in codes], dtype=np.float64)
+
+
+def _within(values: np.ndarray, limits: np.ndarray) -> np.ndarray:
+    """Pass unless over the limit; a limit of 0 turns the rule off."""
+    return (limits == 0) | ~(values > limits)
 
 
 class C4QualityFilter(_LanguageAwareFilter):
-    """Cleans lines, then filters pages; the text column holds the cleaned text afterwards."""
+    """Cleans lines, then filters pages; the text column holds the cleaned text afterwards.
+
+    Documents whose language settings say ``c4 = false`` pass untouched.
+    """
 
     name = "c4_quality"
 
-    def __init__(self, min_words_per_line: int = 3, min_sentences: int = 5, text_field: str = "text",
-                 default_language: str = "en"):
+    def __init__(self, text_field: str = "text", default_language: str = "en",
+                 settings: dict[str, dict[str, Any]] | None = None, terminal_punctuation: bool = False,
+                 min_words_per_line: int = 3, min_sentences: int = 5, max_word_length: int = 1000):
+        self.terminal_punctuation = terminal_punctuation
         self.min_words_per_line, self.min_sentences = min_words_per_line, min_sentences
-        super().__init__(text_field, default_language)
+        self.max_word_length = max_word_length
+        super().__init__(text_field, default_language, settings)
 
     def score(self, table, text):
         rows = table.num_rows
-        text = pc.fill_null(text, "")
-        lines_per_doc = nonempty_pieces(text, r"\n")
-        lines, parents = flatten(lines_per_doc)
-        language = _languages(table, self.default_language)
-        line_language = pc.take(language, pa.array(parents))
-        line_words = pc.list_value_length(languages.word_lists(lines, line_language)).to_numpy(zero_copy_only=False)
-        lowered = pc.utf8_lower(lines)
-        notice = np.zeros(len(lines), dtype=bool)
-        for phrase in (*POLICY_PHRASES, "javascript"):
-            notice |= pc.match_substring(lowered, phrase).to_numpy(zero_copy_only=False)
-        keep = (
-            pc.match_substring_regex(lines, TERMINAL_END).to_numpy(zero_copy_only=False)
-            & (line_words >= self.min_words_per_line)
-            & ~notice
-        )
-        kept_lines = lines.filter(pa.array(keep)).cast(pa.large_string())
-        cleaned = pc.binary_join(regroup(kept_lines, parents[keep], rows), pa.scalar("\n", pa.large_string()))
-        removed = per_document(parents, ~keep, rows).astype(np.int64)
-        sentences = pc.count_substring_regex(cleaned, SENTENCE_END).to_numpy(zero_copy_only=False)
-        lowered_text = pc.utf8_lower(cleaned)
-        table = table.set_column(table.schema.get_field_index(self.text_field), self.text_field, cleaned)
+        texts = pc.fill_null(text, "").to_pylist()
+        codes = _languages(table, self.default_language)
+        applies = np.array([settings_table.for_language(self.languages, code)["c4"] for code in codes], dtype=bool)
+        cleaned, enough, lorem, curly = [], np.zeros(rows, bool), np.zeros(rows, bool), np.zeros(rows, bool)
+        removed = np.zeros(rows, dtype=np.int64)
+        for index, value in enumerate(texts):
+            if not applies[index]:
+                cleaned.append(value)
+                continue
+            kept, dropped, verdict = self._clean(value)
+            cleaned.append("\n".join(kept).strip())
+            removed[index] = dropped
+            lorem[index], curly[index] = verdict == "lorem_ipsum", verdict == "curly_bracket"
+            enough[index] = has_sentences(kept, codes[index], self.min_sentences)
+        table = table.set_column(table.schema.get_field_index(self.text_field), self.text_field,
+                                 pa.array(cleaned, table.schema.field(self.text_field).type))
         table = _add(table, "c4_lines_removed", removed)
         rules = {
-            "no_lines_left": pc.greater(pc.utf8_length(cleaned), 0).to_numpy(zero_copy_only=False),
-            "too_few_sentences": sentences >= self.min_sentences,
-            "lorem_ipsum": ~pc.match_substring(lowered_text, "lorem ipsum").to_numpy(zero_copy_only=False),
-            "curly_bracket": ~pc.match_substring(cleaned, "{").to_numpy(zero_copy_only=False),
+            "lorem_ipsum": ~applies | ~lorem,
+            "curly_bracket": ~applies | ~curly,
+            "too_few_sentences": ~applies | lorem | curly | enough,
         }
         return table, {rule: _mask(values) for rule, values in rules.items()}
+
+    def _clean(self, text: str) -> tuple[list[str], int, str | None]:
+        """The lines kept, how many were dropped, and a whole-page verdict, line by line as C4 reads."""
+        kept, dropped = [], 0
+        for line in text.splitlines():
+            line = line.strip()
+            if not line:  # blank lines go, uncounted
+                continue
+            words = line.split()
+            if len(line) > self.max_word_length and max(map(len, words)) > self.max_word_length:
+                dropped += 1
+                continue
+            line = _CITATION.sub("", line)
+            if self.terminal_punctuation and (not line.endswith((".", "?", "!", '"', "'")) or line.endswith("...")):
+                dropped += 1
+                continue
+            if len(words) < self.min_words_per_line:
+                dropped += 1
+                continue
+            lowered = line.lower()
+            if "lorem ipsum" in lowered:
+                return kept, dropped, "lorem_ipsum"
+            if "javascript" in lowered:
+                dropped += 1
+                continue
+            if "{" in line:
+                return kept, dropped, "curly_bracket"
+            if _POLICY.search(lowered):
+                dropped += 1
+                continue
+            kept.append(line)
+        return kept, dropped, None
+
+
+_CITATION = re.compile(CITATION)
+_POLICY = re.compile("|".join(map(re.escape, POLICY_PHRASES)))

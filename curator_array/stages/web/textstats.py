@@ -1,23 +1,58 @@
-"""Per-document text statistics, vectorised over a whole batch with pyarrow and numpy.
+"""Per-document text statistics over a whole batch, with pyarrow and numpy.
 
-Each function takes one list per document (lines, paragraphs or words) flattened into a
-single array with the index of the document each item belongs to, and returns one number
-per document. Nothing loops over documents in Python.
+Items (words, lines, paragraphs) of every document are flattened into one array with, for
+each item, the index of its document (``parents``); each function returns one number per
+document. Only the word splitting and the greedy duplicate n-gram scan go document by
+document, the second only for the documents that repeat an n-gram at all.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .tokenizers import TOKENIZERS, spaced
+
 _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+# What spaCy's sentencizer takes as the end of a sentence, when a token is made of it.
+SENTENCE_ENDS = frozenset("!.?։؟۔܀܁܂߹।॥၊။።፧፨᙮᜵᜶᠃᠉᥄᥅᪨᪩᪪᪫᭚᭛᭞᭟᰻᰼᱾᱿‼‽⁇⁈⁉⸮⸼꓿꘎꘏꛳꛷꡶꡷꣎꣏꤯꧈꧉꩝꩞꩟꫰꫱꯫﹒﹖﹗！．？｡。")
 
 
-def flatten(lists: pa.ListArray) -> tuple[pa.Array, np.ndarray]:
-    """The items of every list, and for each item the index of its document."""
-    lists = lists.combine_chunks() if isinstance(lists, pa.ChunkedArray) else lists
-    return pc.list_flatten(lists), pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+class _RecentWords:
+    """The words of the documents of the last batch this process tokenized.
+
+    Gopher repetition and Gopher quality split the same texts; Ray Data runs consecutive
+    stages in one task, so the second finds the first's words here instead of splitting
+    again (segmenting Japanese or Chinese costs more than every rule together).
+    """
+
+    def __init__(self):
+        self.words: dict[tuple[str, str, str], list[str]] = {}
+
+    def split(self, texts: Sequence[str], codes: Sequence[str], kinds: Sequence[str]) -> list[list[str]]:
+        earlier, current, out = self.words, {}, []
+        for key in zip(kinds, codes, texts):
+            words = earlier.get(key)
+            if words is None:
+                words = TOKENIZERS[key[0]](key[2], key[1]) if key[2] else []
+            current[key] = words
+            out.append(words)
+        self.words = current
+        return out
+
+
+_recent = _RecentWords()
+
+
+def tokenize(texts: Sequence[str], codes: Sequence[str], kinds: Sequence[str]) -> tuple[pa.Array, np.ndarray]:
+    """The words of every document, split by its language's tokenizer, and their documents."""
+    split = _recent.split(texts, codes, kinds)
+    counts = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+    flat = [word for words in split for word in words]
+    return pa.array(flat, pa.string()), np.repeat(np.arange(len(texts)), counts)
 
 
 def per_document(parents: np.ndarray, values, documents: int) -> np.ndarray:
@@ -25,70 +60,53 @@ def per_document(parents: np.ndarray, values, documents: int) -> np.ndarray:
     return np.bincount(parents, weights=weights, minlength=documents).astype(np.float64)
 
 
-def ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
-    return np.divide(numerator, denominator, out=np.zeros_like(numerator, dtype=np.float64), where=denominator > 0)
+def ratio(numerator: np.ndarray, denominator: np.ndarray, empty: float = 0.0) -> np.ndarray:
+    out = np.full(np.shape(numerator), empty, dtype=np.float64)
+    return np.divide(numerator, denominator, out=out, where=denominator > 0)
 
 
-def nonempty_pieces(text: pa.ChunkedArray, pattern: str) -> pa.ListArray:
-    """``text`` split by the regex ``pattern``, each piece stripped, empty pieces dropped."""
-    pieces = pc.split_pattern_regex(text, pattern)
-    items, parents = flatten(pa.chunked_array(pieces).combine_chunks())
-    items = pc.utf8_trim_whitespace(items)
-    keep = pc.greater(pc.utf8_length(items), 0).to_numpy(zero_copy_only=False)
-    return regroup(items.filter(pa.array(keep)), parents[keep], len(text))
-
-
-def regroup(items: pa.Array, parents: np.ndarray, documents: int) -> pa.ListArray:
-    """Items back into one list per document (``parents`` sorted, as ``flatten`` gives them)."""
-    counts = np.bincount(parents, minlength=documents) if len(parents) else np.zeros(documents, dtype=np.int64)
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
-    return pa.ListArray.from_arrays(pa.array(offsets), items)
-
-
-def _occurrences(parents: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For every item, how often an equal key occurs in the same document, and its group id.
-
-    (document, key) pairs are folded into one 64-bit number, so grouping is one sort.
-    """
-    if len(keys) == 0:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+def _keys_in_documents(keys: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """One 64-bit key per (document, item key): equal items of one document share it."""
     with np.errstate(over="ignore"):
-        combined = keys.astype(np.uint64) * _MULTIPLIER + parents.astype(np.uint64)
-    _, ids, counts = np.unique(combined, return_inverse=True, return_counts=True)
-    return counts[ids], ids
+        return keys.astype(np.uint64) * _MULTIPLIER + parents.astype(np.uint64)
 
 
-def item_ids(items: pa.Array) -> np.ndarray:
-    """Equal strings get equal integer ids (dictionary encoding): grouping is then numeric."""
+def _repeats(keys: np.ndarray) -> np.ndarray:
+    """For each position, whether an equal key occurs at an earlier position."""
+    repeat = np.ones(len(keys), dtype=bool)
+    if len(keys):
+        repeat[np.unique(keys, return_index=True)[1]] = False
+    return repeat
+
+
+def duplicate_elements(pieces: pa.ListArray, documents: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per document: how many pieces repeat an earlier one, how many pieces, and the
+    characters of the repeats (Gopher's duplicate lines and paragraphs)."""
+    pieces = pieces.combine_chunks() if isinstance(pieces, pa.ChunkedArray) else pieces
+    items, parents = pc.list_flatten(pieces), pc.list_parent_indices(pieces).to_numpy(zero_copy_only=False)
     if len(items) == 0:
-        return np.zeros(0, dtype=np.int64)
-    return pc.dictionary_encode(items).indices.to_numpy(zero_copy_only=False).astype(np.int64)
-
-
-def duplicate_fractions(items: pa.Array, parents: np.ndarray, documents: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per document: the fraction of items that repeat an earlier one, and the fraction of
-    characters in those repeats (Gopher's duplicate line and paragraph rules)."""
+        zero = np.zeros(documents)
+        return zero, zero, zero
+    ids = pc.dictionary_encode(items).indices.to_numpy(zero_copy_only=False)
+    repeat = _repeats(_keys_in_documents(ids, parents))
     lengths = pc.utf8_length(items).to_numpy(zero_copy_only=False).astype(np.float64)
-    occurrences, ids = _occurrences(parents, item_ids(items))
-    repeat = np.zeros(len(ids), dtype=bool)
-    if len(ids):
-        _, first = np.unique(ids, return_index=True)
-        repeat[:] = True
-        repeat[first] = False
-    total_items = per_document(parents, None, documents)
-    total_chars = per_document(parents, lengths, documents)
-    return (ratio(per_document(parents, repeat, documents), total_items),
-            ratio(per_document(parents, lengths * repeat, documents), total_chars))
+    return (per_document(parents, repeat, documents), per_document(parents, None, documents),
+            per_document(parents, lengths * repeat, documents))
 
 
-def _ngrams(ids: np.ndarray, lengths: np.ndarray, parents: np.ndarray, n: int):
-    """Every word n-gram that stays inside one document, as a 64-bit key (a polynomial hash
-    of its word ids; a collision merely merges two n-grams), with its document, its first
-    word and its characters."""
+class NGrams:
+    """Every word n-gram inside a document: a 64-bit key, its document, its first word's
+    position, and its characters (words only, without the spaces between them)."""
+
+    def __init__(self, keys: np.ndarray, parents: np.ndarray, starts: np.ndarray, chars: np.ndarray):
+        self.keys, self.parents, self.starts, self.chars = keys, parents, starts, chars
+
+
+def ngram_keys(ids: np.ndarray, lengths: np.ndarray, parents: np.ndarray, n: int) -> NGrams:
     count = len(ids) - n + 1
     if count <= 0:
         empty = np.zeros(0, dtype=np.int64)
-        return empty.astype(np.uint64), empty, empty, empty.astype(np.float64)
+        return NGrams(empty.astype(np.uint64), empty, empty, empty.astype(np.float64))
     keys = np.zeros(count, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for k in range(n):
@@ -97,33 +115,92 @@ def _ngrams(ids: np.ndarray, lengths: np.ndarray, parents: np.ndarray, n: int):
     chars = cumulative[n:n + count] - cumulative[:count]
     inside = parents[:count] == parents[n - 1:n - 1 + count]
     starts = np.arange(count)
-    return keys[inside], parents[:count][inside], starts[inside], chars[inside]
+    return NGrams(keys[inside], parents[:count][inside], starts[inside], chars[inside])
 
 
-def top_ngram_fraction(ids: np.ndarray, lengths: np.ndarray, parents: np.ndarray, documents: int, n: int,
-                       word_chars: np.ndarray) -> np.ndarray:
-    """Characters (of words) in all occurrences of each document's most frequent repeated
-    n-gram, over all its word characters."""
-    keys, gram_parents, _, chars = _ngrams(ids, lengths, parents, n)
-    if len(keys) == 0:
-        return np.zeros(documents)
-    occurrences, _ = _occurrences(gram_parents, keys)
+def most_frequent_ngram_chars(grams: NGrams, parents: np.ndarray, documents: int, n: int) -> np.ndarray:
+    """Per document: the characters of its most frequent n-gram (words joined by single
+    spaces; the earliest among equally frequent ones) times its count."""
     best = np.zeros(documents)
-    np.maximum.at(best, gram_parents, np.where(occurrences > 1, chars * occurrences, 0.0))
-    return ratio(best, word_chars)
+    if len(grams.keys) == 0:
+        return best
+    keyed = _keys_in_documents(grams.keys, grams.parents)
+    _, first, counts = np.unique(keyed, return_index=True, return_counts=True)
+    documents_of = grams.parents[first]
+    # One number per n-gram that orders by count, then by earliness: the document's maximum
+    # is its most frequent n-gram, the earliest of equally frequent ones.
+    rank = (counts.astype(np.int64) << 40) | ((1 << 40) - 1 - grams.starts[first].astype(np.int64))
+    leader_rank = np.full(documents, -1, dtype=np.int64)
+    np.maximum.at(leader_rank, documents_of, rank)
+    leaders = first[rank == leader_rank[documents_of]]
+    leader_documents = grams.parents[leaders]
+    leader_counts = leader_rank[leader_documents] >> 40
+    best[leader_documents] = (grams.chars[leaders] + (n - 1)) * leader_counts
+    return best
 
 
-def duplicate_ngram_fraction(ids: np.ndarray, lengths: np.ndarray, parents: np.ndarray, documents: int, n: int,
-                             word_chars: np.ndarray) -> np.ndarray:
-    """Characters of the words covered by any n-gram occurring more than once in the
-    document, each word counted once, over all its word characters."""
-    keys, gram_parents, starts, _ = _ngrams(ids, lengths, parents, n)
-    if len(keys) == 0:
-        return np.zeros(documents)
-    occurrences, _ = _occurrences(gram_parents, keys)
-    repeated = starts[occurrences > 1]
-    cover = np.zeros(len(ids) + 1, dtype=np.int64)
-    np.add.at(cover, repeated, 1)
-    np.add.at(cover, repeated + n, -1)
-    covered = np.cumsum(cover)[:-1] > 0
-    return ratio(per_document(parents, lengths * covered, documents), word_chars)
+def greedy_duplicate_chars(grams: NGrams, parents: np.ndarray, documents: int, n: int) -> np.ndarray:
+    """Per document: the characters of duplicate n-grams as the reference counts them.
+
+    Scanning left to right, an n-gram seen before adds its characters and the scan jumps
+    past it; any other is remembered and the scan moves one word. Only documents with a
+    repeated n-gram can count anything, so only they are scanned.
+    """
+    found = np.zeros(documents)
+    if len(grams.keys) == 0:
+        return found
+    keyed = _keys_in_documents(grams.keys, grams.parents)
+    _, inverse, counts = np.unique(keyed, return_inverse=True, return_counts=True)
+    # An n-gram that occurs once in its document is never found in the scan's memory, so
+    # the scan steps over it; only the positions of n-grams that occur again need a look.
+    candidates = np.flatnonzero(counts[inverse] > 1)
+    if len(candidates) == 0:
+        return found
+    documents_of = grams.parents[candidates]
+    bounds = np.flatnonzero(np.diff(documents_of)) + 1
+    keys, positions, chars = keyed[candidates].tolist(), grams.starts[candidates].tolist(), grams.chars[candidates].tolist()
+    for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), len(candidates)]):
+        seen: set[int] = set()
+        total, reached = 0.0, -1
+        for index in range(start, stop):
+            position = positions[index]
+            if position < reached:
+                continue
+            key = keys[index]
+            if key in seen:
+                total += chars[index]
+                reached = position + n
+            else:
+                seen.add(key)
+                reached = position + 1
+        found[int(documents_of[start])] = total
+    return found
+
+
+def sentences_in(line: str, language: str) -> int:
+    """Sentences of a line as spaCy's sentencizer counts them on the line's words: a new
+    sentence starts at the first word that is not punctuation after a sentence end."""
+    seen_end, sentences = False, 1
+    for word in spaced(line, language):
+        if word in SENTENCE_ENDS:
+            seen_end = True
+        elif seen_end and not _punctuation(word):
+            sentences += 1
+            seen_end = False
+    return sentences
+
+
+def has_sentences(lines: Sequence[str], language: str, minimum: int) -> bool:
+    """Whether the lines hold at least ``minimum`` sentences (counting stops there)."""
+    found = 0
+    for line in lines:
+        found += sentences_in(line, language)
+        if found >= minimum:
+            return True
+    return minimum <= 0
+
+
+def _punctuation(word: str) -> bool:
+    import unicodedata
+
+    return all(unicodedata.category(ch).startswith("P") for ch in word)

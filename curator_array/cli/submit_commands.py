@@ -119,7 +119,8 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
     _, script = site_files(sites_dir, site)
     request = request_of(with_files_in_checkpoint(retry_settings(layout, parse_run_args(run_args), os.environ),
                                                   layout, copy=not dry_run))
-    check_pipeline(layout, read_run_config(layout), request.build_pipeline().fingerprint())
+    pipeline = request.build_pipeline(refresh_crawls=True, save_crawls=not dry_run)
+    check_pipeline(layout, read_run_config(layout), pipeline.fingerprint())
     if not force:
         refuse_while_queued(layout, "resubmit")
     pinned = pinned_request(request.settings)
@@ -179,19 +180,28 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     settings = submission_settings(flags, site_config, os.environ)
     layout, shards = request_of(settings).layout, ShardRange(total_shards, minimum_shard_index)
     request = request_of(with_files_in_checkpoint(settings, layout, copy=not dry_run))
-    pipeline, pinned = request.build_pipeline(), pinned_request(request.settings)
-    try:
-        if dry_run:
-            check_against_run(pipeline, layout, shards)
-        else:
-            pin_run(pipeline, layout, shards, pinned)
-    except CheckpointMismatchError:
+    pinned = pinned_request(request.settings)
+
+    def start_new_run() -> None:
         if not new_run or dry_run:
             raise
         if not force:
             refuse_while_queued(layout, "start a new run")
         archive = archive_run(layout)
         click.echo(f"archived the previous run's records in {archive}; its output files are untouched", err=True)
+
+    try:  # a crawl's paths list fetched again must be the one the run saved
+        pipeline = request.build_pipeline(refresh_crawls=True, save_crawls=not dry_run)
+    except CheckpointMismatchError:
+        start_new_run()
+        pipeline = request.build_pipeline(refresh_crawls=True)
+    try:
+        if dry_run:
+            check_against_run(pipeline, layout, shards)
+        else:
+            pin_run(pipeline, layout, shards, pinned)
+    except CheckpointMismatchError:
+        start_new_run()
         pin_run(pipeline, layout, shards, pinned)
     wanted = parse_array_expression(array_expression) if array_expression else shards.indices()
     size = resolve_max_array_size(max_array_size, os.environ, default="auto")

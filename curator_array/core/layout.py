@@ -12,6 +12,8 @@ marked "ours" are curator-array's additions, which the reference system ignores:
       .slurm_array_completion/pin-<field>.json                a field pinned after run.json (ours)
       .slurm_array_completion/request-<id>.json               run options of a start or submission,
                                                               with their sources (ours)
+      .slurm_array_completion/crawl-<crawl>.warc.paths.gz     a Common Crawl snapshot's paths list,
+                                                              saved once for every element (ours)
       .failed_tasks/<attempt>/shard_<S>/failed_tasks.json     FailedTask results of one attempt
       .failed_tasks/<attempt>/shard_<S>/attempt_error.json    why an attempt ended early (ours)
       .task_records/shard_<S>/<attempt>.jsonl                 the tasks an attempt finished, so
@@ -131,6 +133,9 @@ class CheckpointLayout:
 
     def request_path(self, request_id: str) -> Path:
         return self.completion_dir / f"request-{request_id}.json"
+
+    def crawl_paths_path(self, crawl: str) -> Path:
+        return self.completion_dir / f"crawl-{crawl}.warc.paths.gz"
 
     def listing_path(self, name: str) -> Path:
         return self.completion_dir / name

@@ -29,8 +29,8 @@ OUTPUT_FORMAT = "parquet"
 
 
 def build(options) -> list[ProcessingStage]:
-    if not options.input_urls and options.input_file_type != "warc":
-        raise ConfigError("the commoncrawl pipeline reads WARC files: give --input-urls, or --input-file-type warc")
+    if not (options.url_lists or options.crawl) and options.input_file_type != "warc":
+        raise ConfigError("the commoncrawl pipeline reads WARC files: give --crawl or --input-urls, or --input-file-type warc")
     text = options.text_field
     settings = language_settings(options.quality_settings)
     return [

@@ -33,36 +33,47 @@ class PipelineOptions:
     dedup: bool = False
     malformed: str = defaults.MALFORMED_POLICIES[0]
     input_urls: tuple[str, ...] = ()
+    crawl: tuple[str, ...] = ()
+    crawl_base_url: str = defaults.COMMON_CRAWL_BASE_URL
+    crawl_files: str | None = None
     download_dir: str | None = None
     download_workers_per_node: float = defaults.DOWNLOAD_WORKERS_PER_NODE
     download_retries: int = defaults.DOWNLOAD_RETRIES
     download_timeout: float = defaults.DOWNLOAD_READ_TIMEOUT_S
+    max_requests_per_second: float | None = None
     languages: tuple[str, ...] = ()
     min_language_score: float = 0.0
     extractor: str = defaults.EXTRACTORS[0]
     quality_settings: str | None = None
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
     extra: dict[str, str] = field(default_factory=dict)
+    # The saved paths lists of ``crawl`` (``run.crawls``), added when the run resolves them.
+    crawl_lists: tuple[str, ...] = ()
+
+    @property
+    def url_lists(self) -> tuple[str, ...]:
+        """Every URL list the run downloads from: ``--input-urls`` and the crawls' saved lists."""
+        return (*self.input_urls, *self.crawl_lists)
 
     def source(self):
         from ..stages.partition import FilePartitioningStage
         from ..stages.urls import UrlListStage
 
-        if self.input_urls:
-            return UrlListStage(self.input_urls, self.files_per_partition)
+        if self.url_lists:
+            return UrlListStage(self.url_lists, self.files_per_partition, self.crawl_base_url, self.crawl_files)
         return FilePartitioningStage(self.input_dir, self.input_file_type, self.files_per_partition)
 
     def downloads(self) -> list:
         """The download stage when the inputs are URLs (downloaded files then go to the reader)."""
         from ..stages.download import DownloadStage
 
-        if not self.input_urls:
+        if not self.url_lists:
             return []
         directory = self.download_dir or str(Path(self.output_dir) / ".downloads")
         return [
             DownloadStage(
                 directory, workers_per_node=self.download_workers_per_node, retries=self.download_retries,
-                read_timeout_s=self.download_timeout,
+                read_timeout_s=self.download_timeout, max_requests_per_second=self.max_requests_per_second,
             )
         ]
 

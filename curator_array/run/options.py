@@ -163,6 +163,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("input_urls", "URL list(s) to download first: one URL per line or JSONL with a 'url' field "
               "(optional 'sha256', 'size'); a file or a directory, repeatable. INPUT_DIR is then ignored.",
               "existing-paths"),
+    RunOption("crawl", "Common Crawl snapshots to download, e.g. CC-MAIN-2024-10 (their warc.paths.gz, saved with "
+              "the run on its first start).", "list"),
+    RunOption("crawl_base_url", "Where crawl-data/ is served: the public archive, a mirror or a site-local copy; "
+              "also the base of a warc.paths(.gz) file given to --input-urls."),
+    RunOption("crawl_files", "Only this slice START:STOP of each paths list, e.g. 0:1000.", metavar="START:STOP"),
     RunOption("input_file_type", "Format of the input files.", "choice", choices=tuple(input_formats())),
     RunOption("output_file_type", "Format of the output files.", "choice", choices=tuple(output_formats()),
               default_text=f"{DEFAULT_FORMAT}; parquet for --pipeline commoncrawl"),
@@ -186,6 +191,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("download_retries", "Further attempts per URL after the first.", "int", "downloads", minimum=0),
     RunOption("download_timeout", "Seconds without data before a download attempt is abandoned.", "float",
               "downloads", minimum=0.1),
+    RunOption("max_requests_per_second", "Download requests per second per node, at most (default: no limit). When "
+              "the server throttles one download (503, 429), the node's other downloads wait too.", "float",
+              "downloads", minimum=0, minimum_open=True),
     # web text (--pipeline commoncrawl)
     RunOption("languages", "commoncrawl: keep documents in these languages, e.g. en,de,ja (default: all).", "list",
               "web"),

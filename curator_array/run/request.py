@@ -53,6 +53,7 @@ class RunRequest:
         options = {k: v for k, v in flags.items() if k in names}
         options["input_dir"] = options.get("input_dir") or ""
         options["input_urls"] = tuple(options.get("input_urls") or ())
+        options["crawl"] = tuple(options.get("crawl") or ())
         options["languages"] = tuple(options.get("languages") or ())
         return cls(PipelineOptions(**options), **{k: v for k, v in flags.items() if k not in names})
 
@@ -64,12 +65,23 @@ class RunRequest:
     def layout(self) -> CheckpointLayout:
         return CheckpointLayout(self.checkpoint)
 
-    def build_pipeline(self) -> Pipeline:
+    def build_pipeline(self, refresh_crawls: bool = False, save_crawls: bool = True) -> Pipeline:
+        """The pipeline, its crawls' paths lists resolved first (``run.crawls``)."""
         from ..pipelines.pipeline import default_pipeline, load_pipeline
 
+        options = self.options
+        if options.crawl:
+            from dataclasses import replace
+
+            from .crawls import crawl_paths_files
+
+            saved = crawl_paths_files(options.crawl, options.crawl_base_url, self.layout, refresh=refresh_crawls,
+                                      save=save_crawls, retries=options.download_retries,
+                                      read_timeout_s=options.download_timeout)
+            options = replace(options, crawl_lists=tuple(map(str, saved)))
         if self.pipeline_ref:
-            return load_pipeline(self.pipeline_ref, self.options)
-        return default_pipeline(self.options)
+            return load_pipeline(self.pipeline_ref, options)
+        return default_pipeline(options)
 
     def node_options(self, job: JobEnvironment) -> NodeOptions:
         return NodeOptions(

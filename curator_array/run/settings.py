@@ -126,8 +126,8 @@ def settings_for_start(flags: Mapping[str, Any], environment: Mapping[str, str])
 def request_of(settings: Mapping[str, Setting]) -> RunRequest:
     """The run request the settings describe, carrying them (for the run's record of its options)."""
     values = {name: setting.value for name, setting in settings.items()}
-    if not values.get("input_dir") and not values.get("input_urls"):
-        raise ConfigError("give --input-dir (or INPUT_DIR), or --input-urls (or INPUT_URLS)")
+    if not values.get("input_dir") and not values.get("input_urls") and not values.get("crawl"):
+        raise ConfigError("give --input-dir (or INPUT_DIR), --input-urls (or INPUT_URLS), or --crawl (or CRAWL)")
     if not values.get("output_dir"):
         raise ConfigError("give --output-dir (or OUTPUT_DIR)")
     request = RunRequest.from_flags(values)

@@ -16,3 +16,6 @@ MALFORMED_POLICIES = ("fail", "skip")
 EXTRACTORS = ("resiliparse", "trafilatura")
 WARC_RECORDS_PER_BATCH = 256
 TEXT_FIELD = "text"
+
+# Where Common Crawl's crawl-data/ is served (--crawl-base-url changes it).
+COMMON_CRAWL_BASE_URL = "https://data.commoncrawl.org/"

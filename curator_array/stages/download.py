@@ -39,22 +39,26 @@ from .defaults import (
     DOWNLOAD_SLOT,
     DOWNLOAD_WORKERS_PER_NODE,
 )
+from .politeness import NodePoliteness, state_file
 from .tasks import FailedTask, FileGroupTask, Task
 from .urls import UrlGroupTask
 
 logger = logging.getLogger(__name__)
 
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+# A server answering these is throttling the client: the whole node backs off.
+THROTTLING_STATUS = {429, 503}
 CHUNK = 1 << 20
 # Small reads: bytes of a read that a dropped connection interrupts are lost, so keep it short.
 NETWORK_CHUNK = 64 * 1024
 
 
 class DownloadError(Exception):
-    def __init__(self, message: str, retryable: bool, retry_after: float | None = None):
+    def __init__(self, message: str, retryable: bool, retry_after: float | None = None, status: int | None = None):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
+        self.status = status
 
 
 def local_name(url: str) -> str:
@@ -88,13 +92,16 @@ class DownloadStage(ProcessingStage):
     ``retries`` further attempts per URL follow the first, with exponential backoff and
     jitter (or the server's ``Retry-After``), on connection errors, timeouts, 408, 429 and
     5xx. Other HTTP errors fail at once. A URL that still fails turns its task into a
-    ``FailedTask`` carrying the last error.
+    ``FailedTask`` carrying the last error. A 503 or 429 makes every download worker of the
+    node back off, and ``max_requests_per_second`` caps the node's request rate
+    (``politeness``).
     """
 
     name = "download"
     resources = Resources(cpus=0.25)
     # How hard and how long to try changes no output byte: not part of the run contract.
-    fingerprint_exclude = frozenset({"retries", "timeout", "backoff_base_s", "backoff_max_s"})
+    fingerprint_exclude = frozenset({"retries", "timeout", "backoff_base_s", "backoff_max_s",
+                                     "max_requests_per_second"})
 
     def __init__(
         self,
@@ -108,6 +115,7 @@ class DownloadStage(ProcessingStage):
         backoff_max_s: float = 30.0,
         hard_cap: bool = True,
         bound_backlog: bool = True,
+        max_requests_per_second: float | None = None,
     ):
         if retries < 0:
             raise ConfigError(f"download retries must be >= 0, got {retries}")
@@ -115,6 +123,9 @@ class DownloadStage(ProcessingStage):
         self.retries = retries
         self.timeout = (connect_timeout_s, read_timeout_s)
         self.backoff_base_s, self.backoff_max_s = backoff_base_s, backoff_max_s
+        if max_requests_per_second is not None and max_requests_per_second <= 0:
+            raise ConfigError(f"max requests per second must be above 0, got {max_requests_per_second}")
+        self.max_requests_per_second = max_requests_per_second
         self.ray_stage_spec = {
             "is_actor_stage": True,
             # Ray Data collects finished tasks about every 0.1 s (it waits for all of them with that
@@ -126,6 +137,7 @@ class DownloadStage(ProcessingStage):
             **({"per_node_slot": DOWNLOAD_SLOT} if hard_cap else {}),
         }
         self._session: requests.Session | None = None
+        self._politeness: NodePoliteness | None = None
         super().__init__()
 
     def setup(self) -> None:
@@ -137,8 +149,13 @@ class DownloadStage(ProcessingStage):
             self._session = requests.Session()
         return self._session
 
+    def politeness(self) -> NodePoliteness:
+        if self._politeness is None:
+            self._politeness = NodePoliteness(state_file(self.download_dir), self.max_requests_per_second)
+        return self._politeness
+
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_session": None}
+        return {**self.__dict__, "_session": None, "_politeness": None}
 
     def process(self, task: UrlGroupTask) -> Task:
         self.download_dir.mkdir(parents=True, exist_ok=True)
@@ -157,12 +174,18 @@ class DownloadStage(ProcessingStage):
             return final
         part = final.with_name(final.name + ".part")
         last: DownloadError | None = None
+        remote = not url.startswith("file://")
         for attempt in range(self.retries + 1):
             if attempt:
                 delay = last.retry_after if last and last.retry_after is not None else min(
                     self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1)
                 ) * random.uniform(0.5, 1.5)
-                time.sleep(delay)
+                if remote and last is not None and last.status in THROTTLING_STATUS:
+                    self.politeness().slow_down(delay)  # the wait happens in take_turn, for everyone
+                else:
+                    time.sleep(delay)
+            if remote:
+                self.politeness().take_turn()
             try:
                 self._fetch_once(url, part)
                 if not self._matches(part, expected):
@@ -209,6 +232,7 @@ class DownloadStage(ProcessingStage):
                         f"HTTP {response.status_code} {response.reason}",
                         response.status_code in RETRYABLE_STATUS,
                         _retry_after_seconds(response.headers.get("Retry-After")),
+                        response.status_code,
                     )
                 resumed = response.status_code == 206 and have > 0
                 if have and not resumed:

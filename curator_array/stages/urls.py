@@ -2,12 +2,16 @@
 
 A list is a text file with one URL per line, or JSONL with a ``url`` field (and optional
 ``sha256``/``size`` to verify against). Several files or a directory of them may be given.
+A Common Crawl paths file (``warc.paths`` or ``warc.paths.gz``: one path per line, relative
+to the archive) is a list too: its paths are joined to ``paths_base_url``, and
+``paths_slice`` takes a slice of each such file (the first 1,000 files of a snapshot).
 Task ids come from the URLs themselves, never their position, so adding a line elsewhere
 does not move other tasks to other shards.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from collections.abc import Sequence
@@ -17,10 +21,45 @@ from typing import Any
 
 from ..core.errors import ConfigError, InputError
 from .base import SourceStage
+from .defaults import COMMON_CRAWL_BASE_URL
 from .tasks import Task
 
 URL_SCHEMES = ("http://", "https://", "file://")
-LIST_SUFFIXES = (".txt", ".urls", ".jsonl", ".list")
+LIST_SUFFIXES = (".txt", ".urls", ".jsonl", ".list", ".paths")
+PATHS_SUFFIXES = (".paths", ".paths.gz")
+
+
+@dataclass(frozen=True)
+class PathsSlice:
+    """``A:B`` of a paths file, as Python slices it (``:1000`` is the first 1,000 files)."""
+
+    start: int | None = None
+    stop: int | None = None
+
+    @classmethod
+    def parse(cls, text: str | None) -> PathsSlice:
+        if not text:
+            return cls()
+        start, colon, stop = text.partition(":")
+        try:
+            if not colon:
+                raise ValueError
+            bounds = [int(value) if value.strip() else None for value in (start, stop)]
+        except ValueError:
+            raise ConfigError(f"crawl files {text!r}: give a slice START:STOP of the paths list, e.g. 0:1000") from None
+        if any(value is not None and value < 0 for value in bounds):
+            raise ConfigError(f"crawl files {text!r}: positions count from 0")
+        return cls(*bounds)
+
+    def __str__(self) -> str:
+        return f"{'' if self.start is None else self.start}:{'' if self.stop is None else self.stop}"
+
+    def take(self, items: list) -> list:
+        return items[self.start:self.stop]
+
+
+def is_paths_file(path: Path) -> bool:
+    return path.name.endswith(PATHS_SUFFIXES)
 
 
 @dataclass
@@ -40,7 +79,8 @@ def _list_files(paths: Sequence[str | Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in LIST_SUFFIXES and not p.name.startswith("."))
+            found += sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")
+                            and (p.suffix in LIST_SUFFIXES or is_paths_file(p)))
         elif path.is_file():
             found.append(path)
         else:
@@ -48,10 +88,26 @@ def _list_files(paths: Sequence[str | Path]) -> list[Path]:
     return found
 
 
-def read_url_lists(paths: Sequence[str | Path]) -> list[tuple[str, dict[str, Any], str]]:
+def _paths_entries(path: Path, base_url: str, chosen: PathsSlice) -> list[tuple[str, dict[str, Any], str]]:
+    try:
+        raw = path.read_bytes()
+        text = (gzip.decompress(raw) if path.name.endswith(".gz") else raw).decode("utf-8")
+    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read paths file {path}: {exc}") from None
+    numbered = [(number, line.strip()) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    return [(line if line.startswith(URL_SCHEMES) else base + line.lstrip("/"), {}, f"{path}:{number}")
+            for number, line in chosen.take(numbered)]
+
+
+def read_url_lists(paths: Sequence[str | Path], paths_base_url: str = COMMON_CRAWL_BASE_URL,
+                   paths_slice: PathsSlice = PathsSlice()) -> list[tuple[str, dict[str, Any], str]]:
     """(url, expected, where) for every entry; ``where`` is ``file:line`` for error messages."""
     entries = []
     for path in _list_files(paths):
+        if is_paths_file(path):
+            entries += _paths_entries(path, paths_base_url, paths_slice)
+            continue
         try:
             lines = path.read_text(encoding="utf-8").splitlines()
         except (OSError, UnicodeDecodeError) as exc:
@@ -84,14 +140,19 @@ class UrlListStage(SourceStage):
     # Where the lists live is not what they say; the listing digest pins their content.
     fingerprint_exclude = frozenset({"url_lists"})
 
-    def __init__(self, url_lists: Sequence[str | Path], urls_per_partition: int = 1):
+    def __init__(self, url_lists: Sequence[str | Path], urls_per_partition: int = 1,
+                 paths_base_url: str = COMMON_CRAWL_BASE_URL, paths_slice: str | None = None):
         if urls_per_partition < 1:
             raise ConfigError(f"urls per partition must be >= 1, got {urls_per_partition}")
+        if not paths_base_url.startswith(URL_SCHEMES):
+            raise ConfigError(f"crawl base URL {paths_base_url!r} is not an http://, https:// or file:// URL")
         self.url_lists = list(url_lists)
         self.urls_per_partition = urls_per_partition
+        self.paths_base_url = paths_base_url
+        self.paths_slice = str(PathsSlice.parse(paths_slice))
 
     def list_tasks(self) -> list[UrlGroupTask]:
-        entries = read_url_lists(self.url_lists)
+        entries = read_url_lists(self.url_lists, self.paths_base_url, PathsSlice.parse(self.paths_slice))
         seen: dict[str, str] = {}
         for url, _, where in entries:
             if url in seen:

@@ -64,12 +64,17 @@ def manifest(out: Path) -> CompletionManifest:
     return CompletionManifest.read(CheckpointLayout(out).manifest_path(0))
 
 
-def test_a_killed_driver_resumes_and_distrusts_changed_outputs(sample_jsonl, tmp_path, baseline):
-    out = tmp_path / "out"
-    driver = run(sample_jsonl, out, 0.7, wait=False)
-    wait_until_recorded(out, 6, driver)
+def kill_driver_after(sample_jsonl: Path, out: Path, delay: float, tasks: int) -> None:
+    """Start a shard whose tasks take ``delay`` s each; SIGKILL its driver once ``tasks`` are recorded."""
+    driver = run(sample_jsonl, out, delay, wait=False)
+    wait_until_recorded(out, tasks, driver)
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
+
+
+def test_a_killed_driver_resumes_and_distrusts_changed_outputs(sample_jsonl, tmp_path, baseline):
+    out = tmp_path / "out"
+    kill_driver_after(sample_jsonl, out, 0.7, 6)
     done_before = recorded(out)
     assert 6 <= len(done_before) < 12 and not CheckpointLayout(out).manifest_path(0).exists()
     cut, changed, gone = (f"{task}.parquet" for task in done_before[:3])
@@ -97,10 +102,7 @@ def test_a_killed_driver_resumes_and_distrusts_changed_outputs(sample_jsonl, tmp
 
 def test_force_runs_every_task_again(sample_jsonl, tmp_path, baseline):
     out = tmp_path / "out"
-    driver = run(sample_jsonl, out, 0.5, wait=False)
-    wait_until_recorded(out, 3, driver)
-    os.kill(driver.pid, signal.SIGKILL)
-    driver.wait()
+    kill_driver_after(sample_jsonl, out, 0.5, 3)
     forced = run(sample_jsonl, out, 0.0, "--force")
     assert forced.returncode == 0, forced.stderr
     assert "resumes" not in forced.stderr and manifest(out).resumed_tasks == 0

@@ -6,6 +6,9 @@
     /drop/NAME        first request closes the connection half-way through the body
     /norange/NAME     ignores Range; first request drops half-way
     /slow/NAME        waits ``slow_s`` before answering (past a client's timeout)
+    /slowdown/NAME    first request 503 "Slow Down" with Retry-After: 1, then ok
+    /mirror/NAME      the behaviour ``modes`` gives NAME (default ok): a whole tree, such as
+                      a fake ``crawl-data/``, under one base URL, with a fault per file
     anything else     404
 
 Used by the download tests and benchmarks (with bandwidth throttling).
@@ -43,8 +46,10 @@ class Throttle:
 
 class FaultServer:
     def __init__(self, files: dict[str, bytes], *, slow_s: float = 3.0, aggregate_rate: float | None = None,
-                 per_connection_rate: float | None = None, chunk: int = 64 * 1024):
+                 per_connection_rate: float | None = None, chunk: int = 64 * 1024,
+                 modes: dict[str, str] | None = None):
         self.files = files
+        self.modes = modes or {}
         self.slow_s = slow_s
         self.throttle = Throttle(aggregate_rate)
         self.per_connection_rate = per_connection_rate
@@ -96,9 +101,13 @@ class FaultServer:
                     first = len(seen) == 1
                 parts = path.strip("/").split("/", 1)
                 kind, name = (parts + [""])[:2]
+                if kind == "mirror":
+                    kind = server.modes.get(name, "ok")
                 body = server.files.get(name)
-                if body is None or kind not in ("ok", "flaky503", "retryafter", "drop", "norange", "slow"):
+                if body is None or kind not in ("ok", "flaky503", "retryafter", "drop", "norange", "slow", "slowdown"):
                     return self._simple(404, b"not found")
+                if kind == "slowdown" and first:
+                    return self._simple(503, b"Slow Down", {"Retry-After": "1"})
                 if kind == "flaky503" and first:
                     return self._simple(503, b"busy")
                 if kind == "retryafter" and first:

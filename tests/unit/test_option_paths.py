@@ -12,6 +12,7 @@ element at once); ``tests/slurm/test_options_on_slurm.py`` runs real elements on
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import subprocess
@@ -35,7 +36,8 @@ NOT_GIVEN = {"cluster", "request"}
 IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/opt/curator-array/venv",
              "CURATOR_ARRAY_PYTHON": "/opt/curator-array/venv/bin/python", "RAY_USAGE_STATS_ENABLED": "0"}
 TEXT_VALUES = {"text_field": "body", "pipeline_ref": "commoncrawl", "node_ip": "10.9.8.7",
-               "ray_address": "127.0.0.1:9"}
+               "ray_address": "127.0.0.1:9", "crawl_files": "0:1"}
+CRAWLS = ("CC-TEST-1", "CC-TEST-2")
 
 
 def value_of(option: RunOption, paths: dict[str, object]):
@@ -81,6 +83,10 @@ def world(tmp_path_factory):
     shutil.copytree(SAMPLE / "jsonl", root / "input")
     (root / "urls.txt").write_text(f"file://{root / 'input' / 'part-000.jsonl'}\n")
     (root / "quality.toml").write_text("[ja]\nmin_words = 30\n")
+    for crawl in CRAWLS:  # a crawl-data/ tree served from disk, as a site-local copy would be
+        (root / "mirror" / "crawl-data" / crawl).mkdir(parents=True)
+        (root / "mirror" / "crawl-data" / crawl / "warc.paths.gz").write_bytes(
+            gzip.compress(f"crawl-data/{crawl}/segments/0/warc/a.warc.gz\n".encode()))
     record = root / "record.jsonl"
     image = install_recording_image(root / "image", record)
     fakes = install_fakes(root / "bin", ["apptainer", "srun", "ch-run", "sbatch", "squeue", "scontrol"], IMAGE_ENV)
@@ -91,7 +97,8 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
     paths = {"input_dir": str(root / "input"), "output_dir": str(case / "out"), "checkpoint_path": str(case / "ckpt"),
              "input_urls": (str(root / "urls.txt"),), "download_dir": str(case / "downloads"),
              "ray_temp_dir": str(case / "raytmp"), "rendezvous_dir": str(case / "meet"),
-             "quality_settings": str(root / "quality.toml")}
+             "quality_settings": str(root / "quality.toml"), "crawl": CRAWLS,
+             "crawl_base_url": f"file://{root / 'mirror'}/"}
     return {o.name: value_of(o, paths) for o in RUN_OPTIONS
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 

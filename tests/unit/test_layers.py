@@ -21,6 +21,7 @@ RULES = {
     "pipelines": {"core", "stages", "formats"},
     "examples": {"core", "stages", "formats", "pipelines"},
     "execution": {"core", "slurm", "stages"},
+    "dedup": {"core", "stages"},
     "report": {"core"},
     "run": {"core", "slurm", "stages", "formats", "pipelines", "execution"},
     "cli": {"core", "slurm", "stages", "formats", "pipelines", "execution", "report", "run"},
@@ -32,6 +33,7 @@ FORBIDDEN = {
     "formats": {"ray"},
     "pipelines": {"ray"},
     "examples": {"ray"},
+    "dedup": {"ray"},
     "report": {"ray", "pyarrow"},
 }
 

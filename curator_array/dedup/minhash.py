@@ -1,0 +1,120 @@
+"""MinHash signatures of documents and their LSH band keys, vectorised over a batch.
+
+The defaults are FineWeb's: word 5-grams over simplified text (lower case, numbers as 0,
+punctuation as spaces, whitespace collapsed, diacritics removed), 14 bands of 8 hashes,
+64-bit values, a fixed seed. Two documents whose 5-gram sets have Jaccard similarity J
+share at least one band with probability 1 - (1 - J^8)^14: 0.9996 at J = 0.9, 0.5 at
+J = 0.72, 0.05 at J = 0.5.
+
+Everything here is stable across processes and runs: word hashes are BLAKE2b digests (not
+Python's salted ``hash``), and the hash parameters come from the seed alone, so a
+signature computed by one element matches the same text's signature anywhere else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..stages.web.textstats import ngram_keys
+
+MERSENNE = np.uint64((1 << 61) - 1)
+
+
+@dataclass(frozen=True)
+class MinHashSettings:
+    """How signatures are made; part of the run's pipeline fingerprint."""
+
+    ngram: int = 5
+    bands: int = 14
+    rows: int = 8
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("ngram", "bands", "rows"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"dedup {name} must be at least 1, got {getattr(self, name)}")
+
+    @property
+    def hashes(self) -> int:
+        return self.bands * self.rows
+
+    def parameters(self) -> tuple[np.ndarray, np.ndarray]:
+        generator = np.random.RandomState(self.seed)
+        high = int(MERSENNE)
+        return (generator.randint(1, high, size=self.hashes, dtype=np.uint64),
+                generator.randint(0, high, size=self.hashes, dtype=np.uint64))
+
+
+def simplify(texts: pa.Array) -> pa.Array:
+    """Texts as near-duplicate detection compares them (FineWeb's normalisation)."""
+    text = pc.utf8_lower(pc.fill_null(texts, ""))
+    text = pc.replace_substring_regex(text, r"\p{Nd}+(?:[.,٫]\p{Nd}+)*", "0")
+    text = pc.replace_substring_regex(text, r"[\p{P}\p{S}]", " ")
+    text = pc.utf8_trim_whitespace(pc.replace_substring_regex(text, r"\s+", " "))
+    plain = pc.string_is_ascii(text).to_numpy(zero_copy_only=False)
+    if plain.all():
+        return text
+    values = text.to_pylist()
+    for index in np.flatnonzero(~plain):
+        values[index] = "".join(c for c in unicodedata.normalize("NFD", values[index])
+                                if unicodedata.category(c) != "Mn")
+    return pa.array(values, pa.string())
+
+
+def _word_hashes(words: pa.Array) -> np.ndarray:
+    """A stable 64-bit hash per word (each distinct word of the batch hashed once)."""
+    encoded = pc.dictionary_encode(words)
+    distinct = np.fromiter((int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
+                            for w in encoded.dictionary.to_pylist()), dtype=np.uint64,
+                           count=len(encoded.dictionary))
+    return distinct[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+def signatures(texts: pa.Array, settings: MinHashSettings = MinHashSettings()) -> np.ndarray:
+    """One row of ``settings.hashes`` MinHash values per text (a text with fewer words than
+    an n-gram is one shingle of all its words; an empty text gets the largest values)."""
+    documents = len(texts)
+    words = pc.split_pattern(simplify(texts), " ")
+    flat = pc.list_flatten(words)
+    parents = pc.list_parent_indices(words).to_numpy(zero_copy_only=False)
+    keep = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
+    hashes, parents = _word_hashes(flat.filter(pa.array(keep))), parents[keep]
+    counts = np.bincount(parents, minlength=documents)
+    n = settings.ngram
+    grams = ngram_keys(hashes, np.ones(len(hashes)), parents, n)
+    short = np.flatnonzero((counts > 0) & (counts < n))
+    shingles, owners = grams.keys, grams.parents
+    if len(short):  # one shingle of all the words
+        whole = [ngram_keys(hashes[parents == d], np.ones(counts[d]), np.zeros(counts[d], np.int64), counts[d])
+                 .keys[0] for d in short]
+        shingles = np.concatenate([shingles, np.array(whole, dtype=np.uint64)])
+        owners = np.concatenate([owners, short])
+    order = np.argsort(owners, kind="stable")
+    shingles, owners = shingles[order] % MERSENNE, owners[order]
+    result = np.full((documents, settings.hashes), MERSENNE, dtype=np.uint64)
+    if len(shingles) == 0:
+        return result
+    present, starts = np.unique(owners, return_index=True)
+    a, b = settings.parameters()
+    with np.errstate(over="ignore"):
+        for first in range(0, settings.hashes, settings.rows):  # a band at a time bounds the memory
+            span = slice(first, first + settings.rows)
+            values = (shingles[:, None] * a[None, span] + b[None, span]) % MERSENNE
+            result[present, span] = np.minimum.reduceat(values, starts, axis=0)
+    return result
+
+
+def band_keys(signature_rows: np.ndarray, settings: MinHashSettings = MinHashSettings()) -> np.ndarray:
+    """One 64-bit key per document and band: documents sharing a band's values share its key."""
+    rows = signature_rows.reshape(len(signature_rows), settings.bands, settings.rows)
+    keys = np.zeros(rows.shape[:2], dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for row in range(settings.rows):
+            keys = keys * np.uint64(0x9E3779B97F4A7C15) + rows[:, :, row] + np.uint64(1)
+    return keys

@@ -1,0 +1,100 @@
+"""Near-duplicate detection on planted duplicates: MinHash, LSH bands, clusters, survivors."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+
+import numpy as np
+import pyarrow as pa
+
+from curator_array.dedup.clusters import DuplicateClusters
+from curator_array.dedup.minhash import MinHashSettings, band_keys, signatures, simplify
+
+
+def vocabulary(rng: random.Random, size: int = 6000) -> list[str]:
+    return ["".join(rng.choices("abcdefghijklmnopqrstuvwxyzäöü", k=rng.randint(2, 9))) for _ in range(size)]
+
+
+def sentences(rng: random.Random, words: list[str], count: int) -> str:
+    return " ".join(" ".join(rng.choices(words, k=rng.randint(8, 16))).capitalize() + "." for _ in range(count))
+
+
+def planted(seed: int = 5):
+    """Documents with known duplicates: (texts, for each text the index of its original or None)."""
+    rng = random.Random(seed)
+    words = vocabulary(rng)
+    texts, original_of = [], []
+
+    def add(text, original=None):
+        texts.append(text)
+        original_of.append(original)
+
+    originals = [sentences(rng, words, 25) for _ in range(120)]
+    for text in originals:
+        add(text)
+    for index in range(0, 20):  # exact copies
+        add(originals[index], index)
+    for index in range(20, 40):  # case, punctuation and whitespace only
+        add("  " + originals[index].upper().replace(".", " !!").replace(" ", "\n  "), index)
+    for index in range(40, 80):  # about 1% of the words edited
+        edited = originals[index].split(" ")
+        for position in rng.sample(range(len(edited)), max(1, len(edited) // 100)):
+            edited[position] = rng.choice(words)
+        add(" ".join(edited), index)
+    boilerplate = sentences(rng, words, 8), sentences(rng, words, 4)
+    for _ in range(30):  # long shared boilerplate, main texts of their own: not duplicates
+        add(f"{boilerplate[0]} {sentences(rng, words, 20)} {boilerplate[1]}")
+    return texts, original_of
+
+
+def candidate_pairs(keys: np.ndarray) -> set[tuple[int, int]]:
+    pairs = set()
+    for band in range(keys.shape[1]):
+        groups = defaultdict(list)
+        for document, key in enumerate(keys[:, band].tolist()):
+            groups[key].append(document)
+        for members in groups.values():
+            pairs.update((members[0], other) for other in members[1:])
+    return pairs
+
+
+def test_planted_duplicates_are_found_and_distinct_pages_kept():
+    texts, original_of = planted()
+    settings = MinHashSettings()
+    rows = signatures(pa.array(texts), settings)
+    assert rows.shape == (len(texts), 112) and rows.dtype == np.uint64
+    clusters = DuplicateClusters().join_all(candidate_pairs(band_keys(rows, settings)))
+    removed = clusters.removed()
+    planted_copies = {i for i, original in enumerate(original_of) if original is not None}
+    true_positive = len(removed & planted_copies)
+    precision, recall = true_positive / max(1, len(removed)), true_positive / len(planted_copies)
+    assert precision >= 0.99 and recall >= 0.95, (precision, recall)
+    assert not removed & set(range(120)), "the originals (the smallest keys) are never removed"
+    boilerplate_pages = set(range(len(texts) - 30, len(texts)))
+    assert not removed & boilerplate_pages, "shared boilerplate alone does not make a duplicate"
+    assert clusters.sizes() == {2: len(removed)}, "every planted copy pairs with its own original"
+
+
+def test_signatures_do_not_depend_on_the_batch():
+    texts, _ = planted()
+    whole = signatures(pa.array(texts))
+    alone = np.vstack([signatures(pa.array([text])) for text in texts[::37]])
+    assert (whole[::37] == alone).all()
+    other_seed = signatures(pa.array(texts[:3]), MinHashSettings(seed=2))
+    assert not (other_seed == whole[:3]).any(axis=1).all()
+
+
+def test_simplify_and_short_texts():
+    assert simplify(pa.array(["  Héllo,  WORLD!\n 3.14 and 42 "])).to_pylist() == ["hello world 0 and 0"]
+    rows = signatures(pa.array(["two words", "Two, words!", "", "other words"]))
+    assert (rows[0] == rows[1]).all(), "texts shorter than an n-gram still match"
+    assert (rows[2] == np.uint64((1 << 61) - 1)).all() and not (rows[0] == rows[3]).all()
+
+
+def test_the_kept_copy_is_the_smallest_key_whatever_the_order():
+    pairs = [("c", "b"), ("d", "c"), ("x", "y"), ("b", "a")]
+    for order in (pairs, pairs[::-1], sorted(pairs)):
+        clusters = DuplicateClusters().join_all(order)
+        assert clusters.removed() == {"b", "c", "d", "y"}
+        assert clusters.sizes() == {2: 1, 4: 1}

@@ -201,9 +201,13 @@ class GopherRepetitionFilter(_LanguageAwareFilter):
         lengths = pc.utf8_length(words).to_numpy(zero_copy_only=False).astype(np.float64)
         worst = np.zeros(rows)
         for key, measure in (("top_n_grams", most_frequent_ngram_chars), ("dup_n_grams", greedy_duplicate_chars)):
+            words_in = np.ones(len(ids), dtype=bool)
             for n in sorted({n for code in set(codes) for n, _ in settings_table.for_language(self.languages, code)[key]}):
-                grams = ngram_keys(ids, lengths, parents, n)
-                fraction = ratio(measure(grams, parents, rows, n), chars)
+                grams = ngram_keys(ids[words_in], lengths[words_in], parents[words_in], n)
+                found = measure(grams, parents, rows, n)
+                if key == "dup_n_grams":  # a longer n-gram repeats only where a shorter one does
+                    words_in &= found[parents] > 0
+                fraction = ratio(found, chars)
                 limits = self._ngram_limits(codes, key, n)
                 name = f"top_{n}gram" if key == "top_n_grams" else f"duplicate_{n}gram"
                 rules[name] = np.isnan(limits) | ~(fraction > limits)

@@ -54,6 +54,8 @@ _INFIXES = {
 }
 _INFIX = re.compile(_INFIX_COMMON + _NUMBER_OPERATORS)
 _URL = re.compile(r"^(?:(?:https?|ftp)://\S+|www\.\S+|[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}(?:/\S*)?|\S+@\S+\.\w+)$")
+# A word of letters and one closing mark ("said," "page." "(see" aside): split in two.
+_WORD_AND_SUFFIX = re.compile(rf"([^\W\d_]+)([,;:!?)]|(?<=[{_LOWER}])\.)")
 _ABBREVIATION = re.compile(r"^(?:[^\W\d_]\.){2,}$|^(?:etc|vs|Mr|Mrs|Ms|Dr|Jr|Sr|St|No|cf|al|approx|Inc|Ltd|Co)\.$")
 # Contractions and elisions, as spaCy's exceptions and rules split them.
 _ENGLISH_SUFFIX = re.compile(r"(?i)^(\w+?)(n't|n’t|'re|'ve|'ll|'d|'m|’re|’ve|’ll|’d|’m)$")
@@ -79,8 +81,12 @@ def spaced(text: str, language: str = "en") -> list[str]:
             continue
         pieces = known.get(chunk)
         if pieces is None:
-            found: list[str] = []
-            _split_chunk(chunk, language, found)
+            simple = _WORD_AND_SUFFIX.fullmatch(chunk)
+            if simple and not _ABBREVIATION.match(chunk):  # the commonest shape, as _split_chunk splits it
+                found = [simple.group(1), simple.group(2)]
+            else:
+                found = []
+                _split_chunk(chunk, language, found)
             if len(known) >= SPLIT_CHUNKS_KEPT:
                 known.clear()
             pieces = known[chunk] = tuple(found)

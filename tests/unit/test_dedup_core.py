@@ -98,3 +98,33 @@ def test_the_kept_copy_is_the_smallest_key_whatever_the_order():
         clusters = DuplicateClusters().join_all(order)
         assert clusters.removed() == {"b", "c", "d", "y"}
         assert clusters.sizes() == {2: 1, 4: 1}
+
+
+def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[str], dict[int, int]]:
+    """Signatures per shard, pairs per bucket, clusters: the phases' file-level work."""
+    from curator_array.dedup.phases import removed_keys, write_bucket_pairs, write_signatures
+
+    keys = [f"part-{i % 5}.parquet#{i:05d}" for i in range(len(texts))]
+    signature_files = []
+    for shard in range(shards):
+        mine = [i for i in range(len(texts)) if i % shards == shard]
+        path = tmp_path / f"s{shards}-b{buckets}" / f"signatures-{shard}.parquet"
+        write_signatures([keys[i] for i in mine], pa.array([texts[i] for i in mine]), path)
+        signature_files.append(path)
+    pair_files = []
+    for bucket in range(buckets):
+        path = tmp_path / f"s{shards}-b{buckets}" / f"pairs-{bucket}.parquet"
+        write_bucket_pairs(signature_files, bucket, buckets, path)
+        pair_files.append(path)
+    return removed_keys(pair_files)
+
+
+def test_the_answer_does_not_depend_on_shards_or_buckets(tmp_path):
+    texts, original_of = planted()
+    one = dedup_in_files(tmp_path, texts, 1, 1)
+    many = dedup_in_files(tmp_path, texts, 7, 3)
+    assert one == many
+    removed, sizes = one
+    planted_copies = {f"part-{i % 5}.parquet#{i:05d}" for i, original in enumerate(original_of) if original is not None}
+    assert removed == planted_copies and sizes == {2: 80}
+    assert not list(tmp_path.rglob("*.tmp*")), "no partial file left behind"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -42,6 +42,14 @@ def load_json(path: Path) -> Any:
         return json.loads(path.read_bytes())
     except json.JSONDecodeError as exc:
         raise CorruptCheckpointError(f"{path}: not valid JSON ({exc})") from None
+
+
+def read_record(from_json: Callable[[Any], Any], path: Path) -> Any:
+    """The record in ``path`` as ``from_json`` builds it; CorruptCheckpointError naming the file."""
+    try:
+        return from_json(load_json(path))
+    except RecordError as exc:
+        raise CorruptCheckpointError(f"{path}: {exc}") from None
 
 
 def _is_int(value: Any) -> bool:
@@ -326,10 +334,7 @@ class CompletionManifest:
 
     @classmethod
     def read(cls, path: Path) -> CompletionManifest:
-        try:
-            return cls.from_json(load_json(path))
-        except RecordError as exc:
-            raise CorruptCheckpointError(f"{path}: {exc}") from None
+        return read_record(cls.from_json, path)
 
     def write(self, layout: CheckpointLayout) -> Path:
         path = layout.manifest_path(self.shard_index)
@@ -439,10 +444,7 @@ class AttemptRecord:
 
     @classmethod
     def read(cls, path: Path) -> AttemptRecord:
-        try:
-            return cls.from_json(load_json(path))
-        except RecordError as exc:
-            raise CorruptCheckpointError(f"{path}: {exc}") from None
+        return read_record(cls.from_json, path)
 
     def write(self, layout: CheckpointLayout, attempt: AttemptId) -> Path:
         if self.shard_index is None:
@@ -513,10 +515,7 @@ class PinnedRequest:
         path = layout.request_path(request_id)
         if not path.is_file():
             raise CorruptCheckpointError(f"{path}: no such request in the checkpoint (was it archived by --new-run?)")
-        try:
-            request = cls.from_json(load_json(path))
-        except RecordError as exc:
-            raise CorruptCheckpointError(f"{path}: {exc}") from None
+        request = read_record(cls.from_json, path)
         if request.id != request_id:
             raise CorruptCheckpointError(f"{path}: its settings do not match its id {request_id}")
         return request

@@ -196,9 +196,9 @@ class GopherRepetitionFilter(_LanguageAwareFilter):
             "duplicate_lines": _within(ratio(line_dups, line_count), limit["dup_line_frac"]),
             "duplicate_line_chars": _within(ratio(line_dup_chars, chars), limit["dup_line_char_frac"]),
         }
-        ids = pc.dictionary_encode(words).indices.to_numpy(zero_copy_only=False).astype(np.int64) if len(words) else \
-            np.zeros(0, dtype=np.int64)
-        lengths = pc.utf8_length(words).to_numpy(zero_copy_only=False).astype(np.float64)
+        vocabulary = _Vocabulary(words)
+        ids = vocabulary.indices.astype(np.int64)
+        lengths = vocabulary.per_word(pc.utf8_length(vocabulary.words)).astype(np.float64)
         worst = np.zeros(rows)
         for key, measure in (("top_n_grams", most_frequent_ngram_chars), ("dup_n_grams", greedy_duplicate_chars)):
             words_in = np.ones(len(ids), dtype=bool)

@@ -1,83 +1,64 @@
-"""Near-duplicate removal, side by side in one run: curator-array's dedup core against
-datatrove's 4-stage MinHash pipeline, same n-grams (5), bands (14) and hashes (8).
+"""Fuzzy dedup of a whole run, side by side in one run on the same CPUs: curator-array's
+dedup phases (`curator-array run --phase ...`, each element its own process) against
+datatrove's 4-stage MinHash pipeline (MinhashDedupSignature → Buckets → Cluster → Filter on
+its LocalPipelineExecutor), same n-grams (5), bands (14) and hashes per band (8).
 
-The corpus (``DEDUP_DOCS`` documents, default 20,000, in two JSONL files) has planted
-duplicates: 5% exact copies and 5% copies with about 1% of their words edited (a few
-originals get two copies). Ours runs
-its file-level phases in one process (signatures per file, pairs per bucket, clusters);
-datatrove runs MinhashDedupSignature → Buckets → Cluster → Filter on its
-LocalPipelineExecutor with 2 workers (its own environment, pinned). Prints wall time of
-each, the ratio, peak memory, precision and recall on the planted copies, and the Jaccard
-agreement of the two removed sets. Asserts nothing. The dedup phases are not yet wired
-into runs, so this measures the algorithms, not a SLURM run.
+The corpus (``DEDUP_DOCS`` documents, default 200,000, in 8 JSONL files) has planted
+duplicates: 10% of the documents are copies, half exact and half with about 1% of their
+words edited. curator-array's curation phase (read, write; 2 shards) runs first and is
+timed apart; both tools then read the same curated files, in the same order, so both keep
+the first copy of each cluster (ours: the smallest ``file#row``; datatrove: the smallest
+(file, doc) of a pair) and their removed sets can be compared id for id.
+
+Both sides use 2 processes at a time: our phases run their elements 2 at once (2 shards,
+2 buckets); datatrove runs 8 signature tasks, 14 bucket tasks and 8 filter tasks on 2
+workers. Prints wall time of each phase and in all, the ratio, the peak memory of each
+phase (its largest element), precision and recall on the planted copies and the Jaccard
+agreement of the removed ids. Asserts nothing.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import random
+import shutil
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, measure_snippet  # noqa: E402
+from support import CACHE, REPO  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tests.support.reference_site import ensure_reference_site, reference_environment  # noqa: E402
 
-DOCS = int(os.environ.get("DEDUP_DOCS", "20000"))
+DOCS = int(os.environ.get("DEDUP_DOCS", "200000"))
+FILES, SHARDS, BUCKETS, WORKERS = 8, 2, 2, 2
 CORPUS = CACHE / f"dedup-{DOCS}"
+PHASES = ("signatures", "buckets", "clusters", "removal")
+ELEMENTS = {"signatures": SHARDS, "buckets": BUCKETS, "clusters": 1, "removal": SHARDS}
+SMALL = ["--num-cpus", "2", "--object-store-memory", str(300 * 2**20), "--no-progress"]
 
-OURS = r"""
-import json, sys, time, pathlib
-import pyarrow as pa
-from curator_array.dedup.phases import removed_keys, write_bucket_pairs, write_signatures
-corpus, work = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-timing = {}
-began = time.perf_counter()
-signature_files = []
-for number, path in enumerate(sorted(corpus.glob("*.jsonl"))):
-    rows = [json.loads(line) for line in path.open()]
-    out = work / f"signatures-{number}.parquet"
-    write_signatures([r["id"] for r in rows], pa.array([r["text"] for r in rows]), out)
-    signature_files.append(out)
-timing["signatures"] = time.perf_counter() - began
-began = time.perf_counter()
-pair_files = []
-for bucket in range(2):
-    pair_files.append(work / f"pairs-{bucket}.parquet")
-    write_bucket_pairs(signature_files, bucket, 2, pair_files[-1])
-timing["buckets"] = time.perf_counter() - began
-began = time.perf_counter()
-removed, sizes = removed_keys(pair_files)
-timing["clusters"] = time.perf_counter() - began
-REPORT = {"removed": sorted(removed), "timing": timing}
-"""
-
-DATATROVE = r"""
-import gzip, json, pathlib, sys, time
+DATATROVE_STAGE = r"""
+import gzip, json, pathlib, sys
 from datatrove.executor import LocalPipelineExecutor
 from datatrove.pipeline.dedup import MinhashDedupBuckets, MinhashDedupCluster, MinhashDedupFilter, MinhashDedupSignature
 from datatrove.pipeline.dedup.minhash import MinhashConfig
 from datatrove.pipeline.readers import JsonlReader
 from datatrove.pipeline.writers import JsonlWriter
-corpus, work = sys.argv[1], pathlib.Path(sys.argv[2])
+stage, corpus, work, files = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3]), int(sys.argv[4])
 config = MinhashConfig()  # 5-grams, 14 buckets x 8 hashes, 64-bit
-timing = {}
-stages = [
-    ("signatures", [JsonlReader(corpus, glob_pattern="*.jsonl"), MinhashDedupSignature(str(work / "sigs"), config=config)], 2),
-    ("buckets", [MinhashDedupBuckets(str(work / "sigs"), str(work / "buckets"), config=config)], config.num_buckets),
-    ("clusters", [MinhashDedupCluster(str(work / "buckets"), str(work / "remove"), config=config)], 1),
-    ("filter", [JsonlReader(corpus, glob_pattern="*.jsonl"), MinhashDedupFilter(str(work / "remove"),
-                exclusion_writer=JsonlWriter(str(work / "removed")))], 2),
-]
-for name, pipeline, tasks in stages:
-    began = time.perf_counter()
-    LocalPipelineExecutor(pipeline, tasks=tasks, workers=2, logging_dir=str(work / "logs" / name)).run()
-    timing[name] = time.perf_counter() - began
-removed = [json.loads(line)["id"] for path in (work / "removed").rglob("*.jsonl.gz") for line in gzip.open(path, "rt")]
-REPORT = {"removed": sorted(removed), "timing": timing}
+pipeline, tasks = {
+    "signatures": ([JsonlReader(corpus, glob_pattern="*.jsonl"), MinhashDedupSignature(str(work / "sigs"), config=config)], files),
+    "buckets": ([MinhashDedupBuckets(str(work / "sigs"), str(work / "buckets"), config=config)], config.num_buckets),
+    "clusters": ([MinhashDedupCluster(str(work / "buckets"), str(work / "remove"), config=config)], 1),
+    "filter": ([JsonlReader(corpus, glob_pattern="*.jsonl"), MinhashDedupFilter(str(work / "remove"),
+                exclusion_writer=JsonlWriter(str(work / "removed")))], files),
+}[stage]
+LocalPipelineExecutor(pipeline, tasks=tasks, workers=2, logging_dir=str(work / "logs" / stage)).run()
 """
 
 
@@ -86,11 +67,12 @@ def make_corpus() -> dict[str, str]:
     planted_file = CORPUS / "planted-pairs.json"
     if planted_file.exists():
         return json.loads(planted_file.read_text())
-    CORPUS.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(CORPUS, ignore_errors=True)
+    CORPUS.mkdir(parents=True)
     rng = random.Random(3)
     vocabulary = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(2, 9))) for _ in range(20000)]
     originals = int(DOCS * 0.9)
-    texts = [" ".join(rng.choices(vocabulary, k=rng.randint(150, 350))) for _ in range(originals)]
+    texts = [" ".join(rng.choices(vocabulary, k=rng.randint(100, 250))) for _ in range(originals)]
     planted: dict[str, str] = {}
     while len(texts) < DOCS:
         original = rng.randrange(originals)
@@ -104,59 +86,141 @@ def make_corpus() -> dict[str, str]:
         texts.append(source)
     order = list(range(len(texts)))
     rng.shuffle(order)
-    for part in range(2):
+    for part in range(FILES):
         with open(CORPUS / f"part-{part}.jsonl", "w") as out:
-            for index in order[part::2]:
+            for index in order[part::FILES]:
                 out.write(json.dumps({"id": f"doc-{index:08d}", "text": texts[index]}) + "\n")
     planted_file.write_text(json.dumps(planted))
     return planted
 
 
-def planted_groups(planted: dict[str, str]) -> list[frozenset[str]]:
-    """Each original with its planted copies."""
-    groups: dict[str, set[str]] = {}
-    for copy, original in planted.items():
-        groups.setdefault(original, {original}).add(copy)
-    return [frozenset(group) for group in groups.values()]
+def curator(log: Path, *args: str, shard: tuple[int, int] | None = None) -> tuple[subprocess.Popen, Path]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    if shard is not None:
+        env.update(NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX=str(shard[0]), NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS=str(shard[1]))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as handle:
+        return subprocess.Popen([sys.executable, "-m", "curator_array.cli", *args], env=env, stdout=handle,
+                                stderr=subprocess.STDOUT), log
 
 
-def resolved_groups(removed: set[str], planted: dict[str, str]) -> set[frozenset[str]]:
-    """The planted groups left with exactly one document: which one stays is each tool's own
-    rule (ours: the smallest id; datatrove: the first it reads)."""
-    return {group for group in planted_groups(planted) if len(group - removed) == 1}
+def wait_peak(started: tuple[subprocess.Popen, Path]) -> float:
+    """Wait for the process; its peak RSS in MiB (from wait4: the process alone, not Ray's)."""
+    process, log = started
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise RuntimeError(f"{process.args} failed:\n{log.read_text()[-3000:]}")
+    return usage.ru_maxrss / 1024
+
+
+def run_ours(work: Path) -> dict:
+    """The curation phase (2 shards), then each dedup phase's elements, 2 processes at a time."""
+    common = ["run", "--input-dir", str(CORPUS), "--output-dir", str(work / "out"), *SMALL, "--dedup", "fuzzy",
+              "--dedup-buckets", str(BUCKETS)]
+    began = time.perf_counter()
+    for shard in range(SHARDS):
+        wait_peak(curator(work / "logs" / f"curation-{shard}.log", *common, "--phase", "curation",
+                          shard=(shard, SHARDS)))
+    curation = time.perf_counter() - began
+    timing, peaks = {}, {}
+    for phase in PHASES:
+        began = time.perf_counter()
+        elements = list(range(ELEMENTS[phase]))
+        peak = 0.0
+        for first in range(0, len(elements), WORKERS):
+            group = [curator(work / "logs" / f"{phase}-{i}.log", *common, "--phase", phase, shard=(i, ELEMENTS[phase]))
+                     for i in elements[first:first + WORKERS]]
+            peak = max([peak, *(wait_peak(p) for p in group)])
+        timing[phase], peaks[phase] = time.perf_counter() - began, peak
+    curated = work / "out" / ".curated"
+    every = {json.loads(line)["id"] for path in curated.glob("*.jsonl") for line in path.open()}
+    kept = {json.loads(line)["id"] for path in (work / "out").glob("*.jsonl") for line in path.open()}
+    return {"curation": curation, "timing": timing, "peaks": peaks, "removed": every - kept}
+
+
+def _rss_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            return next(int(line.split()[1]) for line in handle if line.startswith("VmRSS:")) / 1024
+    except (OSError, StopIteration):
+        return 0.0
+
+
+def _descendants(root: int) -> set[int]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parents[int(entry)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = {root}, [root]
+    while frontier:
+        current = frontier.pop()
+        children = [pid for pid, parent in parents.items() if parent == current and pid not in found]
+        found.update(children)
+        frontier += children
+    return found
+
+
+def largest_process_mib(process: subprocess.Popen, interval_s: float = 0.1) -> float:
+    """Wait for ``process``, sampling its process tree (datatrove's workers are forkserver
+    children, which rusage never sees); the largest RSS any one process had."""
+    peak = 0.0
+    while process.poll() is None:
+        peak = max([peak, *(_rss_mib(pid) for pid in _descendants(process.pid))])
+        time.sleep(interval_s)
+    if process.returncode:
+        raise RuntimeError(f"{process.args} failed")
+    return peak
+
+
+def run_datatrove(curated: Path, work: Path) -> dict:
+    timing, peaks = {}, {}
+    code = DATATROVE_STAGE
+    for stage in ("signatures", "buckets", "clusters", "filter"):
+        began = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-c", code, stage, str(curated), str(work), str(FILES)],
+                                   env=reference_environment(), cwd=REPO, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        peaks[stage] = largest_process_mib(process)
+        timing[stage] = time.perf_counter() - began
+    removed = {json.loads(line)["id"] for path in (work / "removed").rglob("*.jsonl.gz") for line in gzip.open(path, "rt")}
+    return {"timing": timing, "peaks": peaks, "removed": removed}
 
 
 def quality(removed: set[str], planted: dict[str, str]) -> str:
+    groups: dict[str, set[str]] = {}
+    for copy, original in planted.items():
+        groups.setdefault(original, {original}).add(copy)
     involved = set(planted) | set(planted.values())
-    groups = planted_groups(planted)
     wrong = len(removed - involved)
-    return (f"precision {(len(removed) - wrong) / max(1, len(removed)):.3f}, "
-            f"recall {len(resolved_groups(removed, planted)) / len(groups):.3f} (of {len(groups)} groups)")
+    resolved = sum(1 for group in groups.values() if len(group - removed) == 1)
+    return (f"precision {(len(removed) - wrong) / max(1, len(removed)):.4f}, "
+            f"recall {resolved / len(groups):.4f} (of {len(groups):,} planted groups)")
 
 
 def main() -> None:
-    import shutil
-
     planted = make_corpus()
     ensure_reference_site()
-    for side in ("ours", "datatrove"):
-        shutil.rmtree(CACHE / f"dedup-work-{side}", ignore_errors=True)
-        (CACHE / f"dedup-work-{side}").mkdir(parents=True)
-    ours = measure_snippet(OURS, str(CORPUS), str(CACHE / "dedup-work-ours"))
-    theirs = measure_snippet(DATATROVE, str(CORPUS), str(CACHE / "dedup-work-datatrove"), env=reference_environment())
-    mine, their = set(ours["removed"]), set(theirs["removed"])
-    print(f"corpus: {DOCS:,} documents in 2 JSONL files, {len(planted):,} planted copies (half exact, half ~1% edited)")
-    for label, result, removed in (("curator-array dedup core", ours, mine), ("datatrove MinHash, 4 stages", theirs, their)):
-        phases = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in result["timing"].items())
-        print(f"  {label:<30}{result['wall']:>7.1f}s  peak RSS {result['peak_rss'] / 2**20:>5.0f} MiB "
-              f"(children {result['children_peak_rss'] / 2**20:.0f} MiB)  removed {len(removed):,}: "
-              f"{quality(removed, planted)}  [{phases}]")
-    print(f"ratio datatrove / curator-array wall time = {theirs['wall'] / ours['wall']:.2f}x")
-    print(f"agreement of removed ids (Jaccard) = {len(mine & their) / max(1, len(mine | their)):.3f} (the tools keep "
-          "different copies: ours the smallest id, datatrove the first it reads)")
-    ours_groups, their_groups = resolved_groups(mine, planted), resolved_groups(their, planted)
-    print(f"agreement of resolved duplicate groups (Jaccard) = "
-          f"{len(ours_groups & their_groups) / max(1, len(ours_groups | their_groups)):.3f}")
+    work = CACHE / "dedup-work"
+    shutil.rmtree(work, ignore_errors=True)
+    ours = run_ours(work / "ours")
+    theirs = run_datatrove(work / "ours" / "out" / ".curated", work / "datatrove")
+    print(f"corpus: {DOCS:,} documents in {FILES} JSONL files, {len(planted):,} planted copies (half exact, half ~1% "
+          f"edited); curator-array's curation phase (2 shards, not compared) {ours['curation']:.1f}s")
+    for label, result in (("curator-array --dedup fuzzy", ours), ("datatrove MinHash, 4 stages", theirs)):
+        total = sum(result["timing"].values())
+        phases = ", ".join(f"{name} {seconds:.1f}s / {result['peaks'][name]:.0f} MiB"
+                           for name, seconds in result["timing"].items())
+        print(f"  {label:<29}{total:>7.1f}s  removed {len(result['removed']):,}: "
+              f"{quality(result['removed'], planted)}\n    per phase (wall / peak RSS of its largest process): {phases}")
+    wall_ours, wall_theirs = sum(ours["timing"].values()), sum(theirs["timing"].values())
+    print(f"ratio datatrove / curator-array wall time = {wall_theirs / wall_ours:.2f}x")
+    mine, their = ours["removed"], theirs["removed"]
+    print(f"agreement of removed ids (Jaccard) = {len(mine & their) / max(1, len(mine | their)):.4f}")
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ BIN = Path(sys.executable).parent
 DEMO = Path(os.environ.get("DEMO_DIR", REPO / "demo_output")).resolve()
 INPUT = REPO / "sample_data" / "jsonl"
 OUTPUT, CHECKPOINT, LOGS = DEMO / "output", DEMO / "checkpoint", DEMO / "logs"
-RUN_OPTIONS = ["--output-file-type", "parquet", "--drop-empty", "--min-words", "5", "--dedup",
+RUN_OPTIONS = ["--output-file-type", "parquet", "--drop-empty", "--min-words", "5", "--dedup-within-task",
                "--num-cpus", "1", "--object-store-memory", str(200 * 2**20), "--no-progress"]
 SHARDS = 4
 

@@ -30,15 +30,18 @@ def status(checkpoint_path: str, as_json: bool, watch: bool, interval: float) ->
     import sys
     import time
 
+    from ..core.phases import CURATION
     from ..core.status import collect_status, format_status
     from ..core.status import watch as watch_loop
-    from ..slurm.submit import latest_request, queued_shards
+    from ..slurm.submit import latest_request, queued_phase_elements
 
     layout = CheckpointLayout(checkpoint_path)
 
     def collect():
         result = collect_status(layout, request_id=latest_request(layout))
-        result.queued = queued_shards(layout)
+        queued = queued_phase_elements(layout)
+        result.queued = queued.pop(CURATION, {})
+        result.queued_phases = queued
         return result
 
     if watch:
@@ -120,9 +123,11 @@ def report(checkpoint_path: str, output: str) -> None:
     drops per filter, throughput per node, failures and the retry command."""
     from pathlib import Path
 
+    from ..core.phases import CURATION
     from ..report.page import write_report
-    from ..slurm.submit import latest_request, queued_shards
+    from ..slurm.submit import latest_request, queued_phase_elements
 
     layout = CheckpointLayout(checkpoint_path)
-    path = write_report(layout, Path(output), queued_shards(layout), latest_request(layout))
+    queued = queued_phase_elements(layout)
+    path = write_report(layout, Path(output), queued.pop(CURATION, {}), latest_request(layout), queued)
     click.echo(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", err=True)

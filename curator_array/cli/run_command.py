@@ -21,7 +21,7 @@ RUN_EPILOG = """\b
 Examples:
   curator-array run --input-dir data/ --output-dir out/
   curator-array run --input-dir data/ --output-dir out/ --output-file-type parquet \\
-      --drop-empty --min-words 5 --dedup
+      --drop-empty --min-words 5 --dedup fuzzy
   NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX=3 NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS=20 \\
       curator-array run --input-dir data/ --output-dir out/
   curator-array run --pipeline curator_array.examples.quality:build_pipeline \\

@@ -14,7 +14,15 @@ import click
 
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
 from ..core.layout import CheckpointLayout
-from ..core.retry import FORMATS, format_retry, plan_retry
+from ..core.phases import CURATION
+from ..core.retry import (
+    FORMATS,
+    earliest_incomplete,
+    format_phase_retry,
+    format_retry,
+    plan_retry,
+    run_phases,
+)
 from .group import checkpoint_option, cli, default_sites_dir
 from .run_command import parse_run_args
 
@@ -51,25 +59,29 @@ def site_files(sites_dir: str, site: str):
 
 def refuse_while_queued(layout: CheckpointLayout, what: str) -> None:
     from ..core.arrays import format_array_expression
-    from ..slurm.submit import queued_shards
+    from ..slurm.submit import queued_phase_elements
 
-    queued = queued_shards(layout)
+    queued = queued_phase_elements(layout)
     if queued:
+        named = "; ".join(f"{'shards' if phase == CURATION else phase} {format_array_expression(elements)}"
+                          for phase, elements in queued.items())
         raise CuratorArrayError(
-            f"{len(queued)} element(s) of this run are still queued or running (shards "
-            f"{format_array_expression(queued)}): wait for them before you {what}, or pass --force"
+            f"{sum(map(len, queued.values()))} element(s) of this run are still queued or running ({named}): "
+            f"wait for them before you {what}, or pass --force"
         )
 
 
-def print_or_submit(submissions, layout: CheckpointLayout, dry_run: bool) -> None:
-    from ..slurm.submit import submit_all
+def print_or_submit(groups, layout: CheckpointLayout, dry_run: bool) -> None:
+    """Queue (or print) each phase's windows, each phase after the one before."""
+    from ..slurm.submit import chained, submit_phases
 
     if dry_run:
-        for item in submissions:
+        for item in chained(groups):
             click.echo(item.command_line())
         return
-    for job_id, item in zip(submit_all(submissions, layout, os.environ), submissions):
-        click.echo(f"{job_id}  --array={item.array_expression}  SHARD_INDEX_OFFSET={item.offset}")
+    for job_id, item in submit_phases(groups, layout, os.environ):
+        phase = "" if item.phase == CURATION else f"  phase {item.phase} (after {':'.join(item.after) or '-'})"
+        click.echo(f"{job_id}  --array={item.array_expression}  SHARD_INDEX_OFFSET={item.offset}{phase}")
 
 
 @cli.command(epilog=EPILOG_RETRY, context_settings={"ignore_unknown_options": True})
@@ -90,7 +102,9 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
           run_args):
     """Print the logical shards that have no completion manifest (or resubmit them).
 
-    Empty output means every shard is complete. Run it after every submission of the
+    Once every shard is complete, a run with --dedup prints the missing elements of its
+    earliest incomplete dedup phase instead (the fields format adds the phase); --submit
+    queues them and the phases after. Empty output means everything is complete. Run it after every submission of the
     run has finished: a shard still running has no manifest yet (--submit checks this).
     With --submit, the elements run the options the run's latest submission pinned, with
     the run options after `--` on top (they must keep the run's pipeline).
@@ -98,23 +112,30 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
     from ..core.run_contract import check_pipeline, read_run_config
     from ..run.prepare import save_request
     from ..run.settings import pinned_request, request_of
-    from ..run.submission import queued_elements, retry_settings, with_files_in_checkpoint
+    from ..run.submission import queued_phases, retry_settings, with_files_in_checkpoint
     from ..slurm.submit import resolve_max_array_size
 
     layout = CheckpointLayout(checkpoint_path)
-    plan = plan_retry(layout)
+    states = run_phases(layout)
+    first = earliest_incomplete(states)
     if not do_submit:
         if site or run_args:
             raise click.UsageError("--site and run options only go with --submit")
         max_size = resolve_max_array_size(max_array_size, os.environ)
-        click.echo(format_retry(plan, output_format, max_size), nl=False)
-        if plan.complete:
-            click.echo(f"all {plan.shards.total} shards are complete", err=True)
+        if first is None:
+            click.echo(f"all {states[0].elements.total} shards are complete"
+                       + (" and every dedup phase" if len(states) > 1 else ""), err=True)
+        elif first.phase == CURATION:
+            click.echo(format_retry(plan_retry(layout), output_format, max_size), nl=False)
+        else:
+            click.echo(format_phase_retry(first, output_format, max_size), nl=False)
+            click.echo(f"phase {first.phase}: its elements run with --phase {first.phase} and TOTAL_SHARDS="
+                       f"{first.elements.total}; `retry --submit` queues them and the phases after", err=True)
         return
     if not site:
         raise click.UsageError("--submit needs --site")
-    if plan.complete:
-        click.echo(f"all {plan.shards.total} shards are complete; nothing to submit", err=True)
+    if first is None:
+        click.echo(f"all {states[0].elements.total} shards are complete; nothing to submit", err=True)
         return
     _, script = site_files(sites_dir, site)
     request = request_of(with_files_in_checkpoint(retry_settings(layout, parse_run_args(run_args), os.environ),
@@ -127,7 +148,8 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
     if not dry_run:
         save_request(layout, pinned)
     size = resolve_max_array_size(max_array_size, os.environ, default="auto")
-    print_or_submit(queued_elements(request, pinned.id, plan.incomplete, plan.shards, script, size, parallel),
+    wanted = {state.phase: state.missing for state in states}
+    print_or_submit(queued_phases(request, pinned.id, wanted, states[0].elements, script, size, parallel),
                     layout, dry_run)
 
 
@@ -163,14 +185,20 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     environment, else the default; a bad value stops the submission. Before anything is
     queued, the run's contract is written (or checked, when the checkpoint already holds
     the run): shard range, input listing, pipeline, and the options, which every element
-    then runs as pinned.
+    then runs as pinned. With --dedup, the dedup phases are queued too, each phase after
+    the one before (afterany: an element whose inputs are incomplete exits 2 at once).
     """
     from ..core.arrays import parse_array_expression
     from ..core.run_contract import archive_run
     from ..core.sharding import ShardRange
     from ..run.prepare import check_against_run, pin_run
     from ..run.settings import pinned_request, request_of
-    from ..run.submission import queued_elements, submission_settings, with_files_in_checkpoint
+    from ..run.submission import (
+        phase_elements,
+        queued_phases,
+        submission_settings,
+        with_files_in_checkpoint,
+    )
     from ..slurm.submit import resolve_max_array_size
 
     site_config, script = site_files(sites_dir, site)
@@ -195,6 +223,10 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     except CheckpointMismatchError:
         start_new_run()
         pipeline = request.build_pipeline(refresh_crawls=True)
+    if pipeline.dedup is not None and pipeline.dedup.against:
+        from ..run.dedup import against_signature_files
+
+        against_signature_files(pipeline.dedup)
     try:
         if dry_run:
             check_against_run(pipeline, layout, shards)
@@ -205,7 +237,9 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
         pin_run(pipeline, layout, shards, pinned)
     wanted = parse_array_expression(array_expression) if array_expression else shards.indices()
     size = resolve_max_array_size(max_array_size, os.environ, default="auto")
-    print_or_submit(queued_elements(request, pinned.id, wanted, shards, script, size, parallel), layout, dry_run)
+    every = {phase: list(elements) for phase, elements in phase_elements(request, shards).items()}
+    print_or_submit(queued_phases(request, pinned.id, {**every, CURATION: wanted}, shards, script, size, parallel),
+                    layout, dry_run)
 
 
 @cli.command("render-site", epilog="""\b

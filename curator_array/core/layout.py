@@ -20,6 +20,8 @@ marked "ours" are curator-array's additions, which the reference system ignores:
                                                               a rerun skips them (ours)
       .ray_rendezvous/slurm_job_<J>_step_<T>_restart_<R>/     where the nodes of a multi-node
                                                               element meet (ours)
+      .dedup/<phase>/...                                      the dedup phases' manifests, attempt
+                                                              records and data (ours, core.phases)
       pinned_files/<digest>-<name>                            a file option's file, copied at
                                                               submit (ours)
       submissions.jsonl                                       what submit and retry --submit
@@ -42,6 +44,7 @@ FAILED_TASKS_DIR = ".failed_tasks"
 RENDEZVOUS_DIR = ".ray_rendezvous"
 TASK_RECORDS_DIR = ".task_records"
 ARCHIVE_DIR = ".archived_runs"
+DEDUP_DIR = ".dedup"
 PINNED_FILES_DIR = "pinned_files"
 RUN_FILE = "run.json"
 MANIFEST_PREFIX = "completed_slurm_array_"
@@ -105,6 +108,10 @@ class CheckpointLayout:
     @property
     def rendezvous_root(self) -> Path:
         return self.metadata_dir / RENDEZVOUS_DIR
+
+    @property
+    def dedup_root(self) -> Path:
+        return self.metadata_dir / DEDUP_DIR
 
     @property
     def submissions_file(self) -> Path:

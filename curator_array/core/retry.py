@@ -12,6 +12,7 @@ from .arrays import ArrayWindow
 from .checkpoint import scan_completion_manifests
 from .errors import ConfigError
 from .layout import CheckpointLayout
+from .phases import CURATION, DedupSettings, PhaseState, phase_states
 from .run_contract import read_run_config
 from .sharding import ShardRange
 
@@ -35,6 +36,29 @@ def plan_retry(layout: CheckpointLayout) -> RetryPlan:
     run = read_run_config(layout)
     done = scan_completion_manifests(layout, run).shards
     return RetryPlan(run.shards, tuple(shard for shard in run.shards if shard not in done))
+
+
+def run_phases(layout: CheckpointLayout) -> list[PhaseState]:
+    """Every phase of the run with its complete and missing elements (curation alone without dedup)."""
+    run = read_run_config(layout)
+    done = scan_completion_manifests(layout, run).shards
+    settings = DedupSettings.of_pipeline(run.pipeline)
+    if settings is None:
+        return [PhaseState(CURATION, run.shards, tuple(sorted(s for s in done if s in run.shards)), {})]
+    return phase_states(layout, settings, run.shards, run.run_id, done)
+
+
+def earliest_incomplete(states: list[PhaseState]) -> PhaseState | None:
+    return next((state for state in states if not state.is_complete), None)
+
+
+def format_phase_retry(state: PhaseState, output_format: str = "array", max_array_size: int | None = None) -> str:
+    """``format_retry`` for a dedup phase: in the fields format a fifth field names the phase
+    (its elements take ``--phase PHASE``, and TOTAL_SHARDS is the phase's element count)."""
+    text = format_retry(RetryPlan(state.elements, state.missing), output_format, max_array_size)
+    if output_format == "fields":
+        text = "".join(f"{line} {state.phase}\n" for line in text.splitlines())
+    return text
 
 
 def format_retry(plan: RetryPlan, output_format: str = "array", max_array_size: int | None = None) -> str:

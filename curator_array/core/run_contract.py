@@ -261,7 +261,8 @@ def archive_run(layout: CheckpointLayout) -> Path | None:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     archive = layout.archive_root / f"{stamp}-{run.run_id or 'run'}"
     archive.mkdir(parents=True)
-    for path in (layout.completion_dir, layout.failed_tasks_root, layout.task_records_root, layout.submissions_file):
+    for path in (layout.completion_dir, layout.failed_tasks_root, layout.task_records_root, layout.dedup_root,
+                 layout.submissions_file):
         if path.exists():
             os.rename(path, archive / path.name)
     fsync_directory(layout.metadata_dir)

@@ -10,6 +10,7 @@ from typing import Any
 from .arrays import format_array_expression
 from .checkpoint import find_attempt_records, scan_completion_manifests
 from .layout import CheckpointLayout
+from .phases import DedupSettings, PhaseState, blocked_by, phase_states
 from .records import CompletionManifest, PinnedRequest, WorkTotals
 from .run_contract import read_run_config
 from .sharding import ShardRange
@@ -53,6 +54,12 @@ class RunStatus:
     resumed_tasks: int = 0  # tasks complete shards took from earlier attempts instead of running them again
     request_id: str | None = None
     options: dict[str, dict[str, Any]] = field(default_factory=dict)  # option → {"value", "source"}
+    phases: list[PhaseState] = field(default_factory=list)  # curation, then the dedup phases (none without)
+    queued_phases: dict[str, dict[int, str]] = field(default_factory=dict)  # dedup phase → element → state
+
+    @property
+    def all_complete(self) -> bool:
+        return not self.incomplete and all(state.is_complete for state in self.phases)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -83,7 +90,44 @@ class RunStatus:
             "duration_s": self.duration_s,
             "pending": format_array_expression(s for s, state in self.queued.items() if state == "PENDING"),
             "running": format_array_expression(s for s, state in self.queued.items() if state != "PENDING"),
+            "phases": [phase_json(state, self.phases, self.queued_phases.get(state.phase, {}))
+                       for state in self.phases[1:]],
         }
+
+
+def phase_json(state: PhaseState, states: list[PhaseState], queued: dict[int, str]) -> dict[str, Any]:
+    waiting = blocked_by(states, state.phase)
+    return {
+        "phase": state.phase, "elements": state.elements.total, "complete": len(state.complete),
+        "missing": format_array_expression(state.missing), "queued": format_array_expression(queued),
+        "failed": {str(i): reason for i, reason in sorted(state.failed.items())},
+        "blocked_by": waiting.phase if waiting is not None and not state.is_complete else None,
+        "counts": {name: state.total(name) for name in ("documents", "pairs", "removed", "rows_in", "rows_out")
+                   if any(name in m.counts for m in state.manifests.values())},
+    }
+
+
+def format_phases(status: RunStatus) -> list[str]:
+    """One line per dedup phase: complete, or what is missing, failed, queued, or blocks it."""
+    lines = ["phases"]
+    for state in status.phases[1:]:
+        done = f"{len(state.complete)}/{state.elements.total}"
+        queued = status.queued_phases.get(state.phase, {})
+        if state.is_complete:
+            figures = phase_json(state, status.phases, queued)["counts"]
+            shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in figures.items())
+            lines.append(f"  {state.phase:<11}{done} complete" + (f" ({shown})" if shown else ""))
+            continue
+        parts = [f"missing {format_array_expression(state.missing)}"]
+        if queued:
+            parts.append(f"queued {format_array_expression(queued)}")
+        waiting = blocked_by(status.phases, state.phase)
+        if waiting is not None:
+            parts.append(f"blocked by {waiting.phase} (missing {format_array_expression(waiting.missing)})")
+        lines.append(f"  {state.phase:<11}{done}; " + "; ".join(parts))
+        for index, reason in sorted(state.failed.items())[:5]:
+            lines.append(f"    element {index} failed: {reason}")
+    return lines
 
 
 def option_lines(options: dict[str, dict[str, Any]]) -> list[str]:
@@ -145,7 +189,13 @@ def collect_status(layout: CheckpointLayout, keep_manifests: bool = False, reque
         options=options,
         partial=partial_shards(layout, set(manifests)),
         resumed_tasks=scan.resumed_tasks,
+        phases=_phases(layout, run, set(manifests)),
     )
+
+
+def _phases(layout: CheckpointLayout, run, curated: set[int]) -> list[PhaseState]:
+    settings = DedupSettings.of_pipeline(run.pipeline)
+    return phase_states(layout, settings, run.shards, run.run_id, curated) if settings else []
 
 
 def partial_shards(layout: CheckpointLayout, complete: set[int]) -> dict[int, tuple[int, int, int]]:
@@ -195,6 +245,8 @@ def format_status(status: RunStatus) -> str:
             lines.append(f"  shard {shard}: {done}/{total or '?'} tasks done in {attempts} attempt(s)")
     if status.resumed_tasks:
         lines.append(f"resumed      {status.resumed_tasks} task(s) of complete shards were kept from earlier attempts")
+    if status.phases:
+        lines += format_phases(status)
     if status.failed_attempts:
         lines.append(f"failed attempts ({len(status.failed_attempts)}):")
         for attempt in status.failed_attempts:
@@ -234,6 +286,8 @@ def format_watch(status: RunStatus, now: str) -> str:
     latest = {a.shard_index: a for a in status.failed_attempts if a.shard_index in states["failed"]}
     for shard, attempt in sorted(latest.items())[:10]:
         lines.append(f"  shard {shard}: {attempt.reason}  {attempt.path}")
+    if status.phases:
+        lines += format_phases(status)
     return "\n".join(lines) + "\n"
 
 
@@ -247,10 +301,10 @@ def watch(collect, echo, sleep, clock_text, interval_s: float, clear: bool) -> i
         status = collect()
         states = shard_states(status)
         echo(("\x1b[H\x1b[2J" if clear else "") + format_watch(status, clock_text()))
-        if len(states["complete"]) == status.shards.total:
-            echo("every shard is complete\n")
+        if status.all_complete:
+            echo("every shard is complete" + (" and every dedup phase\n" if status.phases else "\n"))
             return 0
-        if not status.queued:
+        if not status.queued and not status.queued_phases:
             echo(f"nothing of this run is queued any more; {status.shards.total - len(states['complete'])} "
                  "shard(s) incomplete: curator-array retry --checkpoint-path "
                  f"{status.checkpoint} --submit --site <site>\n")

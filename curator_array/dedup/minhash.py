@@ -76,9 +76,9 @@ def _word_hashes(words: pa.Array) -> np.ndarray:
     return distinct[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
-def signatures(texts: pa.Array, settings: MinHashSettings = MinHashSettings()) -> np.ndarray:
-    """One row of ``settings.hashes`` MinHash values per text (a text with fewer words than
-    an n-gram is one shingle of all its words; an empty text gets the largest values)."""
+def shingles(texts: pa.Array, settings: MinHashSettings = MinHashSettings()) -> tuple[np.ndarray, np.ndarray]:
+    """Every text's word n-gram hashes and, for each, its text's index, ordered by text (a
+    text with fewer words than an n-gram is one shingle of all its words)."""
     documents = len(texts)
     words = pc.split_pattern(simplify(texts), " ")
     flat = pc.list_flatten(words)
@@ -89,25 +89,44 @@ def signatures(texts: pa.Array, settings: MinHashSettings = MinHashSettings()) -
     n = settings.ngram
     grams = ngram_keys(hashes, np.ones(len(hashes)), parents, n)
     short = np.flatnonzero((counts > 0) & (counts < n))
-    shingles, owners = grams.keys, grams.parents
+    values, owners = grams.keys, grams.parents
     if len(short):  # one shingle of all the words
         whole = [ngram_keys(hashes[parents == d], np.ones(counts[d]), np.zeros(counts[d], np.int64), counts[d])
                  .keys[0] for d in short]
-        shingles = np.concatenate([shingles, np.array(whole, dtype=np.uint64)])
+        values = np.concatenate([values, np.array(whole, dtype=np.uint64)])
         owners = np.concatenate([owners, short])
     order = np.argsort(owners, kind="stable")
-    shingles, owners = shingles[order] % MERSENNE, owners[order]
+    return values[order] % MERSENNE, owners[order]
+
+
+def jaccard(first: np.ndarray, second: np.ndarray) -> float:
+    """The Jaccard similarity of two shingle arrays (as sets)."""
+    one, other = np.unique(first), np.unique(second)
+    union = len(np.union1d(one, other))
+    return len(np.intersect1d(one, other, assume_unique=True)) / union if union else 1.0
+
+
+def signatures(texts: pa.Array, settings: MinHashSettings = MinHashSettings()) -> np.ndarray:
+    """One row of ``settings.hashes`` MinHash values per text (an empty text gets the largest values)."""
+    documents = len(texts)
+    hashed, owners = shingles(texts, settings)
     result = np.full((documents, settings.hashes), MERSENNE, dtype=np.uint64)
-    if len(shingles) == 0:
+    if len(hashed) == 0:
         return result
     present, starts = np.unique(owners, return_index=True)
     a, b = settings.parameters()
     with np.errstate(over="ignore"):
         for first in range(0, settings.hashes, settings.rows):  # a band at a time bounds the memory
             span = slice(first, first + settings.rows)
-            values = (shingles[:, None] * a[None, span] + b[None, span]) % MERSENNE
+            values = (hashed[:, None] * a[None, span] + b[None, span]) % MERSENNE
             result[present, span] = np.minimum.reduceat(values, starts, axis=0)
     return result
+
+
+def text_keys(texts: pa.Array) -> np.ndarray:
+    """One stable 64-bit key per text: equal for texts equal after ``simplify`` (exact dedup)."""
+    return np.fromiter((int.from_bytes(hashlib.blake2b(t.encode(), digest_size=8).digest(), "little")
+                        for t in simplify(texts).to_pylist()), dtype=np.uint64, count=len(texts))
 
 
 def band_keys(signature_rows: np.ndarray, settings: MinHashSettings = MinHashSettings()) -> np.ndarray:

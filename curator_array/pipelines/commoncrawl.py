@@ -41,5 +41,5 @@ def build(options) -> list[ProcessingStage]:
         GopherRepetitionFilter(text_field=text, settings=settings),
         GopherQualityFilter(text_field=text, settings=settings),
         C4QualityFilter(text_field=text, settings=settings),
-        writer_for(options.output_file_type or OUTPUT_FORMAT, options.output_dir),
+        writer_for(options.output_file_type or OUTPUT_FORMAT, options.written_dir),
     ]

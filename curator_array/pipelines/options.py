@@ -10,10 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.phases import DedupSettings
 from ..formats import DEFAULT_FORMAT
 from ..stages import defaults
 
 # Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
+# Where the curation phase writes when dedup phases follow (hidden, like the other dot-dirs).
+CURATED_DIR = ".curated"
+
 BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build"}
 
 
@@ -30,7 +34,7 @@ class PipelineOptions:
     drop_empty: bool = False
     min_words: int | None = None
     max_words: int | None = None
-    dedup: bool = False
+    dedup_within_task: bool = False
     malformed: str = defaults.MALFORMED_POLICIES[0]
     input_urls: tuple[str, ...] = ()
     crawl: tuple[str, ...] = ()
@@ -46,9 +50,32 @@ class PipelineOptions:
     extractor: str = defaults.EXTRACTORS[0]
     quality_settings: str | None = None
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
+    dedup: str | None = None
+    dedup_buckets: int | None = None
+    dedup_ngram: int = 5
+    dedup_bands: int = 14
+    dedup_rows: int = 8
+    dedup_seed: int = 1
+    dedup_verify: bool = False
+    dedup_threshold: float = 0.75
+    dedup_against: tuple[str, ...] = ()
     extra: dict[str, str] = field(default_factory=dict)
     # The saved paths lists of ``crawl`` (``run.crawls``), added when the run resolves them.
     crawl_lists: tuple[str, ...] = ()
+
+    @property
+    def written_dir(self) -> str:
+        """Where the curation phase writes: the output dir, or, when a dedup phase removes
+        copies afterwards, a hidden staging dir inside it (the removal phase fills the output)."""
+        return str(Path(self.output_dir) / CURATED_DIR) if self.dedup else self.output_dir
+
+    def dedup_settings(self) -> DedupSettings | None:
+        """The run's dedup phases, or None without ``--dedup``."""
+        if not self.dedup:
+            return None
+        return DedupSettings(self.dedup, self.dedup_ngram, self.dedup_bands, self.dedup_rows, self.dedup_seed,
+                             self.dedup_buckets, self.dedup_verify, self.dedup_threshold,
+                             tuple(str(Path(p).resolve()) for p in self.dedup_against))
 
     @property
     def url_lists(self) -> tuple[str, ...]:
@@ -85,7 +112,7 @@ class PipelineOptions:
             stages.append(NonEmptyTextFilter(self.text_field))
         if self.min_words is not None or self.max_words is not None:
             stages.append(WordCountFilter(self.min_words, self.max_words, self.text_field))
-        if self.dedup:
+        if self.dedup_within_task:
             stages.append(ExactDuplicateFilter(self.text_field))
         return stages
 
@@ -97,4 +124,4 @@ class PipelineOptions:
     def writer(self):
         from ..formats import writer_for
 
-        return writer_for(self.output_file_type or DEFAULT_FORMAT, self.output_dir)
+        return writer_for(self.output_file_type or DEFAULT_FORMAT, self.written_dir)

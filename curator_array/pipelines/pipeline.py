@@ -13,9 +13,11 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.phases import DedupSettings
 from ..stages.base import ProcessingStage, SourceStage
 from ..stages.io import ReaderStage, WriterStage
 from .options import BUILT_IN_PIPELINES, PipelineOptions
@@ -32,6 +34,7 @@ class Pipeline:
     source: SourceStage
     stages: list[ProcessingStage]
     text_field: str | None = None
+    dedup: DedupSettings | None = None  # the dedup phases after this pipeline's (curation) phase
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, SourceStage):
@@ -71,7 +74,21 @@ class Pipeline:
             "input": reader.format_name if reader is not None else None,
             "output": writer.format_name if isinstance(writer, WriterStage) else None,
             "text_field": self.text_field,
+            **({"dedup": self.dedup.to_json()} if self.dedup is not None else {}),
         }
+
+    def with_dedup(self, options: PipelineOptions) -> Pipeline:
+        """This pipeline followed by the dedup phases ``options`` ask for; its writer must write
+        where they look (``options.written_dir``)."""
+        self.dedup = options.dedup_settings()
+        writer = self.stages[-1]
+        if self.dedup is not None and Path(writer.output_dir).resolve() != Path(options.written_dir).resolve():
+            raise ConfigError(
+                f"--dedup {options.dedup}: the pipeline writes to {writer.output_dir}, but the dedup phases read "
+                f"{options.written_dir} and write the deduplicated files to {options.output_dir}: build the writer "
+                "with options.writer() (or write to options.written_dir)"
+            )
+        return self
 
 
 def default_pipeline(options: PipelineOptions) -> Pipeline:

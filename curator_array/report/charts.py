@@ -117,6 +117,19 @@ def rows_chart(rows_in: int, rows_out: int, dropped: dict[str, int]) -> str:
     return _svg(figure)
 
 
+def cluster_size_chart(sizes: dict[int, int]) -> str:
+    """How many duplicate clusters have each size (a size-2 cluster is a document and one copy)."""
+    figure = _figure(6, 2.8)
+    axes = figure.add_subplot()
+    if sizes:
+        ordered = sorted(sizes.items())
+        axes.bar([str(size) for size, _ in ordered], [count for _, count in ordered], color="#546e7a")
+        axes.set_yscale("log")
+    axes.set_xlabel("documents in the cluster")
+    axes.set_ylabel("clusters")
+    return _svg(figure)
+
+
 def throughput_series(manifests: Iterable[CompletionManifest]) -> tuple[list[float], dict[str, list[float]]]:
     """Rows/s per node over time: each shard's rows spread evenly over its run on its node."""
     spans = []

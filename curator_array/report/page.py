@@ -15,8 +15,8 @@ from markupsafe import Markup
 
 from ..core.atomic import write_bytes_atomic
 from ..core.layout import CheckpointLayout
-from ..core.retry import format_retry, plan_retry
-from ..core.status import FailedAttempt, RunStatus, collect_status, shard_states
+from ..core.retry import earliest_incomplete, format_phase_retry, format_retry, plan_retry
+from ..core.status import FailedAttempt, RunStatus, collect_status, phase_json, shard_states
 from . import charts
 
 FAILURE_ROWS = 200
@@ -38,6 +38,29 @@ def option_rows(options: dict[str, dict]) -> list[tuple[str, str, str]]:
     return sorted(rows, key=lambda row: (row[2] == "default", row[0]))
 
 
+def phase_rows(status: RunStatus) -> list[dict]:
+    """One row per dedup phase: elements complete, what it counted, its longest element."""
+    rows = []
+    for state in status.phases[1:]:
+        counts = phase_json(state, status.phases, status.queued_phases.get(state.phase, {}))
+        durations = [m.duration_s for m in state.manifests.values() if m.duration_s is not None]
+        memory = [m.peak_rss_mib for m in state.manifests.values() if m.peak_rss_mib is not None]
+        rows.append({"phase": state.phase, "complete": len(state.complete), "elements": state.elements.total,
+                     "missing": counts["missing"], "blocked_by": counts["blocked_by"],
+                     "counts": ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in counts["counts"].items()),
+                     "longest_s": max(durations) if durations else None, "peak_mib": max(memory) if memory else None})
+    return rows
+
+
+def cluster_sizes(status: RunStatus) -> dict[int, int]:
+    sizes: Counter[int] = Counter()
+    for state in status.phases:
+        if state.phase == "clusters":
+            for manifest in state.manifests.values():
+                sizes.update({int(k): v for k, v in manifest.cluster_sizes.items()})
+    return dict(sizes)
+
+
 def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
     import jinja2
 
@@ -54,6 +77,7 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         "durations": charts.duration_chart(durations),
         "rows": charts.rows_chart(rows_in, rows_out, dict(dropped.most_common())),
         "throughput": charts.throughput_chart(*charts.throughput_series(manifests)),
+        **({"clusters": charts.cluster_size_chart(cluster_sizes(status))} if status.phases else {}),
     }
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
@@ -68,15 +92,20 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         request_id=status.request_id, options=option_rows(status.options),
         partial=sorted(status.partial.items())[:FAILURE_ROWS], partial_count=len(status.partial),
         resumed_tasks=status.resumed_tasks, finished_tasks=status.totals.source_tasks,
+        phases=phase_rows(status),
     )
 
 
 def write_report(layout: CheckpointLayout, output: Path, queued: dict[int, str] | None = None,
-                 request_id: str | None = None) -> Path:
+                 request_id: str | None = None, queued_phases: dict[str, dict[int, str]] | None = None) -> Path:
     charts.require_matplotlib()
     status = collect_status(CheckpointLayout(Path(layout.root).resolve()), keep_manifests=True, request_id=request_id)
     status.queued = queued or {}
-    page = render(status, format_retry(plan_retry(layout), "fields"), time.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    status.queued_phases = queued_phases or {}
+    first = earliest_incomplete(status.phases)
+    retry_text = format_phase_retry(first, "fields") if first is not None and first.phase != "curation" \
+        else format_retry(plan_retry(layout), "fields")
+    page = render(status, retry_text, time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     output.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(output, page.encode())
     return output

@@ -23,6 +23,8 @@ import os
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
+from ..core.phases import CURATION, PHASES
+from ..core.phases import MODES as PHASE_MODES
 from ..formats import DEFAULT_FORMAT, input_formats, output_formats
 from ..pipelines.options import BUILT_IN_PIPELINES, PipelineOptions
 from ..slurm.jobenv import parse_bool
@@ -68,6 +70,7 @@ class RunOption:
     metavar: str | None = None
     required: bool = False
     default_text: str | None = None  # shown in --help instead of the default value
+    hint: str | None = None  # added to the message about a value that is not a choice
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -109,7 +112,7 @@ class RunOption:
                 raise ValueError(str(exc) if "must be" in str(exc) else "not a number") from None
         if self.kind == "choice":
             if raw not in self.choices:
-                raise ValueError(f"not one of {', '.join(self.choices)}")
+                raise ValueError(f"not one of {', '.join(self.choices)}" + (f" ({self.hint})" if self.hint else ""))
             return raw
         if self.kind == "list":
             return tuple(item.strip() for item in raw.split(",") if item.strip())
@@ -180,7 +183,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("drop_empty", "Drop documents with empty or missing text.", "flag", "filters"),
     RunOption("min_words", "Drop documents with fewer words.", "int", "filters", minimum=0),
     RunOption("max_words", "Drop documents with more words.", "int", "filters", minimum=0),
-    RunOption("dedup", "Drop exact duplicate texts within each source task.", "flag", "filters"),
+    RunOption("dedup_within_task", "Drop exact duplicate texts within each source task (no dedup phases).", "flag",
+              "filters"),
     RunOption("malformed", "Malformed JSONL lines: fail the task, or skip and count them.", "choice", "filters",
               choices=defaults.MALFORMED_POLICIES),
     # downloads
@@ -204,7 +208,26 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "the built-in table (docs/filters.md).", "file", "web"),
     RunOption("records_per_batch", "WARC input: records per part (a reader's memory grows with this, not the file).",
               "int", "web", minimum=1),
+    # dedup phases after the curation phase (docs/dedup.md)
+    RunOption("dedup", "Remove duplicates across the whole run, as phases after curation: exact (same normalised "
+              "text) or fuzzy (MinHash + LSH near-duplicates too). The output dir then holds the kept documents.",
+              "choice", "dedup", choices=PHASE_MODES, hint="the per-task exact dedup is --dedup-within-task"),
+    RunOption("dedup_buckets", "Bucket elements of the dedup phases (each holds 1/N of the band keys).", "int", "dedup",
+              minimum=1, default_text="--total-shards"),
+    RunOption("dedup_ngram", "fuzzy: words per shingle.", "int", "dedup", minimum=1),
+    RunOption("dedup_bands", "fuzzy: LSH bands.", "int", "dedup", minimum=1),
+    RunOption("dedup_rows", "fuzzy: hashes per band.", "int", "dedup", minimum=1),
+    RunOption("dedup_seed", "fuzzy: seed of the hash functions.", "int", "dedup", minimum=0),
+    RunOption("dedup_verify", "fuzzy: confirm each candidate pair by its true Jaccard similarity before removal.",
+              "flag", "dedup"),
+    RunOption("dedup_threshold", "fuzzy with --dedup-verify: the Jaccard similarity a pair needs.", "float", "dedup",
+              minimum=0, maximum=1),
+    RunOption("dedup_against", "Checkpoint(s) of earlier runs with the same dedup settings: also remove copies of "
+              "their documents (from their saved signatures).", "existing-paths", "dedup"),
     # this start only
+    RunOption("phase", "Run only this phase's element (what submit passes to dedup elements); default: the "
+              "curation shard, then, outside an array, every dedup phase whose inputs are complete.", "choice",
+              "start", choices=(CURATION, *PHASES)),
     RunOption("request", "Run the request `submit` pinned in the checkpoint under this id (what its job scripts "
               "pass): every run option then comes from there.", group="start", metavar="ID"),
     RunOption("force", "Rerun a shard even if its manifest exists.", "flag", "start"),

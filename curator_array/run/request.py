@@ -43,6 +43,7 @@ class RunRequest:
     rendezvous_dir: str | None = None
     worker_join_timeout: float = 300.0
     node_ip: str | None = None
+    phase: str | None = None  # None: the curation shard, then (outside an array) every dedup phase ready
     # option name → Setting (value and source), when the request was resolved from options
     settings: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
@@ -55,6 +56,7 @@ class RunRequest:
         options["input_urls"] = tuple(options.get("input_urls") or ())
         options["crawl"] = tuple(options.get("crawl") or ())
         options["languages"] = tuple(options.get("languages") or ())
+        options["dedup_against"] = tuple(options.get("dedup_against") or ())
         return cls(PipelineOptions(**options), **{k: v for k, v in flags.items() if k not in names})
 
     @property
@@ -79,9 +81,8 @@ class RunRequest:
                                       save=save_crawls, retries=options.download_retries,
                                       read_timeout_s=options.download_timeout)
             options = replace(options, crawl_lists=tuple(map(str, saved)))
-        if self.pipeline_ref:
-            return load_pipeline(self.pipeline_ref, options)
-        return default_pipeline(options)
+        pipeline = load_pipeline(self.pipeline_ref, options) if self.pipeline_ref else default_pipeline(options)
+        return pipeline.with_dedup(options)
 
     def node_options(self, job: JobEnvironment) -> NodeOptions:
         return NodeOptions(

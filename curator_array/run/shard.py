@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
 from ..core.layout import AttemptId
+from ..core.phases import CURATION
 from ..core.records import AttemptRecord
 from ..core.run_contract import archive_run
 from ..core.sharding import ShardConfig
@@ -70,8 +71,24 @@ def run_shard_command(
     command does); ``client_factory`` replaces the client the request asks for.
     """
     job = context.job
+    if request.phase not in (None, CURATION):
+        return _dedup_element(request, context, stop)
     if request.cluster == "slurm" and not job.is_driver:
         return serve_worker_node(request, job)
+    settings = request.options.dedup_settings()
+    if settings is not None and settings.against:  # refused before any work, not at the buckets phase
+        from .dedup import against_signature_files
+
+        against_signature_files(settings)
+    code = _curate(request, context, client_factory, stop)
+    if code == 0 and request.phase is None and job.array_task_id is None and request.options.dedup:
+        code = _continue_with_dedup(request, job, stop)
+    return code
+
+
+def _curate(request: RunRequest, context: JobContext, client_factory: Callable[[], RayClusterClient] | None,
+            stop: StopController | None) -> int:
+    job = context.job
     timeline = Timeline()
     client = client_factory() if client_factory else make_client(request, job, stop)
     with _cluster_lifetime(client):
@@ -86,6 +103,25 @@ def run_shard_command(
         outcome = _run(request, prepared, client, job, stop, timeline)
     log_outcome(outcome)
     return outcome.exit_code
+
+
+def _dedup_element(request: RunRequest, context: JobContext, stop: StopController | None) -> int:
+    """A dedup phase's element (``--phase``): file work on node 0, without Ray; other nodes have nothing to do."""
+    if request.cluster == "slurm" and not context.job.is_driver:
+        return 0
+    from .dedup import run_phase_command
+
+    index = context.shard.shard_index if context.shard is not None else None
+    return run_phase_command(request, context.job, index, stop.raise_if_requested if stop is not None else None)
+
+
+def _continue_with_dedup(request: RunRequest, job: JobEnvironment, stop: StopController | None) -> int:
+    """Outside an array: after its curation shard, a run goes on with every dedup element that is ready."""
+    from .dedup import PhaseRun, describe_wait, run_ready_phases
+
+    phase_run = PhaseRun.open(request, job, stop.raise_if_requested if stop is not None else None)
+    describe_wait(run_ready_phases(phase_run), request.layout)
+    return 0
 
 
 @contextmanager
@@ -112,13 +148,13 @@ def _run(request: RunRequest, prepared: PreparedShard, client: RayClusterClient,
     attempt = job.attempt_id()
     executor = RayDataExecutor(stall_timeout_s=request.stall_timeout, progress_bars=request.progress)
     if not prepared.tasks:  # a manifest with 0 tasks, and no cluster to wait for
-        return run_prepared(prepared, executor.execute, job, attempt, output_dir=request.options.output_dir)
+        return run_prepared(prepared, executor.execute, job, attempt, output_dir=request.options.written_dir)
     errors = _AttemptErrors(prepared, attempt, job)
     with stop.on_stop(errors.record) if stop is not None else nullcontext(), errors.recording():
         client.start()
         timeline.mark("ray_ready")
         return run_prepared(
-            prepared, executor.execute, job, attempt, describe_cluster, request.options.output_dir,
+            prepared, executor.execute, job, attempt, describe_cluster, request.options.written_dir,
             health_check=_health_check(client, stop), timeline=timeline,
             progress_interval_s=request.progress_interval,
         )

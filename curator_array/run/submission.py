@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.atomic import write_bytes_atomic
 from ..core.layout import CheckpointLayout
+from ..core.phases import CURATION, PHASES
 from ..core.records import PinnedRequest
 from ..core.run_contract import read_run_config
 from ..core.sharding import ShardRange
@@ -79,7 +80,7 @@ def with_files_in_checkpoint(settings: Settings, layout: CheckpointLayout, copy:
 
 def queued_elements(
     request: RunRequest, request_id: str, wanted: Sequence[int], shards: ShardRange, script: str,
-    max_size: int | None, parallel: int | None,
+    max_size: int | None, parallel: int | None, phase: str = CURATION,
 ) -> list[Submission]:
     """The windows to queue: elements get the checkpoint and the request id as arguments, and the
     job script the paths it mounts (it cannot read them from the request)."""
@@ -87,4 +88,27 @@ def queued_elements(
     if request.options.input_dir:
         paths["INPUT_DIR"] = request.options.input_dir
     return plan_submissions(wanted, shards, script, max_size, parallel,
-                            ("--checkpoint-path", request.checkpoint, "--request", request_id), paths, request_id)
+                            ("--checkpoint-path", request.checkpoint, "--request", request_id), paths, request_id,
+                            phase)
+
+
+def queued_phases(
+    request: RunRequest, request_id: str, wanted: Mapping[str, Sequence[int]], shards: ShardRange, script: str,
+    max_size: int | None, parallel: int | None,
+) -> list[list[Submission]]:
+    """One group of windows per phase that has elements to queue, in the phases' order:
+    curation, then the dedup phases the request has (see ``slurm.submit.chained``)."""
+    settings = request.options.dedup_settings()
+    groups = []
+    for phase in (CURATION, *(PHASES if settings else ())):
+        elements = shards if phase == CURATION else settings.elements(phase, shards)
+        indices = [i for i in wanted.get(phase, ()) if i in elements]
+        if indices:
+            groups.append(queued_elements(request, request_id, indices, elements, script, max_size, parallel, phase))
+    return groups
+
+
+def phase_elements(request: RunRequest, shards: ShardRange) -> dict[str, ShardRange]:
+    """Every phase of the request's run and its elements (curation alone without ``--dedup``)."""
+    settings = request.options.dedup_settings()
+    return {CURATION: shards, **({p: settings.elements(p, shards) for p in PHASES} if settings else {})}

@@ -13,10 +13,11 @@ import os
 import shlex
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.errors import ConfigError
 from ..core.layout import CheckpointLayout
+from ..core.phases import CURATION
 from ..core.sharding import ShardRange
 from .commands import SlurmCommandError, max_array_size, slurm_command, submit
 
@@ -40,6 +41,8 @@ class Submission:
     parallel: int | None = None
     variables: tuple[tuple[str, str], ...] = ()
     request: str | None = None
+    phase: str = CURATION
+    after: tuple[str, ...] = ()  # job ids this window waits for (``--dependency=afterany``)
 
     @property
     def env(self) -> dict[str, str]:
@@ -53,7 +56,8 @@ class Submission:
     @property
     def sbatch_args(self) -> list[str]:
         throttle = f"%{self.parallel}" if self.parallel else ""
-        return [f"--array={self.array_expression}{throttle}"]
+        waits = [f"--dependency=afterany:{':'.join(self.after)}"] if self.after else []
+        return [f"--array={self.array_expression}{throttle}", *waits]
 
     def command_line(self) -> str:
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
@@ -84,13 +88,31 @@ def resolve_max_array_size(value: str | None, env: Mapping[str, str], default: s
 def plan_submissions(
     wanted: Sequence[int], shards: ShardRange, script: str,
     max_size: int | None = None, parallel: int | None = None, script_args: Sequence[str] = (),
-    variables: Mapping[str, str] | None = None, request: str | None = None,
+    variables: Mapping[str, str] | None = None, request: str | None = None, phase: str = CURATION,
 ) -> list[Submission]:
+    """The windows of one phase; a dedup phase's elements are told their phase (``--phase``)."""
+    args = tuple(script_args) + (("--phase", phase) if phase != CURATION else ())
     return [
-        Submission(w.array_expression, w.shard_index_offset, shards, script, tuple(script_args), parallel,
-                   tuple(sorted((variables or {}).items())), request)
+        Submission(w.array_expression, w.shard_index_offset, shards, script, args, parallel,
+                   tuple(sorted((variables or {}).items())), request, phase)
         for w in shards.windows(wanted, max_size)
     ]
+
+
+def chained(groups: Sequence[Sequence[Submission]], job_ids: Sequence[Sequence[str]] | None = None) -> list[Submission]:
+    """The windows of every phase, each phase waiting for the one before (``afterany``: it
+    starts whether that one succeeded or not, checks its inputs and exits 2 at once if they
+    are incomplete, so no phase is left waiting forever on a failed one).
+
+    Without ``job_ids`` (a dry run) the waits name the phase they wait for.
+    """
+    planned, before = [], ()
+    for number, group in enumerate(groups):
+        for item in group:
+            planned.append(replace(item, after=tuple(before)))
+        if group:
+            before = tuple(job_ids[number]) if job_ids else (f"<{group[0].phase} jobs>",)
+    return planned
 
 
 def submit_all(submissions: Sequence[Submission], layout: CheckpointLayout, env: Mapping[str, str]) -> list[str]:
@@ -103,11 +125,24 @@ def submit_all(submissions: Sequence[Submission], layout: CheckpointLayout, env:
     return job_ids
 
 
+def submit_phases(groups: Sequence[Sequence[Submission]], layout: CheckpointLayout,
+                  env: Mapping[str, str]) -> list[tuple[str, Submission]]:
+    """sbatch each phase's windows after the previous phase's jobs (see ``chained``)."""
+    done: list[tuple[str, Submission]] = []
+    before: tuple[str, ...] = ()
+    for group in groups:
+        ids = submit_all([replace(item, after=before) for item in group], layout, env)
+        done += zip(ids, [replace(item, after=before) for item in group])
+        if ids:
+            before = tuple(ids)
+    return done
+
+
 def record_submission(layout: CheckpointLayout, job_id: str, item: Submission) -> None:
     layout.metadata_dir.mkdir(parents=True, exist_ok=True)
     line = json.dumps({
         "job_id": job_id, "array": item.array_expression, "offset": item.offset,
-        **item.shards.to_json(), "request": item.request, "submitted_at": time.time(),
+        **item.shards.to_json(), "request": item.request, "phase": item.phase, "submitted_at": time.time(),
     }) + "\n"
     fd = os.open(layout.submissions_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
@@ -136,21 +171,27 @@ def latest_request(layout: CheckpointLayout) -> str | None:
 
 
 def queued_shards(layout: CheckpointLayout, env: Mapping[str, str] | None = None) -> dict[int, str]:
-    """Logical shard → SLURM state for elements of recorded submissions still in the queue."""
+    """Logical shard → SLURM state for curation elements of recorded submissions still in the queue."""
+    return queued_phase_elements(layout, env).get(CURATION, {})
+
+
+def queued_phase_elements(layout: CheckpointLayout, env: Mapping[str, str] | None = None) -> dict[str, dict[int, str]]:
+    """Phase → element → SLURM state, for elements of recorded submissions still in the queue."""
     records = recorded_submissions(layout)
     if not records:
         return {}
     offsets = {r["job_id"]: int(r["offset"]) for r in records}
+    phases = {r["job_id"]: str(r.get("phase") or CURATION) for r in records}
     try:
         out = slurm_command(["squeue", "-h", "-r", "-j", ",".join(offsets), "-o", "%i %T"], env)
     except SlurmCommandError:
         return {}
-    states: dict[int, str] = {}
+    states: dict[str, dict[int, str]] = {}
     for line in out.splitlines():
         parts = line.split()
         if len(parts) != 2 or "_" not in parts[0]:
             continue
         job, _, index = parts[0].partition("_")
         if job in offsets and index.isdigit() and parts[1] in ACTIVE_STATES:
-            states[int(index) + offsets[job]] = parts[1]
+            states.setdefault(phases[job], {})[int(index) + offsets[job]] = parts[1]
     return states

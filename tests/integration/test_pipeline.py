@@ -93,7 +93,7 @@ def independent_filter(records, min_words, max_words):
 
 def test_filters_match_an_independent_computation(ray_cluster, sample_jsonl, tmp_path):
     out = tmp_path / "out"
-    options = PipelineOptions(str(sample_jsonl), str(out), drop_empty=True, min_words=5, max_words=100, dedup=True)
+    options = PipelineOptions(str(sample_jsonl), str(out), drop_empty=True, min_words=5, max_words=100, dedup_within_task=True)
     outcome = run_shard_here(default_pipeline(options), tmp_path / "ckpt", output_dir=out)
     expected = [r for records in input_records(sample_jsonl).values() for r in independent_filter(records, 5, 100)]
     got = read_records(out)
@@ -104,7 +104,7 @@ def test_filters_match_an_independent_computation(ray_cluster, sample_jsonl, tmp
 
 
 def test_four_shards_union_equals_unsharded_run_and_replay_is_identical(ray_cluster, sample_jsonl, tmp_path):
-    kwargs = dict(output_file_type="parquet", drop_empty=True, min_words=3, dedup=True)
+    kwargs = dict(output_file_type="parquet", drop_empty=True, min_words=3, dedup_within_task=True)
     whole = tmp_path / "whole"
     run_shard_here(default_pipeline(PipelineOptions(str(sample_jsonl), str(whole), **kwargs)), tmp_path / "c1", output_dir=whole)
     sharded = tmp_path / "sharded"

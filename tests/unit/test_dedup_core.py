@@ -2,50 +2,15 @@
 
 from __future__ import annotations
 
-import random
 from collections import defaultdict
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from curator_array.dedup.clusters import DuplicateClusters
 from curator_array.dedup.minhash import MinHashSettings, band_keys, signatures, simplify
-
-
-def vocabulary(rng: random.Random, size: int = 6000) -> list[str]:
-    return ["".join(rng.choices("abcdefghijklmnopqrstuvwxyzäöü", k=rng.randint(2, 9))) for _ in range(size)]
-
-
-def sentences(rng: random.Random, words: list[str], count: int) -> str:
-    return " ".join(" ".join(rng.choices(words, k=rng.randint(8, 16))).capitalize() + "." for _ in range(count))
-
-
-def planted(seed: int = 5):
-    """Documents with known duplicates: (texts, for each text the index of its original or None)."""
-    rng = random.Random(seed)
-    words = vocabulary(rng)
-    texts, original_of = [], []
-
-    def add(text, original=None):
-        texts.append(text)
-        original_of.append(original)
-
-    originals = [sentences(rng, words, 25) for _ in range(120)]
-    for text in originals:
-        add(text)
-    for index in range(0, 20):  # exact copies
-        add(originals[index], index)
-    for index in range(20, 40):  # case, punctuation and whitespace only
-        add("  " + originals[index].upper().replace(".", " !!").replace(" ", "\n  "), index)
-    for index in range(40, 80):  # about 1% of the words edited
-        edited = originals[index].split(" ")
-        for position in rng.sample(range(len(edited)), max(1, len(edited) // 100)):
-            edited[position] = rng.choice(words)
-        add(" ".join(edited), index)
-    boilerplate = sentences(rng, words, 8), sentences(rng, words, 4)
-    for _ in range(30):  # long shared boilerplate, main texts of their own: not duplicates
-        add(f"{boilerplate[0]} {sentences(rng, words, 20)} {boilerplate[1]}")
-    return texts, original_of
+from tests.support.planted import planted
 
 
 def candidate_pairs(keys: np.ndarray) -> set[tuple[int, int]]:
@@ -109,7 +74,11 @@ def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[str]
     for shard in range(shards):
         mine = [i for i in range(len(texts)) if i % shards == shard]
         path = tmp_path / f"s{shards}-b{buckets}" / f"signatures-{shard}.parquet"
-        write_signatures([keys[i] for i in mine], pa.array([texts[i] for i in mine]), path)
+        write_signatures([([keys[i] for i in mine], pa.array([texts[i] for i in mine]))], path, buckets=buckets)
+        groups = pq.ParquetFile(path).metadata
+        for group in range(groups.num_row_groups):  # a bucket element reads its own row groups only
+            stats = groups.row_group(group).column(3).statistics
+            assert stats.min == stats.max
         signature_files.append(path)
     pair_files = []
     for bucket in range(buckets):

@@ -23,7 +23,7 @@ RULES = {
     "execution": {"core", "slurm", "stages"},
     "dedup": {"core", "stages"},
     "report": {"core"},
-    "run": {"core", "slurm", "stages", "formats", "pipelines", "execution"},
+    "run": {"core", "slurm", "stages", "formats", "pipelines", "execution", "dedup"},
     "cli": {"core", "slurm", "stages", "formats", "pipelines", "execution", "report", "run"},
 }
 # Third-party packages a layer must not import (core: anything outside the standard library).

@@ -23,6 +23,9 @@ import pytest
 
 from curator_array.cli.run_command import parse_run_args
 from curator_array.core.layout import CheckpointLayout
+from curator_array.core.phases import DedupSettings, PhaseManifest
+from curator_array.core.run_contract import ensure_run_config
+from curator_array.core.sharding import ShardRange
 from curator_array.run.options import RUN_OPTIONS, RunOption
 from curator_array.run.settings import ENVIRONMENT, FLAG, SITE, settings_for_start
 from curator_array.run.submission import run_request_id
@@ -87,6 +90,9 @@ def world(tmp_path_factory):
         (root / "mirror" / "crawl-data" / crawl).mkdir(parents=True)
         (root / "mirror" / "crawl-data" / crawl / "warc.paths.gz").write_bytes(
             gzip.compress(f"crawl-data/{crawl}/segments/0/warc/a.warc.gz\n".encode()))
+    earlier = CheckpointLayout(root / "earlier")  # the records of an earlier run, for --dedup-against
+    run = ensure_run_config(earlier, ShardRange(1), ["task"], {"dedup": DedupSettings("exact").to_json()})
+    PhaseManifest("signatures", 0, 1, run.run_id).write(earlier)
     record = root / "record.jsonl"
     image = install_recording_image(root / "image", record)
     fakes = install_fakes(root / "bin", ["apptainer", "srun", "ch-run", "sbatch", "squeue", "scontrol"], IMAGE_ENV)
@@ -98,7 +104,7 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
              "input_urls": (str(root / "urls.txt"),), "download_dir": str(case / "downloads"),
              "ray_temp_dir": str(case / "raytmp"), "rendezvous_dir": str(case / "meet"),
              "quality_settings": str(root / "quality.toml"), "crawl": CRAWLS,
-             "crawl_base_url": f"file://{root / 'mirror'}/"}
+             "crawl_base_url": f"file://{root / 'mirror'}/", "dedup_against": (str(root / "earlier"),)}
     return {o.name: value_of(o, paths) for o in RUN_OPTIONS
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 
@@ -136,7 +142,8 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
             command += ["--", *arguments(values)]
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
-    element = json.loads(record.read_text().splitlines()[-1])
+    recorded = [json.loads(line) for line in record.read_text().splitlines()]
+    element = recorded[0]  # the curation element; with --dedup, one element of each dedup phase follows
     flags = parse_run_args(element["argv"])
     settings = settings_for_start(flags, element["env"])
     checkpoint = values.get("checkpoint_path", values["output_dir"])
@@ -154,6 +161,9 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     assert all(source.startswith(expected_source) for source in sources), sources
     if way != "sbatch variable":
         assert flags.keys() == {"checkpoint_path", "request"}, "a submitted element gets only where to read its request"
+        phases = [parse_run_args(e["argv"]) for e in recorded[1:]]
+        assert [p.get("phase") for p in phases] == ["signatures", "buckets", "clusters", "removal"]
+        assert all(p.keys() == {"checkpoint_path", "request", "phase"} for p in phases)
         alone = settings_for_start(flags, {})
         assert all(alone[name].value == value for name, value in values.items()), \
             "the request alone carries every option: nothing else needs to cross into the container"

@@ -60,20 +60,20 @@ def test_help_names_every_variable(capsys):
 
 
 def test_precedence_flag_then_site_then_environment_then_default():
-    environment = {"MIN_WORDS": "3", "MAX_WORDS": "30", "DEDUP": "yes", "LANGUAGES": "de, ja"}
+    environment = {"MIN_WORDS": "3", "MAX_WORDS": "30", "DEDUP_WITHIN_TASK": "yes", "LANGUAGES": "de, ja"}
     site = {"MIN_WORDS": "4", "MAX_WORDS": "40"}
     settings = resolve({"min_words": 5}, environment, site)
     assert (settings["min_words"].value, settings["min_words"].source) == (5, FLAG)
     assert (settings["max_words"].value, settings["max_words"].source) == (40, SITE)
-    assert (settings["dedup"].value, settings["dedup"].source) == (True, ENVIRONMENT)
+    assert (settings["dedup_within_task"].value, settings["dedup_within_task"].source) == (True, ENVIRONMENT)
     assert settings["languages"].value == ("de", "ja")
     assert (settings["malformed"].value, settings["malformed"].source) == ("fail", DEFAULT)
 
 
 def test_an_element_tells_its_site_variables_from_the_callers():
-    environment = {"MIN_WORDS": "4", "DEDUP": "1", "CURATOR_ARRAY_SITE_ENV": "MIN_WORDS,TMPDIR"}
+    environment = {"MIN_WORDS": "4", "DEDUP_WITHIN_TASK": "1", "CURATOR_ARRAY_SITE_ENV": "MIN_WORDS,TMPDIR"}
     settings = resolve({}, environment)
-    assert settings["min_words"].source == SITE and settings["dedup"].source == ENVIRONMENT
+    assert settings["min_words"].source == SITE and settings["dedup_within_task"].source == ENVIRONMENT
 
 
 def test_an_empty_variable_counts_as_unset():
@@ -86,7 +86,9 @@ def test_an_empty_variable_counts_as_unset():
     ("MIN_LANGUAGE_SCORE", "2", "MIN_LANGUAGE_SCORE='2' from the environment: must be at most 1"),
     ("DOWNLOAD_WORKERS_PER_NODE", "0", "DOWNLOAD_WORKERS_PER_NODE='0' from the environment: must be above 0"),
     ("MALFORMED_RECORDS", "ignore", "MALFORMED_RECORDS='ignore' from the environment: not one of fail, skip"),
-    ("DEDUP", "maybe", "DEDUP='maybe' from the environment: not a boolean"),
+    ("DEDUP_WITHIN_TASK", "maybe", "DEDUP_WITHIN_TASK='maybe' from the environment: not a boolean"),
+    ("DEDUP", "1", "DEDUP='1' from the environment: not one of exact, fuzzy (the per-task exact dedup is "
+                   "--dedup-within-task)"),
     ("INPUT_FILE_TYPE", "csv", "INPUT_FILE_TYPE='csv' from the environment: not one of jsonl"),
     ("INPUT_URLS", "/no/such/list", "INPUT_URLS='/no/such/list' from the environment: /no/such/list does not exist"),
 ])
@@ -150,7 +152,7 @@ def test_status_and_its_json_show_the_options_and_their_sources(tmp_path, capsys
     data = json.loads(capsys.readouterr().out)
     assert data["request"] == request_id
     assert data["options"]["min_words"] == {"value": 5, "source": "flag"}
-    assert data["options"]["dedup"] == {"value": False, "source": "default"}
+    assert data["options"]["dedup_within_task"] == {"value": False, "source": "default"}
 
 
 def test_retry_starts_from_the_pinned_options_with_its_flags_on_top(tmp_path):

@@ -27,7 +27,8 @@ def inputs(tmp_path):
 
 
 def pipeline(inputs, tmp_path, **options):
-    return default_pipeline(PipelineOptions(str(inputs), str(tmp_path / "out"), **options))
+    chosen = PipelineOptions(str(inputs), str(tmp_path / "out"), **options)
+    return default_pipeline(chosen).with_dedup(chosen)
 
 
 def test_run_json_pins_stages_parameters_formats_and_text_field(inputs, tmp_path):
@@ -54,7 +55,9 @@ def test_same_pipeline_from_another_mount_point_is_accepted(inputs, tmp_path):
     ({}, {"output_file_type": "parquet"}, "output: jsonl → parquet"),
     ({"drop_empty": True}, {}, "stages: jsonl_reader, non_empty_text, jsonl_writer → jsonl_reader, jsonl_writer"),
     ({"malformed": "fail"}, {"malformed": "skip"}, "malformed: fail → skip (stage jsonl_reader)"),
-    ({"dedup": True, "text_field": "text"}, {"dedup": True, "text_field": "body"}, "text_field: text → body"),
+    ({"dedup_within_task": True, "text_field": "text"}, {"dedup_within_task": True, "text_field": "body"},
+     "text_field: text → body"),
+    ({"dedup": "fuzzy"}, {"dedup": "fuzzy", "dedup_bands": 20}, "dedup.bands: 14 → 20 (dedup)"),
 ])
 def test_a_different_pipeline_is_refused_naming_the_change(inputs, tmp_path, first, second, expected):
     prepare_shard(pipeline(inputs, tmp_path, **first), tmp_path / "ckpt", ShardConfig(0, 3))
@@ -110,7 +113,7 @@ def test_new_run_archives_the_old_records(inputs, tmp_path, capsys, monkeypatch)
 
 
 def test_describe_changes_lists_nothing_for_equal_fingerprints(inputs, tmp_path):
-    fingerprint = pipeline(inputs, tmp_path, dedup=True).fingerprint()
+    fingerprint = pipeline(inputs, tmp_path, dedup_within_task=True).fingerprint()
     assert describe_changes(fingerprint, json.loads(json.dumps(fingerprint))) == []
 
 

@@ -102,7 +102,7 @@ def test_writers_are_atomic_deterministic_and_overwrite(tmp_path, writer_cls, re
 
 
 def test_example_pipeline_and_loader(tmp_path):
-    options = PipelineOptions(str(tmp_path), str(tmp_path / "out"), dedup=True)
+    options = PipelineOptions(str(tmp_path), str(tmp_path / "out"), dedup_within_task=True)
     pipeline = load_pipeline("curator_array.examples.quality:build_pipeline", options)
     assert [s.stage_name for s in pipeline.stages] == ["jsonl_reader", "exact_dedup", "alphabetic_ratio", "jsonl_writer"]
     kept = AlphabeticRatioFilter(0.8).process(batch(["plain words here", "1234 5678 ||| <>", ""]))

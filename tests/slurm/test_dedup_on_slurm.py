@@ -1,0 +1,145 @@
+"""Dedup phases on the real SLURM cluster: queued by one `submit`, each phase after the one
+before; an element SIGKILLed in every phase, and a whole phase cancelled, and each time
+`retry` names exactly what is missing and one resubmission finishes the run, with the
+output of an uninterrupted run.
+
+The elements run through a bare-metal site rendered from the real templates (this
+checkout's venv), with real sbatch, srun, the entrypoint and, for curation, Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from curator_array.core.phases import PHASES
+from tests.conftest import REPO
+from tests.slurm.conftest import wait_for
+from tests.slurm.test_faults import render_test_site
+from tests.support.planted import write_corpus
+
+pytestmark = [pytest.mark.slurm, pytest.mark.ray]
+SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
+DEDUP = ["--dedup", "fuzzy", "--dedup-buckets", "2"]
+HOLD = "CURATOR_ARRAY_TEST_HOLD_ELEMENT"
+
+
+def curator(*args: str, env: dict[str, str] | None = None, check: bool = True, cwd: Path | None = None):
+    done = subprocess.run([sys.executable, "-m", "curator_array.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, timeout=300, cwd=cwd)
+    if check:
+        assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def queued(output: str) -> list[tuple[str, str, int]]:
+    """(job id, phase, elements) of each window `submit` or `retry --submit` printed."""
+    jobs = []
+    for line in output.splitlines():
+        parts = line.split()
+        if parts and parts[0].isdigit():
+            expression = parts[1].removeprefix("--array=")
+            count = sum(int(b) - int(a) + 1 for a, _, b in (p.partition("-") if "-" in p else (p, "", p)
+                                                              for p in expression.split(",")))
+            jobs.append((parts[0], parts[parts.index("phase") + 1] if "phase" in parts else "curation", count))
+    return jobs
+
+
+def wait_all(jobs: list[tuple[str, str, int]]) -> None:
+    for job, _, count in jobs:
+        wait_for(job, count, timeout=300)
+
+
+def visible(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and not p.name.startswith(".")}
+
+
+def kill_when_held(marker: Path, jobs: list[tuple[str, str, int]], phase: str, timeout: float = 240) -> None:
+    """SIGKILL element 0 of ``phase`` once it holds mid-work (it wrote ``marker``)."""
+    job = next(j for j, p, _ in jobs if p == phase)
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        assert time.monotonic() < deadline, f"{phase} element 0 never started"
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--signal=KILL", "--full", f"{job}_0"], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def planted_run(slurm_cluster, tmp_path_factory):
+    """The planted corpus, a bare-metal site, and the output of an uninterrupted local run."""
+    root = tmp_path_factory.mktemp("dedup-slurm")
+    inputs = root / "in"
+    write_corpus(inputs)
+    sites = root / "sites"
+    sites.mkdir()
+    render_test_site(sites)
+    baseline = root / "baseline"
+    curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *DEDUP)
+    return inputs, sites, visible(baseline)
+
+
+def submit_run(inputs: Path, sites: Path, out: Path, env: dict[str, str]) -> list[tuple[str, str, int]]:
+    done = curator("submit", "--site", "test-site", "--sites-dir", str(sites), "--total-shards", "3", "--",
+                   "--input-dir", str(inputs), "--output-dir", str(out), *SMALL, *DEDUP, env=env, cwd=sites)
+    jobs = queued(done.stdout)
+    assert [p for _, p, _ in jobs] == ["curation", *PHASES], done.stdout
+    return jobs
+
+
+def retry_fields(out: Path) -> str:
+    return curator("retry", "--checkpoint-path", str(out), "--format", "fields").stdout.strip()
+
+
+def test_an_element_killed_in_each_phase_is_retried_to_the_uninterrupted_output(planted_run, tmp_path):
+    inputs, sites, baseline = planted_run
+    out = tmp_path / "out"
+    markers = {phase: tmp_path / f"held-{phase}" for phase in PHASES}
+    jobs = submit_run(inputs, sites, out, {HOLD: f"signatures:0:{markers['signatures']}"})
+    kill_when_held(markers["signatures"], jobs, "signatures")
+    wait_all(jobs)
+    elements = {"signatures": 3, "buckets": 2, "clusters": 1, "removal": 3}
+    for number, phase in enumerate(PHASES):
+        assert retry_fields(out) == f"0 0 0 {elements[phase]} {phase}", f"after the kill in {phase}"
+        status = curator("status", "--checkpoint-path", str(out)).stdout
+        for later in PHASES[number + 1:]:
+            assert f"blocked by {phase} (missing 0)" in status.split(f"  {later}")[1].splitlines()[0], status
+        following = PHASES[number + 1] if number + 1 < len(PHASES) else None
+        env = {HOLD: f"{following}:0:{markers[following]}"} if following else {}
+        done = curator("retry", "--checkpoint-path", str(out), "--submit", "--site", "test-site", "--sites-dir",
+                       str(sites), env=env, cwd=sites)
+        jobs = queued(done.stdout)
+        assert [(p, n) for _, p, n in jobs] == [(phase, 1), *[(p, elements[p]) for p in PHASES[number + 1:]]]
+        if following:
+            kill_when_held(markers[following], jobs, following)
+        wait_all(jobs)
+    assert all(marker.exists() for marker in markers.values()), "every phase had an element killed"
+    assert retry_fields(out) == ""
+    report = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
+    assert [p["complete"] for p in report["phases"]] == [3, 2, 1, 3]
+    assert visible(out) == baseline, "the same files, byte for byte, as an uninterrupted run"
+
+
+def test_a_cancelled_phase_blocks_the_later_ones_visibly_and_one_retry_finishes(planted_run, tmp_path):
+    inputs, sites, baseline = planted_run
+    out = tmp_path / "out"
+    jobs = submit_run(inputs, sites, out, {})
+    buckets = next(job for job, phase, _ in jobs if phase == "buckets")
+    subprocess.run(["scancel", buckets], check=True, capture_output=True)
+    wait_all([j for j in jobs if j[0] != buckets])
+    status = curator("status", "--checkpoint-path", str(out)).stdout
+    assert "buckets    0/2; missing 0-1" in status
+    assert "clusters   0/1; missing 0; blocked by buckets (missing 0-1)" in status
+    assert "element 0 failed: clusters element 0 cannot start: buckets element(s) 0-1" in status, \
+        "the later phases ran, found their input missing and ended at once (afterany), not waiting forever"
+    assert retry_fields(out) == "0-1 0 0 2 buckets"
+    done = curator("retry", "--checkpoint-path", str(out), "--submit", "--site", "test-site", "--sites-dir",
+                   str(sites), cwd=sites)
+    wait_all(queued(done.stdout))
+    assert retry_fields(out) == ""
+    assert visible(out) == baseline

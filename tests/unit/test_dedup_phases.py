@@ -1,0 +1,73 @@
+"""The dedup phases' plan, records and refusals, without running a pipeline."""
+
+from __future__ import annotations
+
+import pytest
+
+from curator_array.core.errors import ConfigError
+from curator_array.core.layout import AttemptId, CheckpointLayout
+from curator_array.core.phases import (
+    CURATION,
+    DedupSettings,
+    PhaseFailure,
+    PhaseManifest,
+    blocked_by,
+    phase_states,
+)
+from curator_array.core.retry import format_phase_retry
+from curator_array.core.sharding import ShardRange
+from curator_array.run.dedup import BYTES_PER_PAIR, refuse_beyond_memory
+from curator_array.slurm.submit import Submission, chained
+
+
+def test_each_phase_has_its_elements():
+    shards = ShardRange(7, 3)
+    settings = DedupSettings("fuzzy", buckets=3)
+    assert [settings.elements(p, shards) for p in ("signatures", "buckets", "clusters", "removal")] == \
+        [shards, ShardRange(3), ShardRange(1), shards]
+    assert DedupSettings("exact").bucket_count(shards) == 7, "one bucket per shard unless told"
+    with pytest.raises(ValueError):
+        DedupSettings("approximate")
+
+
+def test_settings_round_trip_and_what_against_compares():
+    settings = DedupSettings("fuzzy", bands=20, against=("/old",))
+    assert DedupSettings.of_pipeline({"dedup": settings.to_json()}) == settings
+    assert DedupSettings.of_pipeline({"stages": []}) is None
+    assert DedupSettings("exact", bands=20).signature_settings() == DedupSettings("exact").signature_settings()
+    assert DedupSettings("fuzzy", bands=20).signature_settings() != DedupSettings("fuzzy").signature_settings()
+
+
+def test_states_block_later_phases_and_keep_failures_of_incomplete_elements(tmp_path):
+    layout = CheckpointLayout(tmp_path)
+    shards, settings = ShardRange(3), DedupSettings("fuzzy", buckets=2)
+    for index in range(3):
+        PhaseManifest("signatures", index, 3, "run-1", {"documents": 5}).write(layout)
+    PhaseManifest("buckets", 0, 2, "run-1").write(layout)
+    PhaseManifest("buckets", 1, 2, "another-run").write(layout)  # an archived run's: does not count
+    PhaseFailure("buckets", 1, "a", "killed").write(layout, AttemptId(("a",)))
+    PhaseFailure("buckets", 0, "b", "an earlier try").write(layout, AttemptId(("b",)))
+    states = phase_states(layout, settings, shards, "run-1", {0, 1, 2})
+    assert [(s.phase, s.complete, s.missing) for s in states] == [
+        (CURATION, (0, 1, 2), ()), ("signatures", (0, 1, 2), ()), ("buckets", (0,), (1,)),
+        ("clusters", (), (0,)), ("removal", (), (0, 1, 2))]
+    assert states[2].failed == {1: "killed"}, "a failure of an element that completed later is history"
+    assert states[2].total("documents") == 0 and states[1].total("documents") == 15
+    assert blocked_by(states, "removal").phase == "buckets" and blocked_by(states, "buckets") is None
+    assert format_phase_retry(states[2], "fields") == "1 0 0 2 buckets\n"
+    assert format_phase_retry(states[4], "array") == "0-2\n"
+
+
+def test_phases_wait_for_the_phase_before():
+    groups = [[Submission("0-2", 0, ShardRange(3), "s.sbatch", phase=p)] for p in ("curation", "signatures")]
+    planned = chained([*groups, [], [Submission("0", 0, ShardRange(1), "s.sbatch", phase="clusters")]], [["11"], ["12"], [], ["13"]])
+    assert [item.after for item in planned] == [(), ("11",), ("12",)], "an empty phase is skipped over"
+    assert planned[1].sbatch_args == ["--array=0-2", "--dependency=afterany:11"]
+
+
+def test_a_clusters_element_that_cannot_fit_is_refused_naming_what_to_change():
+    refuse_beyond_memory(1_000_000, 4096)
+    refuse_beyond_memory(10**9, None)
+    with pytest.raises(ConfigError, match=r"give it more memory \(memory = .* in the site file") as refused:
+        refuse_beyond_memory(10_000_000, 4096)
+    assert f"about {10_000_000 * BYTES_PER_PAIR / 2**20:,.0f} MiB" in str(refused.value)

@@ -82,3 +82,10 @@ def create_bytes_exclusive(path: Path, data: bytes) -> bool:
 def dump_json(payload: Any) -> bytes:
     """Stable, human-readable JSON (sorted keys, trailing newline)."""
     return (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode()
+
+
+def write_json_atomic(path: Path, payload: Any) -> Path:
+    """``payload`` as JSON at ``path`` (its directory created first), atomically; returns ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, dump_json(payload))
+    return path

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .atomic import dump_json, write_bytes_atomic
+from .atomic import write_json_atomic
 from .layout import AttemptId, CheckpointLayout, utc_now
 from .records import JobIdentity, RecordError, _counts, _int, _number, _object, _text, read_record
 from .sharding import ShardRange
@@ -164,10 +164,7 @@ class PhaseManifest:
                 "peak_rss_mib": self.peak_rss_mib, "attempt": self.attempt, "job": self.job.to_json()}
 
     def write(self, layout: CheckpointLayout) -> Path:
-        path = PhaseLayout(layout, self.phase).manifest_path(self.index)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, dump_json(self.to_json()))
-        return path
+        return write_json_atomic(PhaseLayout(layout, self.phase).manifest_path(self.index), self.to_json())
 
 
 @dataclass(frozen=True)
@@ -190,12 +187,9 @@ class PhaseFailure:
                    JobIdentity.from_json(payload.get("job") or {}), _text(payload, "written_at"))
 
     def write(self, layout: CheckpointLayout, attempt: AttemptId) -> Path:
-        path = PhaseLayout(layout, self.phase).attempt_path(attempt, self.index)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, dump_json({
+        return write_json_atomic(PhaseLayout(layout, self.phase).attempt_path(attempt, self.index), {
             "phase": self.phase, "index": self.index, "attempt": self.attempt, "error": self.error,
-            "exit_code": self.exit_code, "job": self.job.to_json(), "written_at": self.written_at or utc_now()}))
-        return path
+            "exit_code": self.exit_code, "job": self.job.to_json(), "written_at": self.written_at or utc_now()})
 
 
 def phase_manifests(layout: CheckpointLayout, phase: str, run_id: str | None) -> dict[int, PhaseManifest]:

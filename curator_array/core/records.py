@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from .. import __version__
-from .atomic import create_bytes_exclusive, dump_json, write_bytes_atomic
+from .atomic import create_bytes_exclusive, dump_json, write_json_atomic
 from .errors import CorruptCheckpointError
 from .layout import ATTEMPT_ERROR_FILE, FAILED_TASKS_FILE, AttemptId, CheckpointLayout, utc_now
 from .sharding import ShardConfig
@@ -337,10 +337,7 @@ class CompletionManifest:
         return read_record(cls.from_json, path)
 
     def write(self, layout: CheckpointLayout) -> Path:
-        path = layout.manifest_path(self.shard_index)
-        layout.completion_dir.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, dump_json(self.to_json()))
-        return path
+        return write_json_atomic(layout.manifest_path(self.shard_index), self.to_json())
 
 
 @dataclass(frozen=True)
@@ -449,11 +446,8 @@ class AttemptRecord:
     def write(self, layout: CheckpointLayout, attempt: AttemptId) -> Path:
         if self.shard_index is None:
             raise ValueError("an attempt record needs its shard index")
-        directory = layout.attempt_dir(attempt, self.shard_index)
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / self.file_name
-        write_bytes_atomic(path, dump_json({**self.to_json(), "written_at": self.written_at or utc_now()}))
-        return path
+        path = layout.attempt_dir(attempt, self.shard_index) / self.file_name
+        return write_json_atomic(path, {**self.to_json(), "written_at": self.written_at or utc_now()})
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
+from curator_array.core.phases import PHASES
 from tests.conftest import REPO, SAMPLE, read_records, records_digest, visible_files
-from tests.slurm.conftest import pyxis_mode, wait_for
+from tests.slurm.conftest import pyxis_mode, queued, wait_all, wait_for
+from tests.support.planted import write_corpus
 
 pytestmark = [pytest.mark.pyxis, pytest.mark.container, pytest.mark.slurm]
 SITE = REPO / "site_configs" / "local-pyxis.sbatch"
@@ -207,3 +209,24 @@ def test_cluster_cleanup_unmounts_and_removes_what_enroot_left(pyxis, sqsh, tmp_
     assert (mount / "etc" / "rc").exists() and cluster.mounts_under(root) == [str(mount)]
     cluster.remove_containers(root)
     assert cluster.mounts_under(root) == [] and not container.exists() and not mount.exists()
+
+
+def test_every_dedup_phase_runs_in_the_container_and_equals_a_host_run(pyxis, sqsh, work):
+    """`submit --site local-pyxis -- --dedup fuzzy`: curation and the four dedup phases, each
+    element in the image under real pyxis, give the files of the same run on the host."""
+    planted = write_corpus(work / "in")
+    options = [*RUN_OPTIONS, "--dedup", "fuzzy", "--dedup-buckets", "2"]
+    curator = str(REPO / ".venv" / "bin" / "curator-array")
+    subprocess.run([curator, "run", "--input-dir", str(work / "in"), "--output-dir", str(work / "host"), *options],
+                   check=True, capture_output=True)
+    env = dict(os.environ, INPUT_DIR=str(work / "in"), OUTPUT_DIR=str(work / "out"), CONTAINER_IMAGE=str(sqsh))
+    done = subprocess.run([curator, "submit", "--site", "local-pyxis", "--sites-dir", str(SITE.parent),
+                           "--total-shards", "2", "--", *options], capture_output=True, text=True, env=env, cwd=work)
+    assert done.returncode == 0, done.stderr
+    jobs = queued(done.stdout)
+    assert [phase for _, phase, _ in jobs] == ["curation", *PHASES]
+    wait_all(jobs)
+    assert visible_files(work / "out") == visible_files(work / "host"), logs(work)
+    assert all((work / "out" / name).read_bytes() == (work / "host" / name).read_bytes()
+               for name in visible_files(work / "host"))
+    assert planted.score({r["id"] for r in read_records(work / "out")}) == (1.0, 1.0)

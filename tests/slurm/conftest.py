@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from curator_array.core.arrays import parse_array_expression
 from tests.conftest import REPO, SAMPLE, need
 
 ENTRYPOINT = REPO / "entrypoints" / "curator-array-entrypoint"
@@ -144,3 +145,19 @@ def job_script(path: Path, body: str, sbatch_lines: tuple[str, ...] = ()) -> Pat
 def entrypoint_line(*extra: str, nodes_arg: str = "") -> str:
     args = " ".join(["--num-cpus 1", f"--object-store-memory {100 * 2**20}", "--no-progress", *extra])
     return f"srun --ntasks-per-node=1 {ENTRYPOINT} {args}"
+
+
+def queued(output: str) -> list[tuple[str, str, int]]:
+    """(job id, phase, elements) of each window `submit` or `retry --submit` printed."""
+    jobs = []
+    for line in output.splitlines():
+        parts = line.split()
+        if parts and parts[0].isdigit():
+            count = len(parse_array_expression(parts[1].removeprefix("--array=")))
+            jobs.append((parts[0], parts[parts.index("phase") + 1] if "phase" in parts else "curation", count))
+    return jobs
+
+
+def wait_all(jobs: list[tuple[str, str, int]]) -> None:
+    for job, _, count in jobs:
+        wait_for(job, count, timeout=300)

@@ -20,7 +20,7 @@ import pytest
 
 from curator_array.core.phases import PHASES
 from tests.conftest import REPO
-from tests.slurm.conftest import wait_for
+from tests.slurm.conftest import queued, wait_all
 from tests.slurm.test_faults import render_test_site
 from tests.support.planted import write_corpus
 
@@ -36,24 +36,6 @@ def curator(*args: str, env: dict[str, str] | None = None, check: bool = True, c
     if check:
         assert done.returncode == 0, done.stderr[-3000:]
     return done
-
-
-def queued(output: str) -> list[tuple[str, str, int]]:
-    """(job id, phase, elements) of each window `submit` or `retry --submit` printed."""
-    jobs = []
-    for line in output.splitlines():
-        parts = line.split()
-        if parts and parts[0].isdigit():
-            expression = parts[1].removeprefix("--array=")
-            count = sum(int(b) - int(a) + 1 for a, _, b in (p.partition("-") if "-" in p else (p, "", p)
-                                                              for p in expression.split(",")))
-            jobs.append((parts[0], parts[parts.index("phase") + 1] if "phase" in parts else "curation", count))
-    return jobs
-
-
-def wait_all(jobs: list[tuple[str, str, int]]) -> None:
-    for job, _, count in jobs:
-        wait_for(job, count, timeout=300)
 
 
 def visible(out: Path) -> dict[str, bytes]:

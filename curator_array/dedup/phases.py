@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from ..core.atomic import fsync_directory, temporary_sibling
 from .clusters import DuplicateClusters
-from .minhash import MinHashSettings, band_keys, jaccard, shingles, signatures, text_keys
+from .minhash import MinHashSettings, band_keys, jaccard, shingles, signatures, simplify, text_keys
 
 BATCH = 1000  # documents per signature batch: bounds the hash matrix to about 100 MB
 SIGNATURE_SCHEMA = pa.schema([("key", pa.string()), ("band", pa.int16()), ("band_key", pa.uint64())])
@@ -171,8 +171,9 @@ def write_bucket_pairs(signature_files: Iterable[Path | tuple[Path, str]], bucke
 
 
 def confirmed_pairs(pairs: pa.Table, texts_of: Callable[[list[str]], Mapping[str, str]], threshold: float,
-                    settings: MinHashSettings) -> pa.Table:
-    """The pairs whose true Jaccard similarity of shingles reaches ``threshold``.
+                    settings: MinHashSettings | None) -> pa.Table:
+    """The pairs whose true Jaccard similarity of shingles reaches ``threshold`` (``settings``
+    None, exact dedup: whose normalised texts are equal, so no hash collision removes one).
 
     ``texts_of`` returns the text of each key it can read; a pair with a key it cannot (an
     earlier run's document, whose text is not reread) is kept as the signatures found it.
@@ -181,6 +182,11 @@ def confirmed_pairs(pairs: pa.Table, texts_of: Callable[[list[str]], Mapping[str
     wanted = sorted(set(firsts) | set(seconds))
     texts = texts_of(wanted)
     known = [k for k in wanted if k in texts]
+    if settings is None:
+        normalised = dict(zip(known, simplify(pa.array([texts[k] for k in known], pa.string())).to_pylist()))
+        keep = [a not in normalised or b not in normalised or normalised[a] == normalised[b]
+                for a, b in zip(firsts, seconds)]
+        return pairs.filter(pa.array(keep, pa.bool_()))
     values, owners = shingles(pa.array([texts[k] for k in known], pa.string()), settings)
     bounds = np.searchsorted(owners, np.arange(len(known) + 1))
     sets = {key: values[bounds[i]:bounds[i + 1]] for i, key in enumerate(known)}

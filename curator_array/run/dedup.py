@@ -276,7 +276,7 @@ def _buckets(phase_run: PhaseRun, bucket: int) -> tuple[dict[str, int], dict]:
     pairs, held = write_bucket_pairs(_ticking(files, phase_run.tick), bucket, len(phase_run.elements("buckets")), target)
     counts = {"band_keys": held, "candidate_pairs": pairs.num_rows}
     settings = phase_run.settings
-    if settings.verify and phase_run.minhash is not None and pairs.num_rows:
+    if settings.verify and pairs.num_rows:
         pairs = confirmed_pairs(pairs, lambda keys: _read_texts(phase_run, keys), settings.threshold,
                                 phase_run.minhash)
         write_table_atomically(pairs, target)

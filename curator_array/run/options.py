@@ -218,8 +218,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("dedup_bands", "fuzzy: LSH bands.", "int", "dedup", minimum=1),
     RunOption("dedup_rows", "fuzzy: hashes per band.", "int", "dedup", minimum=1),
     RunOption("dedup_seed", "fuzzy: seed of the hash functions.", "int", "dedup", minimum=0),
-    RunOption("dedup_verify", "fuzzy: confirm each candidate pair by its true Jaccard similarity before removal.",
-              "flag", "dedup"),
+    RunOption("dedup_verify", "Confirm each candidate pair before removal: fuzzy by its true Jaccard similarity, "
+              "exact by comparing the normalised texts.", "flag", "dedup"),
     RunOption("dedup_threshold", "fuzzy with --dedup-verify: the Jaccard similarity a pair needs.", "float", "dedup",
               minimum=0, maximum=1),
     RunOption("dedup_against", "Checkpoint(s) of earlier runs with the same dedup settings: also remove copies of "

@@ -97,6 +97,8 @@ def test_exact_mode_and_verified_pairs(corpus, tmp_path):
     run(inputs, tmp_path / "strict", "--dedup", "fuzzy", "--dedup-verify", "--dedup-threshold", "0.99")
     strict = {r["id"] for r in read_records(tmp_path / "strict")}
     assert strict == exact, "pairs below the Jaccard threshold (the 1%-edited copies) are not removed"
+    run(inputs, tmp_path / "exact-verified", "--dedup", "exact", "--dedup-verify")
+    assert {r["id"] for r in read_records(tmp_path / "exact-verified")} == exact
 
 
 def test_dedup_against_an_earlier_run(corpus, one_shard, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 
 import numpy as np
@@ -10,7 +11,7 @@ import pyarrow.parquet as pq
 
 from curator_array.dedup.clusters import DuplicateClusters
 from curator_array.dedup.minhash import MinHashSettings, band_keys, signatures, simplify
-from tests.support.planted import planted
+from tests.support.planted import planted, sentences, vocabulary
 
 
 def candidate_pairs(keys: np.ndarray) -> set[tuple[int, int]]:
@@ -97,3 +98,21 @@ def test_the_answer_does_not_depend_on_shards_or_buckets(tmp_path):
     planted_copies = {f"part-{i % 5}.parquet#{i:05d}" for i, original in enumerate(original_of) if original is not None}
     assert removed == planted_copies and sizes == {2: 80}
     assert not list(tmp_path.rglob("*.tmp*")), "no partial file left behind"
+
+
+def test_verification_drops_pairs_that_only_the_hashes_joined():
+    from curator_array.dedup.phases import PAIR_SCHEMA, confirmed_pairs
+
+    rng = random.Random(2)
+    words = vocabulary(rng)
+    base = sentences(rng, words, 20)
+    edited = base.split(" ")
+    for position in range(0, len(edited), 3):  # a third of the words changed: Jaccard far below 0.75
+        edited[position] = rng.choice(words)
+    texts = {"a#1": base, "b#1": "  " + base.upper(), "c#1": " ".join(edited), "z#1": "from an earlier run"}
+    pairs = pa.table({"first": ["a#1", "a#1", "a#1"], "second": ["b#1", "c#1", "z#1"]}, schema=PAIR_SCHEMA)
+    readable = lambda keys: {k: texts[k] for k in keys if not k.startswith("z")}  # noqa: E731
+    fuzzy = confirmed_pairs(pairs, readable, 0.75, MinHashSettings())
+    assert fuzzy["second"].to_pylist() == ["b#1", "z#1"], "a pair with an unreadable text is kept as found"
+    exact = confirmed_pairs(pairs, readable, 0.75, None)
+    assert exact["second"].to_pylist() == ["b#1", "z#1"]

@@ -58,9 +58,10 @@ from .request import RunRequest
 
 logger = logging.getLogger(__name__)
 
-# What the clusters element holds per candidate pair (two keys in the union-find table and
-# the pair's Python strings), measured by bench/bench_dedup.py; used to refuse early.
-BYTES_PER_PAIR = 600
+# What an element holds at its peak per item of its share, measured (docs/dedup.md); an
+# element whose share would not fit in its memory is refused before it loads anything.
+BYTES_PER_PAIR = 600  # clusters: the union-find table and the pair's strings
+BYTES_PER_BAND_KEY = 260  # buckets: the band-key rows, their ranks and the sort
 AGAINST_PREFIX = "\x00"  # sorts before every path: an earlier run's document is always the kept copy
 # For fault tests only: "PHASE:INDEX:MARKER" holds that element at its first file, after
 # creating MARKER, so a test can SIGKILL it mid-work at a known point.
@@ -270,6 +271,9 @@ def _read_texts(phase_run: PhaseRun, keys: list[str]) -> dict[str, str]:
 
 
 def _buckets(phase_run: PhaseRun, bucket: int) -> tuple[dict[str, int], dict]:
+    documents = sum(m.counts.get("documents", 0) for m in phase_run_manifests(phase_run, "signatures"))
+    rows = documents * (phase_run.settings.bands if phase_run.minhash else 1) // len(phase_run.elements("buckets"))
+    refuse_beyond_memory("buckets", rows, "band keys", BYTES_PER_BAND_KEY, memory_limit_mb(phase_run.job))
     signatures = PhaseLayout(phase_run.layout, "signatures")
     files: list = [signatures.data_path(s) for s in phase_run.run.shards] + against_signature_files(phase_run.settings)
     target = PhaseLayout(phase_run.layout, "buckets").data_path(bucket)
@@ -298,12 +302,12 @@ def memory_limit_mb(job: JobEnvironment) -> float | None:
     return None
 
 
-def refuse_beyond_memory(pairs: int, limit_mb: float | None) -> None:
-    """The clusters element holds every pair at once: refuse before loading what cannot fit."""
-    needed = pairs * BYTES_PER_PAIR / 2**20
+def refuse_beyond_memory(element: str, items: int, noun: str, bytes_each: int, limit_mb: float | None) -> None:
+    """Refuse an element whose share (``items`` of ``bytes_each``) cannot fit in its memory."""
+    needed = items * bytes_each / 2**20
     if limit_mb is not None and needed > 0.8 * limit_mb:
         raise ConfigError(
-            f"the clusters element would hold {pairs:,} duplicate pairs, about {needed:,.0f} MiB, but it has "
+            f"the {element} element would hold {items:,} {noun}, about {needed:,.0f} MiB, but it has "
             f"{limit_mb:,.0f} MiB: give it more memory (memory = \"{int(needed * 1.5)}M\" in the site file, or "
             "sbatch --mem), or split the corpus into runs chained with --dedup-against")
 
@@ -315,7 +319,7 @@ def removed_path(layout: CheckpointLayout, shard: int) -> Path:
 def _clusters(phase_run: PhaseRun, index: int) -> tuple[dict[str, int], dict]:
     buckets = PhaseLayout(phase_run.layout, "buckets")
     pairs = sum(m.counts.get("pairs", 0) for m in phase_run_manifests(phase_run, "buckets"))
-    refuse_beyond_memory(pairs, memory_limit_mb(phase_run.job))
+    refuse_beyond_memory("clusters", pairs, "duplicate pairs", BYTES_PER_PAIR, memory_limit_mb(phase_run.job))
     removed, sizes = removed_keys(buckets.data_path(b) for b in phase_run.elements("buckets"))
     ours = sorted(k for k in removed if not k.startswith(AGAINST_PREFIX))
     owner = {file: shard for shard in phase_run.run.shards for file in phase_run.curation_files(shard)}

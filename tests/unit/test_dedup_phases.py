@@ -17,7 +17,7 @@ from curator_array.core.phases import (
 from curator_array.core.retry import format_phase_retry
 from curator_array.core.sharding import ShardRange
 from curator_array.run.dedup import BYTES_PER_PAIR, refuse_beyond_memory
-from curator_array.slurm.submit import Submission, chained
+from curator_array.slurm.submit import Submission, chained, plan_submissions
 
 
 def test_each_phase_has_its_elements():
@@ -65,9 +65,18 @@ def test_phases_wait_for_the_phase_before():
     assert planned[1].sbatch_args == ["--array=0-2", "--dependency=afterany:11"]
 
 
-def test_a_clusters_element_that_cannot_fit_is_refused_naming_what_to_change():
-    refuse_beyond_memory(1_000_000, 4096)
-    refuse_beyond_memory(10**9, None)
+def test_an_element_that_cannot_fit_is_refused_naming_what_to_change():
+    refuse_beyond_memory("clusters", 1_000_000, "pairs", BYTES_PER_PAIR, 4096)
+    refuse_beyond_memory("clusters", 10**9, "pairs", BYTES_PER_PAIR, None)
     with pytest.raises(ConfigError, match=r"give it more memory \(memory = .* in the site file") as refused:
-        refuse_beyond_memory(10_000_000, 4096)
-    assert f"about {10_000_000 * BYTES_PER_PAIR / 2**20:,.0f} MiB" in str(refused.value)
+        refuse_beyond_memory("clusters", 10_000_000, "pairs", BYTES_PER_PAIR, 4096)
+    assert f"the clusters element would hold 10,000,000 pairs, about {10_000_000 * BYTES_PER_PAIR / 2**20:,.0f} MiB" \
+        in str(refused.value)
+
+
+def test_a_phase_window_carries_its_own_total_and_offset():
+    windows = plan_submissions(range(7), ShardRange(7), "s.sbatch", max_size=5, script_args=("--request", "r"),
+                               phase="buckets")
+    assert [(w.array_expression, w.env["SHARD_INDEX_OFFSET"], w.env["TOTAL_SHARDS"]) for w in windows] == \
+        [("0-4", "0", "7"), ("0-1", "5", "7")]
+    assert all(w.script_args == ("--request", "r", "--phase", "buckets") for w in windows)

@@ -84,18 +84,28 @@ def pinned_request(settings: Mapping[str, Setting]) -> PinnedRequest:
     return PinnedRequest({o.name: settings[o.name].to_json() for o in RUN_OPTIONS if o.scope == "run"})
 
 
+def upgraded(pinned: Mapping[str, Mapping[str, Any]]) -> dict[str, Mapping[str, Any]]:
+    """Pinned settings as today's options name them: ``dedup`` was the per-task flag before
+    it named the dedup phases (a request pinned then says ``dedup: true``)."""
+    settings = dict(pinned)
+    if isinstance(settings.get("dedup", {}).get("value"), bool):
+        settings["dedup_within_task"] = settings.pop("dedup")
+    return settings
+
+
 def with_pinned_request(own: Settings, pinned: PinnedRequest) -> Settings:
     """``pinned``'s run options and ``own``'s start options; refuse a flag that contradicts ``pinned``."""
     settings: Settings = {}
     ignored = []
+    chosen = upgraded(pinned.settings)
     for option in RUN_OPTIONS:
         mine = own[option.name]
-        if option.scope == "start" or option.name not in pinned.settings:
+        if option.scope == "start" or option.name not in chosen:
             settings[option.name] = mine
             continue
-        theirs = Setting.from_json(pinned.settings[option.name])
+        theirs = Setting.from_json(chosen[option.name])
         if option.name == "checkpoint_path" and theirs.value is None:  # the run's output dir, by default
-            theirs = Setting(pinned.settings["output_dir"]["value"], theirs.source)
+            theirs = Setting(chosen["output_dir"]["value"], theirs.source)
         if mine.source != DEFAULT and mine.value != theirs.value:
             if mine.source == FLAG:
                 raise ConfigError(

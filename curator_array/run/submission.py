@@ -25,7 +25,7 @@ from ..slurm.sites import SiteConfig
 from ..slurm.submit import Submission, latest_request, plan_submissions
 from .options import RUN_OPTIONS
 from .request import RunRequest
-from .settings import FLAG, SITE, Setting, Settings, resolve
+from .settings import FLAG, SITE, Setting, Settings, resolve, upgraded
 
 
 def submission_settings(flags: Mapping[str, Any], site: SiteConfig | None, environment: Mapping[str, str]) -> Settings:
@@ -45,7 +45,7 @@ def retry_settings(layout: CheckpointLayout, flags: Mapping[str, Any], environme
     request_id = run_request_id(layout)
     if request_id is None:
         return resolve(flags, environment)
-    pinned = PinnedRequest.read(layout, request_id).settings
+    pinned = upgraded(PinnedRequest.read(layout, request_id).settings)
     settings: Settings = {}
     for option in RUN_OPTIONS:
         if option.name in flags:

@@ -169,3 +169,17 @@ def test_retry_starts_from_the_pinned_options_with_its_flags_on_top(tmp_path):
     assert settings["min_words"].value == 5, "the run carries its options; the retry's environment does not change them"
     assert (settings["stall_timeout"].value, settings["stall_timeout"].source) == (600.0, FLAG)
     assert settings["output_dir"].value == "/out"
+
+
+def test_a_request_pinned_when_dedup_was_the_per_task_flag_still_runs(tmp_path):
+    from curator_array.core.layout import CheckpointLayout
+    from curator_array.core.records import PinnedRequest
+    from curator_array.run.settings import request_of, settings_for_start
+
+    layout = CheckpointLayout(tmp_path / "ckpt")
+    old = PinnedRequest({"input_dir": {"value": "in", "source": "flag"}, "output_dir": {"value": "out", "source": "flag"},
+                         "checkpoint_path": {"value": str(layout.root), "source": "flag"},
+                         "dedup": {"value": True, "source": "flag"}})
+    request_id = old.write(layout)
+    request = request_of(settings_for_start({"request": request_id, "checkpoint_path": str(layout.root)}, {}))
+    assert request.options.dedup_within_task is True and request.options.dedup is None

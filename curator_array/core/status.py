@@ -305,8 +305,11 @@ def watch(collect, echo, sleep, clock_text, interval_s: float, clear: bool) -> i
             echo("every shard is complete" + (" and every dedup phase\n" if status.phases else "\n"))
             return 0
         if not status.queued and not status.queued_phases:
-            echo(f"nothing of this run is queued any more; {status.shards.total - len(states['complete'])} "
-                 "shard(s) incomplete: curator-array retry --checkpoint-path "
+            left = status.shards.total - len(states["complete"])
+            phase = next((state for state in status.phases[1:] if not state.is_complete), None)
+            what = (f"{left} shard(s) incomplete" if left or phase is None else
+                    f"dedup phase {phase.phase} incomplete (missing {format_array_expression(phase.missing)})")
+            echo(f"nothing of this run is queued any more; {what}: curator-array retry --checkpoint-path "
                  f"{status.checkpoint} --submit --site <site>\n")
             return 3
         sleep(interval_s)

@@ -80,3 +80,24 @@ def test_a_phase_window_carries_its_own_total_and_offset():
     assert [(w.array_expression, w.env["SHARD_INDEX_OFFSET"], w.env["TOTAL_SHARDS"]) for w in windows] == \
         [("0-4", "0", "7"), ("0-1", "5", "7")]
     assert all(w.script_args == ("--request", "r", "--phase", "buckets") for w in windows)
+
+
+def test_watch_waits_for_the_dedup_phases_and_names_the_one_left(tmp_path):
+    from curator_array.core.phases import PhaseState
+    from curator_array.core.status import RunStatus, watch
+
+    shards = ShardRange(1)
+    status = RunStatus(tmp_path, shards, 1, [0], [], [], queued_phases={"buckets": {0: "PENDING"}})
+    status.phases = [PhaseState(CURATION, shards, (0,), {}), PhaseState("signatures", shards, (0,), {}),
+                     PhaseState("buckets", ShardRange(2), (1,), {})]
+    frames = []
+
+    def sleep(seconds):
+        status.queued_phases = {}  # the pending bucket element was cancelled
+
+    assert watch(lambda: status, frames.append, sleep, lambda: "now", 1, clear=False) == 3
+    assert "buckets    1/2; missing 0; queued 0" in frames[0]
+    assert "nothing of this run is queued any more; dedup phase buckets incomplete (missing 0)" in frames[-1]
+    status.phases[2] = PhaseState("buckets", ShardRange(2), (0, 1), {})
+    assert watch(lambda: status, frames.append, sleep, lambda: "now", 1, clear=False) == 0
+    assert frames[-1] == "every shard is complete and every dedup phase\n"

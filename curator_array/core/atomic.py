@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,23 @@ def fsync_directory(directory: Path) -> None:
 def temporary_sibling(path: Path) -> Path:
     """A hidden, unique name next to ``path`` (same filesystem, so rename is atomic)."""
     return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary sibling to write ``path``'s new content to, however it is written (a
+    Parquet writer, a gzip stream). When the block ends it is synced and renamed to ``path``;
+    when it raises, it is removed and ``path`` is left as it was."""
+    path = Path(path)
+    tmp = temporary_sibling(path)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_directory(path.parent)
 
 
 def _write_synced(path: Path, data: bytes) -> None:

@@ -20,7 +20,6 @@ is written complete and synced before its name appears.
 from __future__ import annotations
 
 import gzip
-import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..core.atomic import fsync_directory, temporary_sibling
+from ..core.atomic import replacing
 from .clusters import DuplicateClusters
 from .minhash import MinHashSettings, band_keys, jaccard, shingles, signatures, simplify, text_keys
 
@@ -51,19 +50,11 @@ def split_key(key: str) -> tuple[str, int]:
     return path, int(row)
 
 
-def _publish(partial: Path, path: Path) -> None:
-    with open(partial, "rb+") as handle:
-        os.fsync(handle.fileno())
-    partial.replace(path)
-    fsync_directory(path.parent)
-
-
 def write_table_atomically(table: pa.Table, path: Path) -> None:
     """Complete and synced before its name appears: a killed phase leaves nothing half-written."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = temporary_sibling(path)
-    pq.write_table(table, partial)
-    _publish(partial, path)
+    with replacing(path) as partial:
+        pq.write_table(table, partial)
 
 
 def signature_rows(keys: list[str], texts: pa.Array, settings: MinHashSettings | None) -> pa.Table:
@@ -91,7 +82,6 @@ def write_signatures(batches: Iterable[tuple[list[str], pa.Array]], path: Path,
     ``FLUSH_ROWS`` rows wait in memory before they are sorted into their row groups.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = temporary_sibling(path)
     schema = BUCKETED_SCHEMA.with_metadata({"buckets": str(buckets)})
     documents, pending = 0, []
 
@@ -106,7 +96,7 @@ def write_signatures(batches: Iterable[tuple[list[str], pa.Array]], path: Path,
             if last > first:
                 writer.write_table(table.slice(first, last - first).cast(schema))
 
-    with pq.ParquetWriter(partial, schema) as writer:
+    with replacing(path) as partial, pq.ParquetWriter(partial, schema) as writer:
         for keys, texts in batches:
             pending.append(signature_rows(keys, texts, settings))
             documents += len(keys)
@@ -114,7 +104,6 @@ def write_signatures(batches: Iterable[tuple[list[str], pa.Array]], path: Path,
                 flush()
         if pending:
             flush()
-    _publish(partial, path)
     return documents
 
 
@@ -204,9 +193,8 @@ def removed_keys(pair_files: Iterable[Path]) -> tuple[set[str], dict[int, int]]:
 
 
 def _copy_lines(source: Path, partial: Path, removed: set[int], packed: bool) -> tuple[int, int]:
-    opener = (lambda p, m: gzip.open(p, m)) if packed else open
     rows = kept = 0
-    with opener(source, "rb") as reader, open(partial, "wb") as raw:
+    with (gzip.open if packed else open)(source, "rb") as reader, open(partial, "wb") as raw:
         # A gzip header without name and time: the same kept rows give the same bytes.
         target = gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) if packed else raw
         try:
@@ -229,18 +217,15 @@ def copy_without_rows(source: Path, target: Path, removed: set[int]) -> tuple[in
     Rows are numbered as the readers number them: non-blank lines of JSON Lines, rows of
     Parquet. A rerun writes the same file again.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = temporary_sibling(target)
     name = source.name
-    if name.endswith(".parquet"):
-        table = pq.read_table(source)
-        mask = np.ones(table.num_rows, dtype=bool)
-        mask[[r for r in removed if r < table.num_rows]] = False
-        pq.write_table(table.filter(pa.array(mask)), partial, compression="zstd")
-        rows, kept = table.num_rows, int(mask.sum())
-    elif name.endswith((".jsonl", ".jsonl.gz")):
-        rows, kept = _copy_lines(source, partial, removed, name.endswith(".gz"))
-    else:
+    if not name.endswith((".parquet", ".jsonl", ".jsonl.gz")):
         raise ValueError(f"{source}: dedup removes rows from JSON Lines and Parquet files only")
-    _publish(partial, target)
-    return rows, kept
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(target) as partial:
+        if name.endswith(".parquet"):
+            table = pq.read_table(source)
+            mask = np.ones(table.num_rows, dtype=bool)
+            mask[[r for r in removed if r < table.num_rows]] = False
+            pq.write_table(table.filter(pa.array(mask)), partial, compression="zstd")
+            return table.num_rows, int(mask.sum())
+        return _copy_lines(source, partial, removed, name.endswith(".gz"))

@@ -83,8 +83,6 @@ class JsonlWriter(WriterStage):
                 handle.writelines(
                     json.dumps(row, ensure_ascii=False, default=_json_default) + "\n" for row in batch.to_pylist()
                 )
-        with open(path, "rb") as handle:
-            os.fsync(handle.fileno())
 
 
 class GzipJsonlWriter(JsonlWriter):

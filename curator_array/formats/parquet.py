@@ -31,5 +31,3 @@ class ParquetWriter(WriterStage):
 
     def write_table(self, table: pa.Table, path: Path) -> None:
         pq.write_table(table, path, compression="zstd")
-        with open(path, "rb") as handle:
-            os.fsync(handle.fileno())

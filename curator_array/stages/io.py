@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 
-from ..core.atomic import dump_json, fsync_directory, temporary_sibling, write_bytes_atomic
+from ..core.atomic import dump_json, replacing, write_bytes_atomic
 from ..core.errors import ConfigError
 from .base import ProcessingStage
 from .defaults import MALFORMED_POLICIES
@@ -142,19 +142,14 @@ class WriterStage(ProcessingStage):
         return self.output_dir / f"{task.task_id}{'' if part is None else f'.part-{part:05d}'}{self.suffix}"
 
     def write_table(self, table: pa.Table, path: Path) -> None:
-        """Write and fsync ``table`` at ``path`` (a temporary name; the base renames it)."""
+        """Write ``table`` at ``path`` (a temporary name; the base syncs it and renames it)."""
         raise NotImplementedError
 
     def process(self, task: DocumentBatch) -> WrittenFiles:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         final = self.output_path(task)
-        tmp = temporary_sibling(final)
-        try:
+        with replacing(final) as tmp:
             self.write_table(task.table, tmp)
-            os.replace(tmp, final)
-        finally:
-            tmp.unlink(missing_ok=True)
-        fsync_directory(final.parent)
         return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[str(final)],
                             rows_written=task.num_rows, part=task.part, final=task.final)
 

@@ -3,6 +3,7 @@
 import gzip
 import json
 import os
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -99,6 +100,22 @@ def test_writers_are_atomic_deterministic_and_overwrite(tmp_path, writer_cls, re
     again = writer.process(batch(["a", "é", None]))
     assert again.files == first.files and open(again.files[0], "rb").read() == data
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"t1{writer_cls.suffix}"]
+
+
+def test_a_writer_that_fails_midway_leaves_the_old_file_and_no_partial_one(tmp_path, monkeypatch):
+    writer = ParquetWriter(tmp_path / "out")
+    first = writer.process(batch(["kept"]))
+    before = open(first.files[0], "rb").read()
+
+    def half_written(table, path):
+        Path(path).write_bytes(b"PAR1 half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(writer, "write_table", half_written)
+    with pytest.raises(OSError, match="disk full"):
+        writer.process(batch(["new", "rows"]))
+    assert os.listdir(tmp_path / "out") == [Path(first.files[0]).name]
+    assert open(first.files[0], "rb").read() == before
 
 
 def test_example_pipeline_and_loader(tmp_path):

@@ -17,7 +17,7 @@ import os
 import resource
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -84,6 +84,7 @@ class PhaseRun:
     current: tuple[str, int] | None = None  # the element being run
     started: float = 0.0
     last_report: float = 0.0
+    known: dict[str, dict[int, PhaseManifest]] = field(default_factory=dict)  # see ``manifests``
 
     @classmethod
     def open(cls, request: RunRequest, job: JobEnvironment, tick: Callable[[], None] | None = None) -> PhaseRun:
@@ -142,10 +143,16 @@ class PhaseRun:
     def reader(self):
         return reader_for((self.run.pipeline or {}).get("output") or "jsonl")
 
+    def manifests(self, phase: str, refresh: bool = False) -> dict[int, PhaseManifest]:
+        """The complete elements of a dedup phase: read once (again with ``refresh``), then
+        kept up to date by ``run_element``, so running many elements in one process does
+        not reread every manifest for each."""
+        if refresh or phase not in self.known:
+            self.known[phase] = phase_manifests(self.layout, phase, self.run.run_id)
+        return self.known[phase]
+
     def complete(self, phase: str) -> set[int]:
-        if phase == CURATION:
-            return self.curated
-        return set(phase_manifests(self.layout, phase, self.run.run_id))
+        return self.curated if phase == CURATION else set(self.manifests(phase))
 
     def elements(self, phase: str):
         return self.settings.elements(phase, self.run.shards)
@@ -194,6 +201,7 @@ def run_element(phase_run: PhaseRun, phase: str, index: int, force: bool = False
         utc_now(), round(time.monotonic() - clock, 3), round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         str(attempt), phase_run.job.identity())
     path = manifest.write(layout)
+    phase_run.manifests(phase)[index] = manifest
     logger.info("%s element %d complete in %.1fs: %s; manifest %s", phase, index, manifest.duration_s,
                 ", ".join(f"{k} {v}" for k, v in counts.items()), path)
     return manifest
@@ -271,7 +279,7 @@ def _read_texts(phase_run: PhaseRun, keys: list[str]) -> dict[str, str]:
 
 
 def _buckets(phase_run: PhaseRun, bucket: int) -> tuple[dict[str, int], dict]:
-    documents = sum(m.counts.get("documents", 0) for m in phase_run_manifests(phase_run, "signatures"))
+    documents = sum(m.counts.get("documents", 0) for m in phase_run.manifests("signatures").values())
     rows = documents * (phase_run.settings.bands if phase_run.minhash else 1) // len(phase_run.elements("buckets"))
     refuse_beyond_memory("buckets", rows, "band keys", BYTES_PER_BAND_KEY, memory_limit_mb(phase_run.job))
     signatures = PhaseLayout(phase_run.layout, "signatures")
@@ -318,7 +326,7 @@ def removed_path(layout: CheckpointLayout, shard: int) -> Path:
 
 def _clusters(phase_run: PhaseRun, index: int) -> tuple[dict[str, int], dict]:
     buckets = PhaseLayout(phase_run.layout, "buckets")
-    pairs = sum(m.counts.get("pairs", 0) for m in phase_run_manifests(phase_run, "buckets"))
+    pairs = sum(m.counts.get("pairs", 0) for m in phase_run.manifests("buckets").values())
     refuse_beyond_memory("clusters", pairs, "duplicate pairs", BYTES_PER_PAIR, memory_limit_mb(phase_run.job))
     removed, sizes = removed_keys(buckets.data_path(b) for b in phase_run.elements("buckets"))
     ours = sorted(k for k in removed if not k.startswith(AGAINST_PREFIX))
@@ -334,10 +342,6 @@ def _clusters(phase_run: PhaseRun, index: int) -> tuple[dict[str, int], dict]:
         write_table_atomically(pa.table({"file": pa.array(files, pa.string()), "row": pa.array(numbers, pa.int64())}),
                                removed_path(phase_run.layout, shard))
     return {"pairs": pairs, "removed": len(ours), "clusters": sum(sizes.values())}, sizes
-
-
-def phase_run_manifests(phase_run: PhaseRun, phase: str) -> list[PhaseManifest]:
-    return list(phase_manifests(phase_run.layout, phase, phase_run.run.run_id).values())
 
 
 def _removal(phase_run: PhaseRun, shard: int) -> tuple[dict[str, int], dict]:
@@ -365,8 +369,9 @@ def run_ready_phases(phase_run: PhaseRun, force: bool = False) -> str | None:
     one shard at a time on a workstation finishes the dedup phases with its last shard.
     """
     for phase in PHASES:
+        done = set(phase_run.manifests(phase, refresh=True))
         for index in phase_run.elements(phase):
-            if index in phase_run.complete(phase) and not force:
+            if index in done and not force:
                 continue
             missing = phase_run.missing_inputs(phase, index)
             if missing:

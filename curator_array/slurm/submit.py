@@ -131,8 +131,9 @@ def submit_phases(groups: Sequence[Sequence[Submission]], layout: CheckpointLayo
     done: list[tuple[str, Submission]] = []
     before: tuple[str, ...] = ()
     for group in groups:
-        ids = submit_all([replace(item, after=before) for item in group], layout, env)
-        done += zip(ids, [replace(item, after=before) for item in group])
+        waiting = [replace(item, after=before) for item in group]
+        ids = submit_all(waiting, layout, env)
+        done += zip(ids, waiting)
         if ids:
             before = tuple(ids)
     return done

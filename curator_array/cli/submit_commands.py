@@ -19,8 +19,6 @@ from ..core.retry import (
     FORMATS,
     earliest_incomplete,
     format_phase_retry,
-    format_retry,
-    plan_retry,
     run_phases,
 )
 from .group import checkpoint_option, cli, default_sites_dir
@@ -125,10 +123,9 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
         if first is None:
             click.echo(f"all {states[0].elements.total} shards are complete"
                        + (" and every dedup phase" if len(states) > 1 else ""), err=True)
-        elif first.phase == CURATION:
-            click.echo(format_retry(plan_retry(layout), output_format, max_size), nl=False)
-        else:
-            click.echo(format_phase_retry(first, output_format, max_size), nl=False)
+            return
+        click.echo(format_phase_retry(first, output_format, max_size), nl=False)
+        if first.phase != CURATION:
             click.echo(f"phase {first.phase}: its elements run with --phase {first.phase} and TOTAL_SHARDS="
                        f"{first.elements.total}; `retry --submit` queues them and the phases after", err=True)
         return

@@ -53,10 +53,11 @@ def earliest_incomplete(states: list[PhaseState]) -> PhaseState | None:
 
 
 def format_phase_retry(state: PhaseState, output_format: str = "array", max_array_size: int | None = None) -> str:
-    """``format_retry`` for a dedup phase: in the fields format a fifth field names the phase
-    (its elements take ``--phase PHASE``, and TOTAL_SHARDS is the phase's element count)."""
+    """``format_retry`` for the missing elements of any phase. In the fields format a dedup
+    phase adds a fifth field naming it (its elements take ``--phase PHASE``, and TOTAL_SHARDS
+    is the phase's element count); the curation phase prints the spec's four fields."""
     text = format_retry(RetryPlan(state.elements, state.missing), output_format, max_array_size)
-    if output_format == "fields":
+    if output_format == "fields" and state.phase != CURATION:
         text = "".join(f"{line} {state.phase}\n" for line in text.splitlines())
     return text
 

@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from ..core.atomic import write_bytes_atomic
 from ..core.layout import CheckpointLayout
-from ..core.retry import earliest_incomplete, format_phase_retry, format_retry, plan_retry
+from ..core.retry import earliest_incomplete, format_phase_retry, run_phases
 from ..core.status import FailedAttempt, RunStatus, collect_status, phase_json, shard_states
 from . import charts
 
@@ -102,9 +102,8 @@ def write_report(layout: CheckpointLayout, output: Path, queued: dict[int, str] 
     status = collect_status(CheckpointLayout(Path(layout.root).resolve()), keep_manifests=True, request_id=request_id)
     status.queued = queued or {}
     status.queued_phases = queued_phases or {}
-    first = earliest_incomplete(status.phases)
-    retry_text = format_phase_retry(first, "fields") if first is not None and first.phase != "curation" \
-        else format_retry(plan_retry(layout), "fields")
+    first = earliest_incomplete(run_phases(layout))
+    retry_text = format_phase_retry(first, "fields") if first is not None else ""
     page = render(status, retry_text, time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     output.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(output, page.encode())

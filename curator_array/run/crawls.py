@@ -10,7 +10,6 @@ as it refuses a changed input tree.
 
 from __future__ import annotations
 
-import gzip
 import re
 import tempfile
 from pathlib import Path
@@ -18,19 +17,13 @@ from pathlib import Path
 from ..core.atomic import create_bytes_exclusive
 from ..core.errors import CheckpointMismatchError, ConfigError, InputError
 from ..core.layout import CheckpointLayout
+from ..stages.urls import paths_lines
 
 CRAWL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def paths_url(base_url: str, crawl: str) -> str:
     return f"{base_url.rstrip('/')}/crawl-data/{crawl}/warc.paths.gz"
-
-
-def _entries(data: bytes, where: str) -> list[str]:
-    try:
-        return [line for line in gzip.decompress(data).decode("utf-8").splitlines() if line.strip()]
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise InputError(f"{where}: not a gzipped paths list ({exc})") from None
 
 
 def _fetch(url: str, retries: int, read_timeout_s: float) -> bytes:
@@ -61,12 +54,12 @@ def crawl_paths_files(crawls: tuple[str, ...], base_url: str, layout: Checkpoint
             continue
         url = paths_url(base_url, crawl)
         data = _fetch(url, retries, read_timeout_s)
-        fetched = _entries(data, url)
+        fetched = paths_lines(data, url)
         if save:
             saved.parent.mkdir(parents=True, exist_ok=True)
             create_bytes_exclusive(saved, data)  # another start may have saved it first
         if saved.is_file():
-            kept = _entries(saved.read_bytes(), str(saved))
+            kept = paths_lines(saved.read_bytes(), str(saved))
             if kept != fetched:
                 raise CheckpointMismatchError(
                     f"the paths list of crawl {crawl} changed since the run saved it ({len(kept)} → "

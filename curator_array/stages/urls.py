@@ -88,13 +88,21 @@ def _list_files(paths: Sequence[str | Path]) -> list[Path]:
     return found
 
 
+def paths_lines(data: bytes, where: str, packed: bool = True) -> list[tuple[int, str]]:
+    """(line number, path) of every entry of a paths list (gzipped when ``packed``)."""
+    try:
+        text = (gzip.decompress(data) if packed else data).decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read paths file {where}: {exc}") from None
+    return [(number, line.strip()) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+
+
 def _paths_entries(path: Path, base_url: str, chosen: PathsSlice) -> list[tuple[str, dict[str, Any], str]]:
     try:
-        raw = path.read_bytes()
-        text = (gzip.decompress(raw) if path.name.endswith(".gz") else raw).decode("utf-8")
-    except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError) as exc:
+        data = path.read_bytes()
+    except OSError as exc:
         raise InputError(f"cannot read paths file {path}: {exc}") from None
-    numbered = [(number, line.strip()) for number, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    numbered = paths_lines(data, str(path), path.name.endswith(".gz"))
     base = base_url if base_url.endswith("/") else base_url + "/"
     return [(line if line.startswith(URL_SCHEMES) else base + line.lstrip("/"), {}, f"{path}:{number}")
             for number, line in chosen.take(numbered)]

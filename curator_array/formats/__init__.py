@@ -2,8 +2,9 @@
 
 The catalog below names each format, the file suffixes that belong to it, and where its
 reader and writer classes live. It imports nothing heavy, so the CLI's choices, the file
-source's suffix matching, the site scripts' comments and the README's format table all
-come from it without importing pyarrow; a class is imported when a pipeline is built.
+source's suffix matching, the site scripts' comments and the format table of
+docs/options.md all come from it without importing pyarrow; a class is imported when a
+pipeline is built.
 Adding a format is one module here that subclasses ``stages.io.ReaderStage`` and/or
 ``WriterStage``, and one entry in ``FORMATS``.
 

@@ -4,7 +4,7 @@ Each ``RunOption`` names a field of the run request (``RunRequest``) or of the p
 options (``PipelineOptions``); the field's default is the option's default. The table
 adds the flag, the variable, bounds or choices and the help text. From it come the click
 options of ``run``, the variables job scripts forward into containers, what ``submit``
-reads from the environment, and the README's option list.
+reads from the environment, and the option table of docs/options.md.
 
 The variable of an option is its flag in capitals with ``_`` for ``-`` (``--min-words`` →
 ``MIN_WORDS``); options about how a run executes rather than what it computes (this
@@ -268,7 +268,7 @@ def job_script_facts() -> ScriptFacts:
 
 
 def markdown_rows() -> list[str]:
-    """The README's option table, one row per option (a test keeps the README equal to it)."""
+    """The option table of docs/options.md, one row per option (a test keeps the doc equal to it)."""
     rows = ["| flag | variable | default | what |", "|---|---|---|---|"]
     for option in RUN_OPTIONS:
         value = option.default

@@ -242,7 +242,7 @@ def test_commoncrawl_pipeline_by_name(tmp_path):
 
 
 def format_table_rows() -> list[str]:
-    """The README's format table as the catalog says it must read."""
+    """The format table of docs/options.md as the catalog says it must read."""
     from curator_array.formats import FORMATS
 
     def cell(available, notes):
@@ -255,10 +255,10 @@ def format_table_rows() -> list[str]:
 def test_every_registered_format_is_offered_and_documented(capsys):
     from curator_array.cli import main
 
-    readme = (REPO / "README.md").read_text().splitlines()
-    header = readme.index("| format | suffixes | read | write |")
-    table = readme[header + 2:readme.index("", header)]
-    assert table == format_table_rows(), "README's format table differs from the catalog (formats/__init__.py)"
+    doc = (REPO / "docs" / "options.md").read_text().splitlines()
+    header = doc.index("| format | suffixes | read | write |")
+    table = doc[header + 2:doc.index("", header)]
+    assert table == format_table_rows(), "docs/options.md's format table differs from the catalog (formats/__init__.py)"
     main(["run", "--help"])
     help_text = capsys.readouterr().out
     assert "[jsonl|jsonl.gz|parquet|warc]" in help_text and "[jsonl|jsonl.gz|parquet]" in help_text

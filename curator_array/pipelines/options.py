@@ -15,10 +15,9 @@ from ..formats import DEFAULT_FORMAT
 from ..stages import defaults
 
 # Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
+BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build"}
 # Where the curation phase writes when dedup phases follow (hidden, like the other dot-dirs).
 CURATED_DIR = ".curated"
-
-BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build"}
 
 
 @dataclass(frozen=True)

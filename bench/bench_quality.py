@@ -45,10 +45,10 @@ docs = [d for d in docs if d["language"] in languages]
 
 OURS_FILTERS = LOAD + r"""
 import pyarrow as pa
-from curator_array.stages.web import textstats, tokenizers
-from curator_array.stages.web.quality import C4QualityFilter, GopherQualityFilter, GopherRepetitionFilter
+from curator_array.stages.web.quality import C4QualityFilter, GopherFilter
+from curator_array.text import segmenters
 table = pa.table({"text": [d["text"] for d in docs], "language": [d["language"] for d in docs]})
-stages = [GopherRepetitionFilter(), GopherQualityFilter(), C4QualityFilter()]
+stages = [GopherFilter(), C4QualityFilter()]
 for stage in stages:
     stage.score(table.slice(0, 4), table.column("text").slice(0, 4))  # segmenters loaded
 def one_pass():
@@ -60,10 +60,8 @@ def one_pass():
     return time.perf_counter() - began
 cold = []
 for _ in range(%d):
-    textstats._recent.words = {}  # cold: no words nor split chunks remembered
-    tokenizers._SPLIT_CHUNKS.clear()
+    segmenters._SPLIT_CHUNKS.clear()  # cold: no split chunks remembered
     cold.append(one_pass())
-textstats._recent.words = {}
 REPORT = {"docs": len(docs), "seconds": min(cold), "warm_seconds": one_pass()}
 """ % ROUNDS
 
@@ -72,7 +70,7 @@ from datatrove.data import Document
 from curator_array.stages.web.languages import language_settings
 from tests.support.reference_filters import whole_filters
 settings = language_settings()
-filters = {code: whole_filters({**settings.get(code, settings["default"]), "code": code}) for code in languages}
+filters = {code: whole_filters({**settings.get(code, settings["default"]).to_json(), "code": code}) for code in languages}
 for d in docs[:4]:
     for f in filters[d["language"]]:
         f.filter(Document(text=d["text"], id=d["id"]))

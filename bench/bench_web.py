@@ -78,8 +78,8 @@ if sys.argv[2] != "read":
     stages.append(HtmlExtractor(sys.argv[2]))
 if sys.argv[3] == "all":
     from curator_array.stages.web.language import LanguageFilter
-    from curator_array.stages.web.quality import GopherQualityFilter, GopherRepetitionFilter, C4QualityFilter
-    stages += [LanguageFilter(), GopherQualityFilter(), GopherRepetitionFilter(), C4QualityFilter()]
+    from curator_array.stages.web.quality import GopherFilter, C4QualityFilter
+    stages += [LanguageFilter(), GopherFilter(), C4QualityFilter()]
 for stage in stages:
     stage.setup()
 timing = {"read": 0.0, **{s.stage_name: 0.0 for s in stages}}

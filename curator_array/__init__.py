@@ -6,15 +6,21 @@ tested on a login node without Ray, SLURM or a container:
 
 ==============  =================================================================
 ``core``        pure: sharding, array expressions, the checkpoint's layout and
-                records, the run contract, retry, status, plan
+                records, the run contract, what a phase is, retry, status, plan,
+                the format catalog
+``text``        word segmenters per script, word n-gram keys
 ``slurm``       SLURM: its commands, the job environment, shard resolution,
                 submission windows, site scripts
 ``stages``      the stage API, sources, filters, downloads, web text stages
-``formats``     the file formats (one module each) and their catalog
-``pipelines``   a pipeline, its options, the built-in pipelines
+``formats``     the file formats, one module each
+``dedup``       deduplication's algorithms and settings (MinHash, LSH, clusters)
+``pipelines``   a pipeline, its options, the built-in pipelines, the settings of
+                the phases after it
+``examples``    example user pipelines
 ``execution``   Ray: private clusters, the node launcher, clients, Ray Data
 ``report``      the HTML page about a run
-``run``         one shard's run, from request to recorded outcome
+``run``         the phases of a run (``run.phases``, one file each) and one
+                element of one phase, from request to recorded outcome
 ``cli``         the ``curator-array`` commands and the container entrypoint
 ==============  =================================================================
 """

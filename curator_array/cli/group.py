@@ -1,5 +1,5 @@
 """The ``curator-array`` click group and what its commands share: options built from the
-run's option table (``run.options``), the checkpoint option, the sites directory."""
+run's option table (``run.option_table``), the checkpoint option, the sites directory."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import click
 
 from .. import __version__
-from ..run.options import OPTIONS_BY_NAME, RunOption
+from ..run.option_table import OPTIONS_BY_NAME, RunOption
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -52,7 +52,7 @@ def _click_type(option: RunOption):
 def run_option(name: str, required: bool = False, from_environment: bool = False, **overrides):
     """The click option for the run option ``name``, as the option table defines it.
 
-    ``run`` reads the options' variables itself (``run.settings``); other commands that
+    ``run`` reads the options' variables itself (``run.precedence``); other commands that
     take one of these options let click read its variable (``from_environment``).
     """
     option = OPTIONS_BY_NAME[name]

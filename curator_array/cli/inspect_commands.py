@@ -30,17 +30,18 @@ def status(checkpoint_path: str, as_json: bool, watch: bool, interval: float) ->
     import sys
     import time
 
-    from ..core.phases import CURATION
-    from ..core.status import collect_status, format_status
-    from ..core.status import watch as watch_loop
+    from ..core.status import collect_status
+    from ..run.phases import PHASES
     from ..slurm.submit import latest_request, queued_phase_elements
+    from .status_view import format_status
+    from .status_view import watch as watch_loop
 
     layout = CheckpointLayout(checkpoint_path)
 
     def collect():
-        result = collect_status(layout, request_id=latest_request(layout))
-        queued = queued_phase_elements(layout)
-        result.queued = queued.pop(CURATION, {})
+        result = collect_status(layout, PHASES.plan_of, request_id=latest_request(layout))
+        queued = queued_phase_elements(layout, PHASES.root.name)
+        result.queued = queued.pop(PHASES.root.name, {})
         result.queued_phases = queued
         return result
 
@@ -123,11 +124,12 @@ def report(checkpoint_path: str, output: str) -> None:
     drops per filter, throughput per node, failures and the retry command."""
     from pathlib import Path
 
-    from ..core.phases import CURATION
     from ..report.page import write_report
+    from ..run.phases import PHASES
     from ..slurm.submit import latest_request, queued_phase_elements
 
     layout = CheckpointLayout(checkpoint_path)
-    queued = queued_phase_elements(layout)
-    path = write_report(layout, Path(output), queued.pop(CURATION, {}), latest_request(layout), queued)
+    queued = queued_phase_elements(layout, PHASES.root.name)
+    path = write_report(layout, Path(output), PHASES.plan_of, queued.pop(PHASES.root.name, {}),
+                        latest_request(layout), queued)
     click.echo(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", err=True)

@@ -14,7 +14,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from ..run.options import RUN_OPTIONS
+from ..run.option_table import RUN_OPTIONS
 from .group import cli, run_option
 
 RUN_EPILOG = """\b
@@ -54,8 +54,8 @@ def run(ctx: click.Context, **kwargs) -> None:
     A completion manifest is written only when every task succeeded. SIGUSR1 (what
     `#SBATCH --signal` sends) and SIGTERM stop the shard cleanly, without a manifest (exit 4).
     """
-    from ..run.settings import request_of, settings_for_start
-    from ..run.shard import run_shard_command
+    from ..run.element import run_element_command
+    from ..run.precedence import request_of, settings_for_start
     from ..run.stopping import StopController
     from ..slurm.job_context import JobContext
 
@@ -64,7 +64,7 @@ def run(ctx: click.Context, **kwargs) -> None:
     logging.getLogger("curator_array").setLevel(logging.INFO)
     stop = StopController().install()
     try:
-        code = run_shard_command(request, context, stop=stop)
+        code = run_element_command(request, context, stop=stop)
     finally:
         stop.uninstall()
     raise click.exceptions.Exit(code)

@@ -12,15 +12,9 @@ from pathlib import Path
 
 import click
 
-from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
+from ..core.errors import ConfigError, CuratorArrayError
 from ..core.layout import CheckpointLayout
-from ..core.phases import CURATION
-from ..core.retry import (
-    FORMATS,
-    earliest_incomplete,
-    format_phase_retry,
-    run_phases,
-)
+from ..core.retry import FORMATS, format_phase_retry
 from .group import checkpoint_option, cli, default_sites_dir
 from .run_command import parse_run_args
 
@@ -55,20 +49,6 @@ def site_files(sites_dir: str, site: str):
     return (load_site(toml) if toml.is_file() else None), str(script)
 
 
-def refuse_while_queued(layout: CheckpointLayout, what: str) -> None:
-    from ..core.arrays import format_array_expression
-    from ..slurm.submit import queued_phase_elements
-
-    queued = queued_phase_elements(layout)
-    if queued:
-        named = "; ".join(f"{'shards' if phase == CURATION else phase} {format_array_expression(elements)}"
-                          for phase, elements in queued.items())
-        raise CuratorArrayError(
-            f"{sum(map(len, queued.values()))} element(s) of this run are still queued or running ({named}): "
-            f"wait for them before you {what}, or pass --force"
-        )
-
-
 def print_or_submit(groups, layout: CheckpointLayout, dry_run: bool) -> None:
     """Queue (or print) each phase's windows, each phase after the one before."""
     from ..slurm.submit import chained, submit_phases
@@ -78,7 +58,7 @@ def print_or_submit(groups, layout: CheckpointLayout, dry_run: bool) -> None:
             click.echo(item.command_line())
         return
     for job_id, item in submit_phases(groups, layout, os.environ):
-        phase = "" if item.phase == CURATION else f"  phase {item.phase} (after {':'.join(item.after) or '-'})"
+        phase = "" if item.phase is None else f"  phase {item.phase} (after {':'.join(item.after) or '-'})"
         click.echo(f"{job_id}  --array={item.array_expression}  SHARD_INDEX_OFFSET={item.offset}{phase}")
 
 
@@ -100,54 +80,43 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
           run_args):
     """Print the logical shards that have no completion manifest (or resubmit them).
 
-    Once every shard is complete, a run with --dedup prints the missing elements of its
-    earliest incomplete dedup phase instead (the fields format adds the phase); --submit
-    queues them and the phases after. Empty output means everything is complete. Run it after every submission of the
+    Once every shard is complete, a run with later phases (--dedup) prints the missing
+    elements of its earliest incomplete phase instead (the fields format adds the phase);
+    --submit queues them and the phases after. Empty output means everything is complete. Run it after every submission of the
     run has finished: a shard still running has no manifest yet (--submit checks this).
     With --submit, the elements run the options the run's latest submission pinned, with
     the run options after `--` on top (they must keep the run's pipeline).
     """
-    from ..core.run_contract import check_pipeline, read_run_config
-    from ..run.prepare import save_request
-    from ..run.settings import pinned_request, request_of
-    from ..run.submission import queued_phases, retry_settings, with_files_in_checkpoint
+    from ..core.phase_states import earliest_incomplete
+    from ..run.phases import PHASES
+    from ..run.submission import plan_retry_submit
     from ..slurm.submit import resolve_max_array_size
 
     layout = CheckpointLayout(checkpoint_path)
-    states = run_phases(layout)
+    states = PHASES.states(layout)
     first = earliest_incomplete(states)
+    later = " and every later phase" if len(states) > 1 else ""
     if not do_submit:
         if site or run_args:
             raise click.UsageError("--site and run options only go with --submit")
         max_size = resolve_max_array_size(max_array_size, os.environ)
         if first is None:
-            click.echo(f"all {states[0].elements.total} shards are complete"
-                       + (" and every dedup phase" if len(states) > 1 else ""), err=True)
+            click.echo(f"all {states[0].elements.total} shards are complete{later}", err=True)
             return
         click.echo(format_phase_retry(first, output_format, max_size), nl=False)
-        if first.phase != CURATION:
-            click.echo(f"phase {first.phase}: its elements run with --phase {first.phase} and TOTAL_SHARDS="
+        if not first.phase.is_root:
+            click.echo(f"phase {first.name}: its elements run with --phase {first.name} and TOTAL_SHARDS="
                        f"{first.elements.total}; `retry --submit` queues them and the phases after", err=True)
         return
     if not site:
         raise click.UsageError("--submit needs --site")
     if first is None:
-        click.echo(f"all {states[0].elements.total} shards are complete; nothing to submit", err=True)
+        click.echo(f"all {states[0].elements.total} shards are complete{later}; nothing to submit", err=True)
         return
     _, script = site_files(sites_dir, site)
-    request = request_of(with_files_in_checkpoint(retry_settings(layout, parse_run_args(run_args), os.environ),
-                                                  layout, copy=not dry_run))
-    pipeline = request.build_pipeline(refresh_crawls=True, save_crawls=not dry_run)
-    check_pipeline(layout, read_run_config(layout), pipeline.fingerprint())
-    if not force:
-        refuse_while_queued(layout, "resubmit")
-    pinned = pinned_request(request.settings)
-    if not dry_run:
-        save_request(layout, pinned)
-    size = resolve_max_array_size(max_array_size, os.environ, default="auto")
-    wanted = {state.phase: state.missing for state in states}
-    print_or_submit(queued_phases(request, pinned.id, wanted, states[0].elements, script, size, parallel),
-                    layout, dry_run)
+    groups = plan_retry_submit(layout, parse_run_args(run_args), states, script, max_array_size, parallel,
+                               os.environ, force=force, dry_run=dry_run)
+    print_or_submit(groups, layout, dry_run)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True}, epilog="""\b
@@ -182,61 +151,20 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     environment, else the default; a bad value stops the submission. Before anything is
     queued, the run's contract is written (or checked, when the checkpoint already holds
     the run): shard range, input listing, pipeline, and the options, which every element
-    then runs as pinned. With --dedup, the dedup phases are queued too, each phase after
+    then runs as pinned. The run's later phases (--dedup) are queued too, each phase after
     the one before (afterany: an element whose inputs are incomplete exits 2 at once).
     """
-    from ..core.arrays import parse_array_expression
-    from ..core.run_contract import archive_run
     from ..core.sharding import ShardRange
-    from ..run.prepare import check_against_run, pin_run
-    from ..run.settings import pinned_request, request_of
-    from ..run.submission import (
-        phase_elements,
-        queued_phases,
-        submission_settings,
-        with_files_in_checkpoint,
-    )
-    from ..slurm.submit import resolve_max_array_size
+    from ..run.submission import plan_submit
 
     site_config, script = site_files(sites_dir, site)
     flags = parse_run_args(run_args)
     if checkpoint_path and flags.setdefault("checkpoint_path", checkpoint_path) != checkpoint_path:
         raise click.UsageError("--checkpoint-path is given twice with different values (before and after --)")
-    settings = submission_settings(flags, site_config, os.environ)
-    layout, shards = request_of(settings).layout, ShardRange(total_shards, minimum_shard_index)
-    request = request_of(with_files_in_checkpoint(settings, layout, copy=not dry_run))
-    pinned = pinned_request(request.settings)
-
-    def start_new_run() -> None:
-        if not new_run or dry_run:
-            raise
-        if not force:
-            refuse_while_queued(layout, "start a new run")
-        archive = archive_run(layout)
-        click.echo(f"archived the previous run's records in {archive}; its output files are untouched", err=True)
-
-    try:  # a crawl's paths list fetched again must be the one the run saved
-        pipeline = request.build_pipeline(refresh_crawls=True, save_crawls=not dry_run)
-    except CheckpointMismatchError:
-        start_new_run()
-        pipeline = request.build_pipeline(refresh_crawls=True)
-    if pipeline.dedup is not None and pipeline.dedup.against:
-        from ..run.dedup import against_signature_files
-
-        against_signature_files(pipeline.dedup)
-    try:
-        if dry_run:
-            check_against_run(pipeline, layout, shards)
-        else:
-            pin_run(pipeline, layout, shards, pinned)
-    except CheckpointMismatchError:
-        start_new_run()
-        pin_run(pipeline, layout, shards, pinned)
-    wanted = parse_array_expression(array_expression) if array_expression else shards.indices()
-    size = resolve_max_array_size(max_array_size, os.environ, default="auto")
-    every = {phase: list(elements) for phase, elements in phase_elements(request, shards).items()}
-    print_or_submit(queued_phases(request, pinned.id, {**every, CURATION: wanted}, shards, script, size, parallel),
-                    layout, dry_run)
+    layout, groups = plan_submit(flags, site_config, script, ShardRange(total_shards, minimum_shard_index),
+                                 array_expression, max_array_size, parallel, os.environ, new_run=new_run, force=force,
+                                 dry_run=dry_run, say=lambda text: click.echo(text, err=True))
+    print_or_submit(groups, layout, dry_run)
 
 
 @cli.command("render-site", epilog="""\b
@@ -252,7 +180,7 @@ Examples:
 @click.option("--check", is_flag=True, help="Change nothing; fail if a rendered script is out of date.")
 def render_site(names, render_all, sites_dir, check):
     """Render site_configs/<name>.toml into site_configs/<name>.sbatch."""
-    from ..run.options import job_script_facts
+    from ..run.option_table import job_script_facts
     from ..slurm.sites import load_site, site_names, write_rendered
     from ..slurm.sites import render_site as render
 

@@ -55,7 +55,8 @@ def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
     old_source, new_source = old.get("source") or {}, new.get("source") or {}
     changes += _param_changes(old_source, new_source, f"source {new_source.get('name', '?')}")
-    changes += [f"{line} (dedup)" for line in _value_changes(old.get("dedup") or {}, new.get("dedup") or {}, "dedup.")]
+    for key in sorted((set(old) | set(new)) - {*TOP_LEVEL, "source", "stages"}):  # the later phases' settings
+        changes += [f"{line} ({key})" for line in _value_changes({key: old.get(key)}, {key: new.get(key)})]
     old_stages = {s["name"]: s for s in old.get("stages", [])}
     new_stages = {s["name"]: s for s in new.get("stages", [])}
     if list(old_stages) != list(new_stages):

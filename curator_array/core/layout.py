@@ -20,8 +20,9 @@ marked "ours" are curator-array's additions, which the reference system ignores:
                                                               a rerun skips them (ours)
       .ray_rendezvous/slurm_job_<J>_step_<T>_restart_<R>/     where the nodes of a multi-node
                                                               element meet (ours)
-      .dedup/<phase>/...                                      the dedup phases' manifests, attempt
-                                                              records and data (ours, core.phases)
+      .phases/<phase>/...                                     the manifests, attempt records and
+                                                              data of the phases after the root
+                                                              (ours, core.phase_records)
       pinned_files/<digest>-<name>                            a file option's file, copied at
                                                               submit (ours)
       submissions.jsonl                                       what submit and retry --submit
@@ -44,7 +45,7 @@ FAILED_TASKS_DIR = ".failed_tasks"
 RENDEZVOUS_DIR = ".ray_rendezvous"
 TASK_RECORDS_DIR = ".task_records"
 ARCHIVE_DIR = ".archived_runs"
-DEDUP_DIR = ".dedup"
+PHASES_DIR = ".phases"
 PINNED_FILES_DIR = "pinned_files"
 RUN_FILE = "run.json"
 MANIFEST_PREFIX = "completed_slurm_array_"
@@ -110,8 +111,8 @@ class CheckpointLayout:
         return self.metadata_dir / RENDEZVOUS_DIR
 
     @property
-    def dedup_root(self) -> Path:
-        return self.metadata_dir / DEDUP_DIR
+    def phases_root(self) -> Path:
+        return self.metadata_dir / PHASES_DIR
 
     @property
     def submissions_file(self) -> Path:

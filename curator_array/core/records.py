@@ -23,9 +23,9 @@ from typing import Any, ClassVar
 
 from .. import __version__
 from .atomic import create_bytes_exclusive, dump_json, write_json_atomic
-from .errors import CorruptCheckpointError
+from .errors import ConfigError, CorruptCheckpointError
 from .layout import ATTEMPT_ERROR_FILE, FAILED_TASKS_FILE, AttemptId, CheckpointLayout, utc_now
-from .sharding import ShardConfig
+from .sharding import ShardConfig, ShardRange
 
 SCHEMA_VERSION = 2
 WRITTEN_BY = f"curator-array {__version__}"
@@ -472,37 +472,65 @@ class ListingRef:
 
 
 @dataclass(frozen=True)
+class Setting:
+    """A run option's value and where it came from (a flag, a site's ``[env]``, the
+    environment, the default, a pinned request)."""
+
+    value: Any
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": list(self.value) if isinstance(self.value, tuple) else self.value, "source": self.source}
+
+    @classmethod
+    def from_json(cls, payload: Any) -> Setting:
+        if not isinstance(payload, Mapping) or "value" not in payload or not isinstance(payload.get("source"), str):
+            raise RecordError(f"a setting needs a value and a source, got {payload!r}")
+        value = payload["value"]
+        return cls(tuple(value) if isinstance(value, list) else value, payload["source"])
+
+    @property
+    def shown(self) -> str:
+        """The value as a user writes it in a variable: lists joined by commas, flags 1 or 0."""
+        value = self.value
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        if isinstance(value, (tuple, list)):
+            return ",".join(map(str, value))
+        return "" if value is None else str(value)
+
+
+@dataclass(frozen=True)
 class PinnedRequest:
     """``request-<id>.json``: the run options a start was given, with where each came from.
 
     ``submit`` writes one before it queues anything, and its elements run exactly it
     (``run --request ID``), whatever reaches them through a container runtime; the first
-    start of a run pins its own in ``run.json``. ``settings`` maps an option name to
-    ``{"value": ..., "source": ...}``; the id is a digest of them, so the same request
-    is one file.
+    start of a run pins its own in ``run.json``. The id is a digest of the settings, so
+    the same request is one file.
     """
 
-    settings: dict[str, dict[str, Any]]
+    settings: dict[str, Setting]
     written_at: str | None = None
     schema_version: int = SCHEMA_VERSION
 
     @property
     def id(self) -> str:
-        return hashlib.sha256(json.dumps(self.settings, sort_keys=True).encode()).hexdigest()[:16]
+        payload = {name: setting.to_json() for name, setting in self.settings.items()}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
     @classmethod
     def from_json(cls, payload: Any) -> PinnedRequest:
         payload = _object(payload)
         settings = payload.get("settings")
-        if not isinstance(settings, dict) or not all(
-            isinstance(v, dict) and "value" in v and isinstance(v.get("source"), str) for v in settings.values()
-        ):
+        if not isinstance(settings, dict):
             raise RecordError("'settings' must map each option to its value and source")
-        return cls(settings, _text(payload, "written_at"), _int(payload, "schema_version", 1) or 1)
+        return cls({name: Setting.from_json(value) for name, value in settings.items()}, _text(payload, "written_at"),
+                   _int(payload, "schema_version", 1) or 1)
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "settings": self.settings, "written_at": self.written_at,
-                "schema_version": self.schema_version}
+        return {"id": self.id, "settings": {name: setting.to_json() for name, setting in self.settings.items()},
+                "written_at": self.written_at, "schema_version": self.schema_version}
 
     @classmethod
     def read(cls, layout: CheckpointLayout, request_id: str) -> PinnedRequest:
@@ -519,3 +547,37 @@ class PinnedRequest:
         layout.completion_dir.mkdir(parents=True, exist_ok=True)
         create_bytes_exclusive(layout.request_path(self.id), dump_json({**self.to_json(), "written_at": utc_now()}))
         return self.id
+
+
+@dataclass(frozen=True)
+class SubmissionRecord:
+    """One line of ``submissions.jsonl``: an ``sbatch --array`` window that submit or retry queued.
+
+    ``phase`` None is the root phase (the spec's shards), as lines written before phases
+    were recorded say nothing.
+    """
+
+    job_id: str
+    array: str
+    offset: int
+    shards: ShardRange
+    request: str | None = None
+    phase: str | None = None
+    submitted_at: float | None = None
+
+    @classmethod
+    def from_json(cls, payload: Any) -> SubmissionRecord:
+        payload = _object(payload)
+        try:
+            shards = ShardRange(require_int(payload, "total_shards"), require_int(payload, "minimum_shard_index"))
+        except ConfigError as exc:
+            raise RecordError(str(exc)) from None
+        job_id, array = payload.get("job_id"), payload.get("array")
+        if not isinstance(job_id, str) or not isinstance(array, str):
+            raise RecordError("a submission needs its 'job_id' and 'array'")
+        return cls(job_id, array, require_int(payload, "offset"), shards, _text(payload, "request"),
+                   _text(payload, "phase"), _number(payload, "submitted_at"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "array": self.array, "offset": self.offset, **self.shards.to_json(),
+                "request": self.request, "phase": self.phase, "submitted_at": self.submitted_at}

@@ -12,7 +12,7 @@ from .arrays import ArrayWindow
 from .checkpoint import scan_completion_manifests
 from .errors import ConfigError
 from .layout import CheckpointLayout
-from .phases import CURATION, DedupSettings, PhaseState, phase_states
+from .phase_states import PhaseState
 from .run_contract import read_run_config
 from .sharding import ShardRange
 
@@ -38,27 +38,13 @@ def plan_retry(layout: CheckpointLayout) -> RetryPlan:
     return RetryPlan(run.shards, tuple(shard for shard in run.shards if shard not in done))
 
 
-def run_phases(layout: CheckpointLayout) -> list[PhaseState]:
-    """Every phase of the run with its complete and missing elements (curation alone without dedup)."""
-    run = read_run_config(layout)
-    done = scan_completion_manifests(layout, run).shards
-    settings = DedupSettings.of_pipeline(run.pipeline)
-    if settings is None:
-        return [PhaseState(CURATION, run.shards, tuple(sorted(s for s in done if s in run.shards)), {})]
-    return phase_states(layout, settings, run.shards, run.run_id, done)
-
-
-def earliest_incomplete(states: list[PhaseState]) -> PhaseState | None:
-    return next((state for state in states if not state.is_complete), None)
-
-
 def format_phase_retry(state: PhaseState, output_format: str = "array", max_array_size: int | None = None) -> str:
-    """``format_retry`` for the missing elements of any phase. In the fields format a dedup
-    phase adds a fifth field naming it (its elements take ``--phase PHASE``, and TOTAL_SHARDS
-    is the phase's element count); the curation phase prints the spec's four fields."""
+    """``format_retry`` for the missing elements of any phase. In the fields format a phase
+    after the first adds a fifth field naming it (its elements take ``--phase PHASE``, and
+    TOTAL_SHARDS is the phase's element count); the first phase prints the spec's four fields."""
     text = format_retry(RetryPlan(state.elements, state.missing), output_format, max_array_size)
-    if output_format == "fields" and state.phase != CURATION:
-        text = "".join(f"{line} {state.phase}\n" for line in text.splitlines())
+    if output_format == "fields" and not state.phase.is_root:
+        text = "".join(f"{line} {state.name}\n" for line in text.splitlines())
     return text
 
 

@@ -63,6 +63,11 @@ class RunConfig:
     def total_shards(self) -> int:
         return self.shards.total
 
+    @property
+    def output_format(self) -> str | None:
+        """The format the pinned pipeline writes (None before a pipeline is pinned)."""
+        return (self.pipeline or {}).get("output")
+
     def to_json(self) -> dict[str, Any]:
         return {
             **self.shards.to_json(),
@@ -261,7 +266,7 @@ def archive_run(layout: CheckpointLayout) -> Path | None:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     archive = layout.archive_root / f"{stamp}-{run.run_id or 'run'}"
     archive.mkdir(parents=True)
-    for path in (layout.completion_dir, layout.failed_tasks_root, layout.task_records_root, layout.dedup_root,
+    for path in (layout.completion_dir, layout.failed_tasks_root, layout.task_records_root, layout.phases_root,
                  layout.submissions_file):
         if path.exists():
             os.rename(path, archive / path.name)

@@ -1,8 +1,10 @@
-"""What a checkpoint says about a logical run: complete, incomplete, failed attempts."""
+"""What a checkpoint says about a logical run: complete, incomplete, failed attempts, and
+every phase after the first. Data only; the CLI renders it (``cli.status_view``)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,9 +12,10 @@ from typing import Any
 from .arrays import format_array_expression
 from .checkpoint import find_attempt_records, scan_completion_manifests
 from .layout import CheckpointLayout
-from .phases import DedupSettings, PhaseState, blocked_by, phase_states
-from .records import CompletionManifest, PinnedRequest, WorkTotals
-from .run_contract import read_run_config
+from .phase import PlannedPhase
+from .phase_states import PhaseState, blocked_by, phase_states
+from .records import CompletionManifest, PinnedRequest, Setting, WorkTotals
+from .run_contract import RunConfig, read_run_config
 from .sharding import ShardRange
 from .task_records import count_done
 
@@ -53,9 +56,14 @@ class RunStatus:
     partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # shard → (tasks done, of, attempts)
     resumed_tasks: int = 0  # tasks complete shards took from earlier attempts instead of running them again
     request_id: str | None = None
-    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # option → {"value", "source"}
-    phases: list[PhaseState] = field(default_factory=list)  # curation, then the dedup phases (none without)
-    queued_phases: dict[str, dict[int, str]] = field(default_factory=dict)  # dedup phase → element → state
+    options: dict[str, Setting] = field(default_factory=dict)
+    phases: list[PhaseState] = field(default_factory=list)  # every phase of the run, the first one included
+    queued_phases: dict[str, dict[int, str]] = field(default_factory=dict)  # later phase → element → state
+
+    @property
+    def later_phases(self) -> list[PhaseState]:
+        """The phases after the first (the first is the shards above)."""
+        return [state for state in self.phases if not state.phase.is_root]
 
     @property
     def all_complete(self) -> bool:
@@ -86,67 +94,33 @@ class RunStatus:
                         for shard, (done, total, attempts) in sorted(self.partial.items())},
             "resumed_tasks": self.resumed_tasks,
             "request": self.request_id,
-            "options": self.options,
+            "options": {name: setting.to_json() for name, setting in self.options.items()},
             "duration_s": self.duration_s,
             "pending": format_array_expression(s for s, state in self.queued.items() if state == "PENDING"),
             "running": format_array_expression(s for s, state in self.queued.items() if state != "PENDING"),
-            "phases": [phase_json(state, self.phases, self.queued_phases.get(state.phase, {}))
-                       for state in self.phases[1:]],
+            "phases": [phase_json(state, self.phases, self.queued_phases.get(state.name, {}))
+                       for state in self.later_phases],
         }
 
 
 def phase_json(state: PhaseState, states: list[PhaseState], queued: dict[int, str]) -> dict[str, Any]:
     waiting = blocked_by(states, state.phase)
     return {
-        "phase": state.phase, "elements": state.elements.total, "complete": len(state.complete),
+        "phase": state.name, "elements": state.elements.total, "complete": len(state.complete),
         "missing": format_array_expression(state.missing), "queued": format_array_expression(queued),
         "failed": {str(i): reason for i, reason in sorted(state.failed.items())},
-        "blocked_by": waiting.phase if waiting is not None and not state.is_complete else None,
-        "counts": {name: state.total(name) for name in ("documents", "pairs", "removed", "rows_in", "rows_out")
-                   if any(name in m.counts for m in state.manifests.values())},
+        "blocked_by": waiting.name if waiting is not None and not state.is_complete else None,
+        "counts": state.totals().to_json(),
     }
 
 
-def format_phases(status: RunStatus) -> list[str]:
-    """One line per dedup phase: complete, or what is missing, failed, queued, or blocks it."""
-    lines = ["phases"]
-    for state in status.phases[1:]:
-        done = f"{len(state.complete)}/{state.elements.total}"
-        queued = status.queued_phases.get(state.phase, {})
-        if state.is_complete:
-            figures = phase_json(state, status.phases, queued)["counts"]
-            shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in figures.items())
-            lines.append(f"  {state.phase:<11}{done} complete" + (f" ({shown})" if shown else ""))
-            continue
-        parts = [f"missing {format_array_expression(state.missing)}"]
-        if queued:
-            parts.append(f"queued {format_array_expression(queued)}")
-        waiting = blocked_by(status.phases, state.phase)
-        if waiting is not None:
-            parts.append(f"blocked by {waiting.phase} (missing {format_array_expression(waiting.missing)})")
-        lines.append(f"  {state.phase:<11}{done}; " + "; ".join(parts))
-        for index, reason in sorted(state.failed.items())[:5]:
-            lines.append(f"    element {index} failed: {reason}")
-    return lines
-
-
-def option_lines(options: dict[str, dict[str, Any]]) -> list[str]:
-    """``name=value (source)`` for every option not at its default."""
-    lines = []
-    for name, setting in sorted(options.items()):
-        if setting.get("source") == "default":
-            continue
-        value = setting.get("value")
-        shown = ",".join(map(str, value)) if isinstance(value, list) else "1" if value is True else str(value)
-        lines.append(f"{name}={shown} ({setting.get('source')})")
-    return lines
-
-
-def collect_status(layout: CheckpointLayout, keep_manifests: bool = False, request_id: str | None = None) -> RunStatus:
+def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list[PlannedPhase]],
+                   keep_manifests: bool = False, request_id: str | None = None) -> RunStatus:
     """What the checkpoint says; ``keep_manifests`` also returns every complete shard's manifest.
 
-    The options shown are those of ``request_id`` (the latest submission's, which the
-    caller knows), else those the run's first start pinned.
+    ``plan_of`` gives the run's phases (the phase registry's, which the caller knows). The
+    options shown are those of ``request_id`` (the latest submission's, which the caller
+    knows), else those the run's first start pinned.
     """
     run = read_run_config(layout)
     request_id = request_id or run.request
@@ -189,13 +163,8 @@ def collect_status(layout: CheckpointLayout, keep_manifests: bool = False, reque
         options=options,
         partial=partial_shards(layout, set(manifests)),
         resumed_tasks=scan.resumed_tasks,
-        phases=_phases(layout, run, set(manifests)),
+        phases=phase_states(layout, run, plan_of(run), set(manifests)),
     )
-
-
-def _phases(layout: CheckpointLayout, run, curated: set[int]) -> list[PhaseState]:
-    settings = DedupSettings.of_pipeline(run.pipeline)
-    return phase_states(layout, settings, run.shards, run.run_id, curated) if settings else []
 
 
 def partial_shards(layout: CheckpointLayout, complete: set[int]) -> dict[int, tuple[int, int, int]]:
@@ -211,48 +180,6 @@ def partial_shards(layout: CheckpointLayout, complete: set[int]) -> dict[int, tu
             if done:
                 partial[int(shard)] = (done, total, attempts)
     return partial
-
-
-def format_status(status: RunStatus) -> str:
-    lines = [
-        f"checkpoint   {status.checkpoint}",
-        f"shards       {status.shards.total} (logical {status.shards})",
-        f"complete     {len(status.completed)}/{status.shards.total}",
-        f"incomplete   {format_array_expression(status.incomplete) or '-'}",
-    ]
-    if status.queued:
-        pending = [s for s, state in status.queued.items() if state == "PENDING"]
-        running = [s for s, state in status.queued.items() if state != "PENDING"]
-        lines.append(f"in queue     pending {format_array_expression(pending) or '-'}, "
-                     f"running {format_array_expression(running) or '-'} (squeue)")
-    if status.source_task_count is not None:
-        lines.append(f"source tasks {status.source_task_count} in the whole run")
-    t = status.totals
-    lines.append(
-        f"done so far  {t.source_tasks} tasks, {t.rows_in} rows in, {t.rows_out} rows out, "
-        f"{t.output_file_count} output files"
-    )
-    if status.request_id:
-        chosen = option_lines(status.options)
-        lines.append(f"options      {len(chosen)} set, the rest default (request {status.request_id}):")
-        lines += [f"  {line}" for line in chosen]
-    if status.duration_s:
-        d = status.duration_s
-        lines.append(f"shard time   min {d['min']:.1f}s, mean {d['mean']:.1f}s, max {d['max']:.1f}s")
-    if status.partial:
-        lines.append(f"resumable    {len(status.partial)} incomplete shard(s) keep finished tasks for their next attempt:")
-        for shard, (done, total, attempts) in sorted(status.partial.items())[:20]:
-            lines.append(f"  shard {shard}: {done}/{total or '?'} tasks done in {attempts} attempt(s)")
-    if status.resumed_tasks:
-        lines.append(f"resumed      {status.resumed_tasks} task(s) of complete shards were kept from earlier attempts")
-    if status.phases:
-        lines += format_phases(status)
-    if status.failed_attempts:
-        lines.append(f"failed attempts ({len(status.failed_attempts)}):")
-        for attempt in status.failed_attempts:
-            later = " (shard completed later)" if attempt.shard_completed_later else ""
-            lines.append(f"  shard {attempt.shard_index}: {attempt.reason}{later}  {attempt.path}")
-    return "\n".join(lines) + "\n"
 
 
 def shard_states(status: RunStatus) -> dict[str, list[int]]:
@@ -274,42 +201,3 @@ def shard_states(status: RunStatus) -> dict[str, list[int]]:
         else:
             states["waiting"].append(shard)
     return states
-
-
-def format_watch(status: RunStatus, now: str) -> str:
-    states = shard_states(status)
-    counts = ", ".join(f"{name} {len(shards)}" for name, shards in states.items())
-    lines = [f"{now}  {status.checkpoint}", f"{len(states['complete'])}/{status.shards.total} complete: {counts}"]
-    for name in ("running", "pending", "failed", "waiting"):
-        if states[name]:
-            lines.append(f"  {name:<8}{format_array_expression(states[name])}")
-    latest = {a.shard_index: a for a in status.failed_attempts if a.shard_index in states["failed"]}
-    for shard, attempt in sorted(latest.items())[:10]:
-        lines.append(f"  shard {shard}: {attempt.reason}  {attempt.path}")
-    if status.phases:
-        lines += format_phases(status)
-    return "\n".join(lines) + "\n"
-
-
-def watch(collect, echo, sleep, clock_text, interval_s: float, clear: bool) -> int:
-    """Refresh until every shard is complete (0) or nothing is left queued (3, with shards left).
-
-    ``collect`` returns a RunStatus with ``queued`` filled from squeue; the rest is injected
-    so the loop can be tested without a terminal or a clock.
-    """
-    while True:
-        status = collect()
-        states = shard_states(status)
-        echo(("\x1b[H\x1b[2J" if clear else "") + format_watch(status, clock_text()))
-        if status.all_complete:
-            echo("every shard is complete" + (" and every dedup phase\n" if status.phases else "\n"))
-            return 0
-        if not status.queued and not status.queued_phases:
-            left = status.shards.total - len(states["complete"])
-            phase = next((state for state in status.phases[1:] if not state.is_complete), None)
-            what = (f"{left} shard(s) incomplete" if left or phase is None else
-                    f"dedup phase {phase.phase} incomplete (missing {format_array_expression(phase.missing)})")
-            echo(f"nothing of this run is queued any more; {what}: curator-array retry --checkpoint-path "
-                 f"{status.checkpoint} --submit --site <site>\n")
-            return 3
-        sleep(interval_s)

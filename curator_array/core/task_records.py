@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .layout import AttemptId, CheckpointLayout
-from .records import SCHEMA_VERSION
+from .records import SCHEMA_VERSION, AttemptShare
 from .sharding import ShardConfig
 
 logger = logging.getLogger(__name__)
@@ -238,12 +238,11 @@ def count_done(layout: CheckpointLayout, shard_index: int) -> tuple[int, int, in
     return len(done), shard_tasks, attempts
 
 
-def attempt_shares(records: Mapping[str, TaskRecord]) -> dict[str, dict[str, int]]:
+def attempt_shares(records: Mapping[str, TaskRecord]) -> dict[str, AttemptShare]:
     """Tasks and rows per attempt, for the manifest's account of who did what."""
-    shares: dict[str, dict[str, int]] = {}
+    shares: dict[str, AttemptShare] = {}
     for record in records.values():
-        share = shares.setdefault(record.attempt, {"tasks": 0, "rows_in": 0, "rows_out": 0})
-        share["tasks"] += 1
-        share["rows_in"] += record.rows_in
-        share["rows_out"] += record.rows_out
+        share = shares.get(record.attempt) or AttemptShare(record.attempt)
+        shares[record.attempt] = AttemptShare(record.attempt, share.tasks + 1, share.rows_in + record.rows_in,
+                                              share.rows_out + record.rows_out)
     return shares

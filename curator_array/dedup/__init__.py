@@ -1,9 +1,10 @@
-"""Deduplication across a whole run: document signatures, candidate pairs, duplicate clusters.
+"""Deduplication across a whole run: the algorithms, one batch or one bucket at a time.
 
-Here: MinHash signatures and their LSH bands (``minhash``), clusters of duplicates with
-the copy each keeps (``clusters``), and the phases' work on files (``phases``: signatures
-per shard, candidate pairs per bucket, the keys to remove). Each works on one batch, one
-shard or one bucket, never on the whole corpus.
+Here: the dedup settings (``settings``, with MinHash's inside), MinHash signatures and
+their LSH band keys (``minhash``), candidate and confirmed pairs over tables (``lsh``),
+clusters of duplicates with the copy each keeps (``clusters``), and a document's stable
+identity (``keys``). The phases that run them over a checkpoint's files are
+``run.phases``'; nothing here reads or writes a file.
 
-May import: core, stages (the word n-gram keys of the web text statistics). Never Ray.
+May import: core, text (the word n-gram keys). Never Ray.
 """

@@ -15,40 +15,23 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..stages.web.textstats import ngram_keys
+from ..text.ngrams import ngram_keys
+from .settings import MinHashSettings
 
 MERSENNE = np.uint64((1 << 61) - 1)
 
 
-@dataclass(frozen=True)
-class MinHashSettings:
-    """How signatures are made; part of the run's pipeline fingerprint."""
-
-    ngram: int = 5
-    bands: int = 14
-    rows: int = 8
-    seed: int = 1
-
-    def __post_init__(self) -> None:
-        for name in ("ngram", "bands", "rows"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"dedup {name} must be at least 1, got {getattr(self, name)}")
-
-    @property
-    def hashes(self) -> int:
-        return self.bands * self.rows
-
-    def parameters(self) -> tuple[np.ndarray, np.ndarray]:
-        generator = np.random.RandomState(self.seed)
-        high = int(MERSENNE)
-        return (generator.randint(1, high, size=self.hashes, dtype=np.uint64),
-                generator.randint(0, high, size=self.hashes, dtype=np.uint64))
+def hash_parameters(settings: MinHashSettings) -> tuple[np.ndarray, np.ndarray]:
+    """The a and b of every hash function ``(a * x + b) mod 2^61 - 1``, from the seed alone."""
+    generator = np.random.RandomState(settings.seed)
+    high = int(MERSENNE)
+    return (generator.randint(1, high, size=settings.hashes, dtype=np.uint64),
+            generator.randint(0, high, size=settings.hashes, dtype=np.uint64))
 
 
 def simplify(texts: pa.Array) -> pa.Array:
@@ -114,7 +97,7 @@ def signatures(texts: pa.Array, settings: MinHashSettings = MinHashSettings()) -
     if len(hashed) == 0:
         return result
     present, starts = np.unique(owners, return_index=True)
-    a, b = settings.parameters()
+    a, b = hash_parameters(settings)
     with np.errstate(over="ignore"):
         for first in range(0, settings.hashes, settings.rows):  # a band at a time bounds the memory
             span = slice(first, first + settings.rows)

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from ..pipelines.options import PipelineOptions
 from ..stages.base import ProcessingStage
+from ..stages.defaults import TEXT_FIELD
 from ..stages.filters import FilterStage
 
 
@@ -35,7 +36,7 @@ class AlphabeticRatioFilter(FilterStage):
 
     name = "alphabetic_ratio"
 
-    def __init__(self, minimum_ratio: float = 0.8, text_field: str = "text"):
+    def __init__(self, minimum_ratio: float = 0.8, text_field: str = TEXT_FIELD):
         self.minimum_ratio = minimum_ratio
         super().__init__(text_field)
 

@@ -6,13 +6,15 @@ import gzip
 import io
 import json
 import os
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.json as pa_json
 
+from ..core.atomic import replacing
 from ..core.records import MALFORMED_LINES
 from ..stages.io import FileContents, MalformedRecordError, ReaderStage, WriterStage
 
@@ -74,15 +76,34 @@ class JsonlWriter(WriterStage):
     format_name = "jsonl"
     suffix = ".jsonl"
 
-    def _open(self, path: Path):
-        return open(path, "w", encoding="utf-8")
+    @contextmanager
+    def _open_bytes(self, path: Path) -> Iterator[BinaryIO]:
+        with open(path, "wb") as handle:
+            yield handle
+
+    def _read_bytes(self, path: Path) -> BinaryIO:
+        return open(path, "rb")
 
     def write_table(self, table: pa.Table, path: Path) -> None:
-        with self._open(path) as handle:
+        with self._open_bytes(path) as raw, io.TextIOWrapper(raw, encoding="utf-8") as handle:
             for batch in table.to_batches(max_chunksize=4096):
                 handle.writelines(
                     json.dumps(row, ensure_ascii=False, default=_json_default) + "\n" for row in batch.to_pylist()
                 )
+
+    def write_without(self, source: Path, target: Path, removed: Collection[int], reader=None) -> tuple[int, int]:
+        """Line by line: a kept record keeps its bytes (rows are the non-blank lines, as the reader counts)."""
+        rows = kept = 0
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with self._read_bytes(source) as lines, replacing(target) as partial, self._open_bytes(partial) as out:
+            for line in lines:
+                if not line.strip():
+                    continue
+                if rows not in removed:
+                    out.write(line if line.endswith(b"\n") else line + b"\n")
+                    kept += 1
+                rows += 1
+        return rows, kept
 
 
 class GzipJsonlWriter(JsonlWriter):
@@ -91,9 +112,11 @@ class GzipJsonlWriter(JsonlWriter):
     suffix = ".jsonl.gz"
 
     @contextmanager
-    def _open(self, path: Path):
+    def _open_bytes(self, path: Path) -> Iterator[BinaryIO]:
         # No name and mtime 0 in the header: the same rows give the same bytes, so a replayed
         # shard is byte-identical (the temporary file name would differ every time).
         with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
-            with io.TextIOWrapper(packed, encoding="utf-8") as text:
-                yield text
+            yield packed
+
+    def _read_bytes(self, path: Path) -> BinaryIO:
+        return gzip.open(path, "rb")

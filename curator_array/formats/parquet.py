@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..core.atomic import replacing
 from ..stages.io import FileContents, MalformedRecordError, ReaderStage, WriterStage
 
 
@@ -24,10 +25,21 @@ class ParquetReader(ReaderStage):
             raise MalformedRecordError(f"{path}: unreadable Parquet file ({exc})") from None
 
 
+COMPRESSION = "zstd"
+
+
 class ParquetWriter(WriterStage):
     name = "parquet_writer"
     format_name = "parquet"
     suffix = ".parquet"
 
     def write_table(self, table: pa.Table, path: Path) -> None:
-        pq.write_table(table, path, compression="zstd")
+        pq.write_table(table, path, compression=COMPRESSION)
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """``table`` at ``path``, complete and synced before its name appears (a killed writer
+    leaves nothing half-written); for files a phase keeps in the checkpoint."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with replacing(path) as partial:
+        pq.write_table(table, partial, compression=COMPRESSION)

@@ -2,9 +2,10 @@
 
 ``pipeline`` holds ``Pipeline`` (its fingerprint is what the run contract pins) and how
 ``--pipeline NAME|MODULE:FUNCTION`` is loaded; ``options`` what a pipeline builder is
-given; ``commoncrawl`` the built-in web pipeline.
+given; ``phase_settings`` the settings of the phases after the pipeline (dedup), pinned
+with its fingerprint; ``commoncrawl`` the built-in web pipeline.
 
-May import: core, stages, formats.
+May import: core, stages, formats, dedup.
 """
 
 from importlib import import_module

@@ -23,7 +23,7 @@ from ..stages.base import ProcessingStage
 from ..stages.web.extract import HtmlExtractor
 from ..stages.web.language import LanguageFilter
 from ..stages.web.languages import language_settings
-from ..stages.web.quality import C4QualityFilter, GopherQualityFilter, GopherRepetitionFilter
+from ..stages.web.quality import C4QualityFilter, GopherFilter
 
 OUTPUT_FORMAT = "parquet"
 
@@ -38,8 +38,7 @@ def build(options) -> list[ProcessingStage]:
         WarcReader(records_per_batch=options.records_per_batch),
         HtmlExtractor(options.extractor, text_field=text),
         LanguageFilter(options.languages, options.min_language_score, text_field=text),
-        GopherRepetitionFilter(text_field=text, settings=settings),
-        GopherQualityFilter(text_field=text, settings=settings),
+        GopherFilter(text_field=text, settings=settings),
         C4QualityFilter(text_field=text, settings=settings),
         writer_for(options.output_file_type or OUTPUT_FORMAT, options.written_dir),
     ]

@@ -1,23 +1,31 @@
-"""What a pipeline is built from: the run's options (paths, formats, filter switches).
+"""The pipeline options: the values a pipeline builder is given (paths, formats, filter
+switches, the dedup settings), typed.
 
-A plain value with no heavy imports, so a run can parse its options and launch its Ray
-head before it imports pyarrow, Ray Data or the stages; each method imports the stage it
-builds.
+They are the part of a run request (``run.request``) that decides what the run computes;
+the option table (``run.option_table``) names each one's flag and variable. A plain value
+with no heavy imports, so a run can parse its options and launch its Ray head before it
+imports pyarrow, Ray Data or the stages; each method imports the stage it builds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
-from ..core.phases import DedupSettings
-from ..formats import DEFAULT_FORMAT
+from ..core.formats import DEFAULT_FORMAT
+from ..dedup.settings import DedupSettings
 from ..stages import defaults
+from .phase_settings import PhaseSettings
 
 # Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
 BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build"}
 # Where the curation phase writes when dedup phases follow (hidden, like the other dot-dirs).
 CURATED_DIR = ".curated"
+# Run options named ``dedup_<field>`` set the fields of ``dedup`` (``--dedup`` its mode).
+DEDUP_PREFIX = "dedup_"
+LIST_FIELDS = ("input_urls", "crawl", "languages")
 
 
 @dataclass(frozen=True)
@@ -49,15 +57,7 @@ class PipelineOptions:
     extractor: str = defaults.EXTRACTORS[0]
     quality_settings: str | None = None
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
-    dedup: str | None = None
-    dedup_buckets: int | None = None
-    dedup_ngram: int = 5
-    dedup_bands: int = 14
-    dedup_rows: int = 8
-    dedup_seed: int = 1
-    dedup_verify: bool = False
-    dedup_threshold: float = 0.75
-    dedup_against: tuple[str, ...] = ()
+    dedup: DedupSettings | None = None
     extra: dict[str, str] = field(default_factory=dict)
     # The saved paths lists of ``crawl`` (``run.crawls``), added when the run resolves them.
     crawl_lists: tuple[str, ...] = ()
@@ -68,13 +68,28 @@ class PipelineOptions:
         copies afterwards, a hidden staging dir inside it (the removal phase fills the output)."""
         return str(Path(self.output_dir) / CURATED_DIR) if self.dedup else self.output_dir
 
-    def dedup_settings(self) -> DedupSettings | None:
-        """The run's dedup phases, or None without ``--dedup``."""
-        if not self.dedup:
-            return None
-        return DedupSettings(self.dedup, self.dedup_ngram, self.dedup_bands, self.dedup_rows, self.dedup_seed,
-                             self.dedup_buckets, self.dedup_verify, self.dedup_threshold,
-                             tuple(str(Path(p).resolve()) for p in self.dedup_against))
+    @property
+    def phase_settings(self) -> PhaseSettings:
+        return PhaseSettings(self.dedup)
+
+    @classmethod
+    def option_defaults(cls) -> dict[str, Any]:
+        """The default of every run option these options hold, by option name."""
+        defaults_ = {item.name: item.default if item.default is not MISSING else None
+                     for item in fields(cls) if item.default_factory is MISSING}
+        return {**defaults_, **DedupSettings.option_defaults(DEDUP_PREFIX)}
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any]) -> PipelineOptions:
+        """The options named by run-option values (``dedup_bands`` → ``dedup.minhash.bands``);
+        names these options do not hold are left out."""
+        own = {item.name: values[item.name] for item in fields(cls) if item.name in values and item.name != "dedup"}
+        own["input_dir"] = own.get("input_dir") or ""
+        own.update({name: tuple(own.get(name) or ()) for name in LIST_FIELDS})
+        dedup = DedupSettings.from_options(DEDUP_PREFIX, values)
+        if dedup is not None:
+            dedup = replace(dedup, against=tuple(str(Path(p).resolve()) for p in dedup.against))
+        return cls(**own, dedup=dedup)
 
     @property
     def url_lists(self) -> tuple[str, ...]:

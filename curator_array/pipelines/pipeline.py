@@ -12,15 +12,15 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..core.phases import DedupSettings
 from ..stages.base import ProcessingStage, SourceStage
 from ..stages.io import ReaderStage, WriterStage
 from .options import BUILT_IN_PIPELINES, PipelineOptions
+from .phase_settings import PhaseSettings
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Pipeline:
     source: SourceStage
     stages: list[ProcessingStage]
     text_field: str | None = None
-    dedup: DedupSettings | None = None  # the dedup phases after this pipeline's (curation) phase
+    phases: PhaseSettings = field(default_factory=PhaseSettings)  # the phases after this one (curation)
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, SourceStage):
@@ -56,6 +56,11 @@ class Pipeline:
                 "(options.writer() in a pipeline builder), or nothing it computes is ever written"
             )
 
+    @property
+    def writer(self) -> WriterStage:
+        """The last stage, a writer (checked when the pipeline is built)."""
+        return self.stages[-1]  # type: ignore[return-value]
+
     @classmethod
     def from_stages(cls, stages: Sequence[object], options: PipelineOptions) -> Pipeline:
         """A builder's list, with the default file source put first when it has none."""
@@ -74,17 +79,17 @@ class Pipeline:
             "input": reader.format_name if reader is not None else None,
             "output": writer.format_name if isinstance(writer, WriterStage) else None,
             "text_field": self.text_field,
-            **({"dedup": self.dedup.to_json()} if self.dedup is not None else {}),
+            **self.phases.fingerprint(),
         }
 
-    def with_dedup(self, options: PipelineOptions) -> Pipeline:
-        """This pipeline followed by the dedup phases ``options`` ask for; its writer must write
-        where they look (``options.written_dir``)."""
-        self.dedup = options.dedup_settings()
-        writer = self.stages[-1]
-        if self.dedup is not None and Path(writer.output_dir).resolve() != Path(options.written_dir).resolve():
+    def with_phases(self, options: PipelineOptions) -> Pipeline:
+        """This pipeline followed by the phases ``options`` ask for; its writer must write where
+        they look (``options.written_dir``)."""
+        self.phases = options.phase_settings
+        writer = self.writer
+        if options.dedup is not None and Path(writer.output_dir).resolve() != Path(options.written_dir).resolve():
             raise ConfigError(
-                f"--dedup {options.dedup}: the pipeline writes to {writer.output_dir}, but the dedup phases read "
+                f"--dedup {options.dedup.mode}: the pipeline writes to {writer.output_dir}, but the dedup phases read "
                 f"{options.written_dir} and write the deduplicated files to {options.output_dir}: build the writer "
                 "with options.writer() (or write to options.written_dir)"
             )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..core.errors import ConfigError
+from ..core.phase import Histogram
 from ..core.records import CompletionManifest
 
 GRID_CELLS = 2500
@@ -117,16 +118,16 @@ def rows_chart(rows_in: int, rows_out: int, dropped: dict[str, int]) -> str:
     return _svg(figure)
 
 
-def cluster_size_chart(sizes: dict[int, int]) -> str:
-    """How many duplicate clusters have each size (a size-2 cluster is a document and one copy)."""
+def histogram_chart(histogram: Histogram) -> str:
+    """How many things have each size (a phase's histogram: duplicate clusters by size, say)."""
     figure = _figure(6, 2.8)
     axes = figure.add_subplot()
-    if sizes:
-        ordered = sorted(sizes.items())
+    if histogram.values:
+        ordered = sorted(histogram.values.items())
         axes.bar([str(size) for size, _ in ordered], [count for _, count in ordered], color="#546e7a")
         axes.set_yscale("log")
-    axes.set_xlabel("documents in the cluster")
-    axes.set_ylabel("clusters")
+    axes.set_xlabel(histogram.size_label)
+    axes.set_ylabel(histogram.count_label)
     return _svg(figure)
 
 

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from markupsafe import Markup
 
 from ..core.atomic import write_bytes_atomic
 from ..core.layout import CheckpointLayout
-from ..core.retry import earliest_incomplete, format_phase_retry, run_phases
+from ..core.phase import Histogram, PlannedPhase
+from ..core.phase_states import earliest_incomplete
+from ..core.records import Setting
+from ..core.retry import format_phase_retry
+from ..core.run_contract import RunConfig
 from ..core.status import FailedAttempt, RunStatus, collect_status, phase_json, shard_states
 from . import charts
 
@@ -28,37 +33,29 @@ def open_failures(status: RunStatus, states: dict[str, list[int]]) -> list[Faile
     return [a for a in status.failed_attempts if a.shard_index in incomplete or a.shard_index is None]
 
 
-def option_rows(options: dict[str, dict]) -> list[tuple[str, str, str]]:
+def option_rows(options: dict[str, Setting]) -> list[tuple[str, str, str]]:
     """(option, value, source) of every option, those set first."""
-    rows = []
-    for name, setting in options.items():
-        value = setting.get("value")
-        shown = ",".join(map(str, value)) if isinstance(value, list) else "" if value is None else str(value)
-        rows.append((name, shown, str(setting.get("source"))))
+    rows = [(name, setting.shown, setting.source) for name, setting in options.items()]
     return sorted(rows, key=lambda row: (row[2] == "default", row[0]))
 
 
 def phase_rows(status: RunStatus) -> list[dict]:
-    """One row per dedup phase: elements complete, what it counted, its longest element."""
+    """One row per phase after the first: elements complete, what it counted, its longest element."""
     rows = []
-    for state in status.phases[1:]:
-        counts = phase_json(state, status.phases, status.queued_phases.get(state.phase, {}))
+    for state in status.later_phases:
+        shown = phase_json(state, status.phases, status.queued_phases.get(state.name, {}))
         durations = [m.duration_s for m in state.manifests.values() if m.duration_s is not None]
         memory = [m.peak_rss_mib for m in state.manifests.values() if m.peak_rss_mib is not None]
-        rows.append({"phase": state.phase, "complete": len(state.complete), "elements": state.elements.total,
-                     "missing": counts["missing"], "blocked_by": counts["blocked_by"],
-                     "counts": ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in counts["counts"].items()),
+        rows.append({"phase": state.name, "complete": len(state.complete), "elements": state.elements.total,
+                     "missing": shown["missing"], "blocked_by": shown["blocked_by"],
+                     "counts": ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in state.totals().figures().items()),
                      "longest_s": max(durations) if durations else None, "peak_mib": max(memory) if memory else None})
     return rows
 
 
-def cluster_sizes(status: RunStatus) -> dict[int, int]:
-    sizes: Counter[int] = Counter()
-    for state in status.phases:
-        if state.phase == "clusters":
-            for manifest in state.manifests.values():
-                sizes.update({int(k): v for k, v in manifest.cluster_sizes.items()})
-    return dict(sizes)
+def phase_histograms(status: RunStatus) -> list[Histogram]:
+    """Every histogram the later phases counted (duplicate clusters by size, say)."""
+    return [histogram for state in status.later_phases for histogram in state.totals().histograms()]
 
 
 def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
@@ -77,8 +74,9 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         "durations": charts.duration_chart(durations),
         "rows": charts.rows_chart(rows_in, rows_out, dict(dropped.most_common())),
         "throughput": charts.throughput_chart(*charts.throughput_series(manifests)),
-        **({"clusters": charts.cluster_size_chart(cluster_sizes(status))} if status.phases else {}),
     }
+    histograms = {histogram.title: Markup(charts.histogram_chart(histogram))  # matplotlib's own SVG output
+                  for histogram in phase_histograms(status)}
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
@@ -92,17 +90,20 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         request_id=status.request_id, options=option_rows(status.options),
         partial=sorted(status.partial.items())[:FAILURE_ROWS], partial_count=len(status.partial),
         resumed_tasks=status.resumed_tasks, finished_tasks=status.totals.source_tasks,
-        phases=phase_rows(status),
+        phases=phase_rows(status), histograms=histograms,
     )
 
 
-def write_report(layout: CheckpointLayout, output: Path, queued: dict[int, str] | None = None,
-                 request_id: str | None = None, queued_phases: dict[str, dict[int, str]] | None = None) -> Path:
+def write_report(layout: CheckpointLayout, output: Path, plan_of: Callable[[RunConfig], list[PlannedPhase]],
+                 queued: dict[int, str] | None = None, request_id: str | None = None,
+                 queued_phases: dict[str, dict[int, str]] | None = None) -> Path:
+    """The report of the run in ``layout``; ``plan_of`` gives its phases (the registry's)."""
     charts.require_matplotlib()
-    status = collect_status(CheckpointLayout(Path(layout.root).resolve()), keep_manifests=True, request_id=request_id)
+    status = collect_status(CheckpointLayout(Path(layout.root).resolve()), plan_of, keep_manifests=True,
+                            request_id=request_id)
     status.queued = queued or {}
     status.queued_phases = queued_phases or {}
-    first = earliest_incomplete(run_phases(layout))
+    first = earliest_incomplete(status.phases)
     retry_text = format_phase_retry(first, "fields") if first is not None else ""
     page = render(status, retry_text, time.strftime("%Y-%m-%d %H:%M:%S %Z"))
     output.parent.mkdir(parents=True, exist_ok=True)

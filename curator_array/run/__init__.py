@@ -1,11 +1,13 @@
-"""One shard's run, from the request to the recorded outcome.
+"""A run: its phases, and one element of one phase, from the request to the recorded outcome.
 
-``options`` defines every run option once; ``request`` holds what one run is asked to
-do; ``prepare`` decides everything before Ray starts (the run contract, this shard's
-tasks); ``shard`` owns the sequence (launch, prepare, start, run, record, stop);
-``runner`` runs the tasks and writes the manifest or the failure records; ``stopping``,
-``progress`` and ``timeline`` watch it; ``dedup`` runs the elements of the dedup phases
-that follow the curation phase.
+``option_table`` defines every run option once, ``precedence`` chooses each one's value
+for a start, ``request`` holds what one start runs, ``submission`` what submit and retry
+queue. ``phases`` is the registry of a run's phases, one file each; ``element`` runs one
+element of one of them: a shard of the first (``shard``: launch, prepare, start, run,
+record, stop, with ``prepare`` deciding everything before Ray starts and ``runner``
+recording each task and the manifest; ``stopping``, ``progress`` and ``timeline`` watch
+it), or an element of a later phase (``lifecycle``: inputs checked, work done, manifest
+written).
 
 May import: core, slurm, stages, formats, pipelines, execution, dedup.
 """

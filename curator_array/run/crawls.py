@@ -17,6 +17,7 @@ from pathlib import Path
 from ..core.atomic import create_bytes_exclusive
 from ..core.errors import CheckpointMismatchError, ConfigError, InputError
 from ..core.layout import CheckpointLayout
+from ..stages.defaults import DOWNLOAD_READ_TIMEOUT_S, DOWNLOAD_RETRIES
 from ..stages.urls import paths_lines
 
 CRAWL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -38,7 +39,8 @@ def _fetch(url: str, retries: int, read_timeout_s: float) -> bytes:
 
 
 def crawl_paths_files(crawls: tuple[str, ...], base_url: str, layout: CheckpointLayout, *, refresh: bool = False,
-                      save: bool = True, retries: int = 3, read_timeout_s: float = 60.0) -> list[Path]:
+                      save: bool = True, retries: int = DOWNLOAD_RETRIES,
+                      read_timeout_s: float = DOWNLOAD_READ_TIMEOUT_S) -> list[Path]:
     """The saved paths list of every crawl, fetched where the run has none yet.
 
     ``refresh`` fetches every list again and refuses one that differs from the saved copy;

@@ -4,9 +4,9 @@ The order is the heart of "correct by construction": the run's listing (frozen i
 checkpoint, or walked once) → validated ids → run.json created or checked (shard range,
 listing, pipeline) → this shard's tasks → skip if the shard is already complete.
 
-Sources that can freeze their listing (``snapshot``/``tasks_from``, as the file
-partitioning stage does) are walked only by the first start of a run; later starts read
-the frozen listing and stat only their own files. Other sources list every time.
+Sources that can freeze their listing (``FreezableSource``, as the file partitioning stage)
+are walked only by the first start of a run; later starts read the frozen listing and stat
+only their own files. Other sources list every time.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from ..core.sharding import ShardConfig, ShardRange, validate_source_ids
 from ..core.task_records import TaskRecord, read_shard_records, verify
 from ..pipelines.pipeline import Pipeline
 from ..stages import listing as listings
+from ..stages.base import FreezableSource
 from ..stages.listing import Listing
 from ..stages.tasks import FailedTask, Task
 
@@ -59,17 +60,15 @@ class PreparedShard:
         return len(self.tasks) + len(self.done)
 
 
-def output_root(pipeline: Pipeline) -> Path | None:
+def output_root(pipeline: Pipeline) -> Path:
     """Where the pipeline's writer puts its files (what task records are relative to)."""
-    return getattr(pipeline.stages[-1], "output_dir", None)
+    return pipeline.writer.output_dir
 
 
 def finished_earlier(layout: CheckpointLayout, shard: ShardConfig, run: RunConfig, pipeline: Pipeline,
                      tasks: list[Task]) -> dict[str, TaskRecord]:
     """The shard's tasks that earlier attempts finished and whose outputs are intact."""
     root = output_root(pipeline)
-    if root is None:
-        return {}
     found = read_shard_records(layout, shard, run.run_id)
     for reason in found.ignored:
         logger.warning("shard %d: task records not used: %s", shard.shard_index, reason)
@@ -89,7 +88,7 @@ def finished_earlier(layout: CheckpointLayout, shard: ShardConfig, run: RunConfi
 
 
 def freezable(pipeline: Pipeline) -> bool:
-    return hasattr(pipeline.source, "snapshot") and hasattr(pipeline.source, "tasks_from")
+    return isinstance(pipeline.source, FreezableSource)
 
 
 def list_source(pipeline: Pipeline) -> list[Task]:

@@ -1,7 +1,11 @@
-"""What one ``curator-array run`` is asked to do: the pipeline options and how to run them.
+"""The request: what one start of ``curator-array run`` runs, as typed values.
 
-A plain value with no heavy imports, so a run can parse its request and launch its Ray
-head before it imports pyarrow, Ray Data or the stages.
+``RunRequest`` holds the pipeline options (what the run computes) and how this start runs
+them (checkpoint, phase, Ray, several nodes). It is built from the resolved settings of
+the option table (``option_table``, ``precedence``); the same values, pinned in the
+checkpoint for a submitted run, are a ``core.records.PinnedRequest``. A plain value with no
+heavy imports, so a run can parse its request and launch its Ray head before it imports
+pyarrow, Ray Data or the stages.
 """
 
 from __future__ import annotations
@@ -43,21 +47,15 @@ class RunRequest:
     rendezvous_dir: str | None = None
     worker_join_timeout: float = 300.0
     node_ip: str | None = None
-    phase: str | None = None  # None: the curation shard, then (outside an array) every dedup phase ready
+    phase: str | None = None  # None: the root phase's shard, then (outside an array) every later phase ready
     # option name → Setting (value and source), when the request was resolved from options
     settings: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_flags(cls, flags: Mapping[str, object]) -> RunRequest:
-        """Split the flat ``run`` values into pipeline options and run settings."""
-        names = {f.name for f in fields(PipelineOptions)}
-        options = {k: v for k, v in flags.items() if k in names}
-        options["input_dir"] = options.get("input_dir") or ""
-        options["input_urls"] = tuple(options.get("input_urls") or ())
-        options["crawl"] = tuple(options.get("crawl") or ())
-        options["languages"] = tuple(options.get("languages") or ())
-        options["dedup_against"] = tuple(options.get("dedup_against") or ())
-        return cls(PipelineOptions(**options), **{k: v for k, v in flags.items() if k not in names})
+        """Split the flat ``run`` values into pipeline options and how this start runs them."""
+        own = {f.name for f in fields(cls)}
+        return cls(PipelineOptions.from_values(flags), **{k: v for k, v in flags.items() if k in own})
 
     @property
     def checkpoint(self) -> str:
@@ -82,7 +80,7 @@ class RunRequest:
                                       read_timeout_s=options.download_timeout)
             options = replace(options, crawl_lists=tuple(map(str, saved)))
         pipeline = load_pipeline(self.pipeline_ref, options) if self.pipeline_ref else default_pipeline(options)
-        return pipeline.with_dedup(options)
+        return pipeline.with_phases(options)
 
     def node_options(self, job: JobEnvironment) -> NodeOptions:
         return NodeOptions(

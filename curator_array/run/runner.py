@@ -137,8 +137,8 @@ class TaskCompletion:
     then checksummed here, after the writer renamed each into place.
     """
 
-    def __init__(self, root: Path | None, attempt: str):
-        self.root = Path(root).resolve() if root is not None else None
+    def __init__(self, root: Path, attempt: str):
+        self.root = Path(root).resolve()
         self.attempt = attempt
         self.parts: dict[str, list[WrittenFiles]] = {}
         self.last_part: dict[str, int] = {}
@@ -150,7 +150,7 @@ class TaskCompletion:
         if isinstance(result, FailedTask):
             self.failed.add(result.task_id)
             return None
-        if not isinstance(result, WrittenFiles) or result.task_id in self.failed or self.root is None:
+        if not isinstance(result, WrittenFiles) or result.task_id in self.failed:
             return None
         parts = self.parts.setdefault(result.task_id, [])
         parts.append(result)
@@ -179,8 +179,8 @@ def _attempt_shares(prepared: PreparedShard, finished: TaskCompletion, attempt: 
     if not prepared.done:
         return ()
     shares = attempt_shares({**prepared.done, **finished.records})
-    shares.setdefault(attempt, {"tasks": 0, "rows_in": 0, "rows_out": 0})
-    return tuple(AttemptShare(name, **numbers) for name, numbers in shares.items())
+    shares.setdefault(attempt, AttemptShare(attempt))
+    return tuple(shares.values())
 
 
 def _record_result(result: Task, failures: list[FailedTask], written: list[WrittenFiles]) -> int:

@@ -1,10 +1,9 @@
-"""What `curator-array run` does for one shard, between parsing flags and the exit code.
+"""One shard of the curation phase, the work of its element (``phases.curation``).
 
-The entrypoint and the ``run`` command both end here, with the job context already
-resolved. On node 0 (or the only node) the sequence is: launch the cluster, prepare the
-shard, start the cluster and run it, record the outcome, stop. Every way out (nothing to
-do, a refused start, a failure, success) leaves through one ``with`` block that stops the
-cluster. The other nodes of a multi-node element only lend their Ray node.
+On node 0 (or the only node) the sequence is: launch the cluster, prepare the shard, start
+the cluster and run it, record the outcome, stop. Every way out (nothing to do, a refused
+start, a failure, success) leaves through one ``with`` block that stops the cluster. The
+other nodes of a multi-node element only lend their Ray node (``serve_worker_node``).
 """
 
 from __future__ import annotations
@@ -13,11 +12,11 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
 from ..core.layout import AttemptId
-from ..core.phases import CURATION
 from ..core.records import AttemptRecord
 from ..core.run_contract import archive_run
 from ..core.sharding import ShardConfig
@@ -61,36 +60,25 @@ def serve_worker_node(request: RunRequest, job: JobEnvironment) -> int:
     ).run()
 
 
-def run_shard_command(
-    request: RunRequest, context: JobContext, client_factory: Callable[[], RayClusterClient] | None = None,
-    stop: StopController | None = None,
-) -> int:
-    """Run this process's shard (or, on a non-driver node, serve it); returns the exit code.
+@dataclass(frozen=True)
+class ShardStart:
+    """What one start of a curation shard is given: the request, the resolved job context,
+    the stop controller the caller installed (if any) and a client factory replacing the
+    client the request asks for (tests, benchmarks)."""
 
-    ``stop`` is the run's stop controller when the caller installed one (the ``run``
-    command does); ``client_factory`` replaces the client the request asks for.
-    """
-    job = context.job
-    if request.phase not in (None, CURATION):
-        return _dedup_element(request, context, stop)
-    if request.cluster == "slurm" and not job.is_driver:
-        return serve_worker_node(request, job)
-    settings = request.options.dedup_settings()
-    if settings is not None and settings.against:  # refused before any work, not at the buckets phase
-        from .dedup import against_signature_files
-
-        against_signature_files(settings)
-    code = _curate(request, context, client_factory, stop)
-    if code == 0 and request.phase is None and job.array_task_id is None and request.options.dedup:
-        code = _continue_with_dedup(request, job, stop)
-    return code
+    request: RunRequest
+    context: JobContext
+    stop: StopController | None = None
+    client_factory: Callable[[], RayClusterClient] | None = None
 
 
-def _curate(request: RunRequest, context: JobContext, client_factory: Callable[[], RayClusterClient] | None,
-            stop: StopController | None) -> int:
+def run_curation_shard(start: ShardStart) -> ShardOutcome | None:
+    """Run this process's shard (node 0 of its job drives) on a Ray cluster of its own and
+    record the outcome; None when the shard was already complete."""
+    request, context, stop = start.request, start.context, start.stop
     job = context.job
     timeline = Timeline()
-    client = client_factory() if client_factory else make_client(request, job, stop)
+    client = start.client_factory() if start.client_factory else make_client(request, job, stop)
     with _cluster_lifetime(client):
         timeline.mark("head_launched")
         logger.info(context.describe_shard())
@@ -99,29 +87,10 @@ def _curate(request: RunRequest, context: JobContext, client_factory: Callable[[
         if prepared.already_complete:
             logger.info("shard %d is already complete (%s); nothing to do (--force reruns it)",
                         prepared.shard.shard_index, prepared.layout.manifest_path(prepared.shard.shard_index))
-            return 0
+            return None
         outcome = _run(request, prepared, client, job, stop, timeline)
     log_outcome(outcome)
-    return outcome.exit_code
-
-
-def _dedup_element(request: RunRequest, context: JobContext, stop: StopController | None) -> int:
-    """A dedup phase's element (``--phase``): file work on node 0, without Ray; other nodes have nothing to do."""
-    if request.cluster == "slurm" and not context.job.is_driver:
-        return 0
-    from .dedup import run_phase_command
-
-    index = context.shard.shard_index if context.shard is not None else None
-    return run_phase_command(request, context.job, index, stop.raise_if_requested if stop is not None else None)
-
-
-def _continue_with_dedup(request: RunRequest, job: JobEnvironment, stop: StopController | None) -> int:
-    """Outside an array: after its curation shard, a run goes on with every dedup element that is ready."""
-    from .dedup import PhaseRun, describe_wait, run_ready_phases
-
-    phase_run = PhaseRun.open(request, job, stop.raise_if_requested if stop is not None else None)
-    describe_wait(run_ready_phases(phase_run), request.layout)
-    return 0
+    return outcome
 
 
 @contextmanager
@@ -204,7 +173,7 @@ def _prepare(request: RunRequest, context: JobContext) -> PreparedShard:
             "use `curator-array submit --new-run`, or run once outside the array"
         )
     from .prepare import prepare_shard
-    from .settings import pinned_request
+    from .precedence import pinned_request
 
     pipeline = request.build_pipeline()
     options = pinned_request(request.settings) if request.settings else None

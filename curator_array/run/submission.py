@@ -5,33 +5,44 @@ environment > default), refuses a bad value there, pins the run contract and the
 (``PinnedRequest``), and queues elements that are given only the checkpoint and the
 request's id: each runs exactly the pinned options, whatever a container runtime lets
 through to it. ``retry --submit`` starts from the run's latest pinned options, with the
-flags it is given on top.
+flags it is given on top. Every phase of the run gets its own windows, each phase after the
+one before.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.arrays import format_array_expression, parse_array_expression
 from ..core.atomic import write_bytes_atomic
+from ..core.errors import CheckpointMismatchError, CuratorArrayError
 from ..core.layout import CheckpointLayout
-from ..core.phases import CURATION, PHASES
-from ..core.records import PinnedRequest
-from ..core.run_contract import read_run_config
+from ..core.phase import PlannedPhase
+from ..core.phase_states import PhaseState
+from ..core.records import PinnedRequest, Setting
+from ..core.run_contract import archive_run, check_pipeline, read_run_config
 from ..core.sharding import ShardRange
 from ..slurm.sites import SiteConfig
-from ..slurm.submit import Submission, latest_request, plan_submissions
-from .options import RUN_OPTIONS
+from ..slurm.submit import (
+    Submission,
+    latest_request,
+    plan_submissions,
+    queued_phase_elements,
+    resolve_max_array_size,
+)
+from .option_table import RUN_OPTIONS
+from .phases import PHASES
+from .precedence import SITE, Defaults, Flags, Pinned, Settings, own_sources, pinned_request, request_of, resolve
 from .request import RunRequest
-from .settings import FLAG, SITE, Setting, Settings, resolve, upgraded
 
 
 def submission_settings(flags: Mapping[str, Any], site: SiteConfig | None, environment: Mapping[str, str]) -> Settings:
     """The settings ``submit`` pins: its run flags, the site's ``[env]``, the environment, the defaults."""
     label = f"{SITE} of site_configs/{site.name}.toml" if site else SITE
-    return resolve(flags, environment, site.env if site else {}, label)
+    return resolve(own_sources(flags, environment, site.env if site else None, label))
 
 
 def run_request_id(layout: CheckpointLayout) -> str | None:
@@ -44,17 +55,8 @@ def retry_settings(layout: CheckpointLayout, flags: Mapping[str, Any], environme
     (written by an older version) is resolved as ``submit`` would."""
     request_id = run_request_id(layout)
     if request_id is None:
-        return resolve(flags, environment)
-    pinned = upgraded(PinnedRequest.read(layout, request_id).settings)
-    settings: Settings = {}
-    for option in RUN_OPTIONS:
-        if option.name in flags:
-            settings[option.name] = Setting(flags[option.name], FLAG)
-        elif option.name in pinned:
-            settings[option.name] = Setting.from_json(pinned[option.name])
-        else:
-            settings[option.name] = Setting(option.default, "default")
-    return settings
+        return resolve(own_sources(flags, environment))
+    return resolve([Flags(flags), Pinned(PinnedRequest.read(layout, request_id)), Defaults()])
 
 
 def with_files_in_checkpoint(settings: Settings, layout: CheckpointLayout, copy: bool = True) -> Settings:
@@ -78,37 +80,99 @@ def with_files_in_checkpoint(settings: Settings, layout: CheckpointLayout, copy:
     return moved
 
 
-def queued_elements(
-    request: RunRequest, request_id: str, wanted: Sequence[int], shards: ShardRange, script: str,
-    max_size: int | None, parallel: int | None, phase: str = CURATION,
-) -> list[Submission]:
-    """The windows to queue: elements get the checkpoint and the request id as arguments, and the
-    job script the paths it mounts (it cannot read them from the request)."""
+def queued_phases(request: RunRequest, request_id: str, wanted: Mapping[str, Sequence[int]],
+                  plan: Sequence[PlannedPhase], script: str, max_size: int | None,
+                  parallel: int | None) -> list[list[Submission]]:
+    """One group of windows per phase that has elements to queue, in the phases' order (see
+    ``slurm.submit.chained``): elements get the checkpoint and the request id as arguments,
+    and the job script the paths it mounts (it cannot read them from the request)."""
     paths = {"OUTPUT_DIR": request.options.output_dir, "CHECKPOINT_PATH": request.checkpoint}
     if request.options.input_dir:
         paths["INPUT_DIR"] = request.options.input_dir
-    return plan_submissions(wanted, shards, script, max_size, parallel,
-                            ("--checkpoint-path", request.checkpoint, "--request", request_id), paths, request_id,
-                            phase)
-
-
-def queued_phases(
-    request: RunRequest, request_id: str, wanted: Mapping[str, Sequence[int]], shards: ShardRange, script: str,
-    max_size: int | None, parallel: int | None,
-) -> list[list[Submission]]:
-    """One group of windows per phase that has elements to queue, in the phases' order:
-    curation, then the dedup phases the request has (see ``slurm.submit.chained``)."""
-    settings = request.options.dedup_settings()
     groups = []
-    for phase in (CURATION, *(PHASES if settings else ())):
-        elements = shards if phase == CURATION else settings.elements(phase, shards)
-        indices = [i for i in wanted.get(phase, ()) if i in elements]
+    for planned in plan:
+        indices = [i for i in wanted.get(planned.name, ()) if i in planned.elements]
         if indices:
-            groups.append(queued_elements(request, request_id, indices, elements, script, max_size, parallel, phase))
+            groups.append(plan_submissions(
+                indices, planned.elements, script, max_size, parallel,
+                ("--checkpoint-path", request.checkpoint, "--request", request_id), paths, request_id,
+                None if planned.phase.is_root else planned.name))
     return groups
 
 
-def phase_elements(request: RunRequest, shards: ShardRange) -> dict[str, ShardRange]:
-    """Every phase of the request's run and its elements (curation alone without ``--dedup``)."""
-    settings = request.options.dedup_settings()
-    return {CURATION: shards, **({p: settings.elements(p, shards) for p in PHASES} if settings else {})}
+def refuse_while_queued(layout: CheckpointLayout, what: str) -> None:
+    queued = queued_phase_elements(layout, PHASES.root.name)
+    if queued:
+        named = "; ".join(f"{'shards' if phase == PHASES.root.name else phase} {format_array_expression(elements)}"
+                          for phase, elements in queued.items())
+        raise CuratorArrayError(
+            f"{sum(map(len, queued.values()))} element(s) of this run are still queued or running ({named}): "
+            f"wait for them before you {what}, or pass --force"
+        )
+
+
+def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, shards: ShardRange,
+                array_expression: str | None, max_array_size: str | None, parallel: int | None,
+                environment: Mapping[str, str], *, new_run: bool = False, force: bool = False, dry_run: bool = False,
+                say: Callable[[str], None] = lambda text: None) -> tuple[CheckpointLayout, list[list[Submission]]]:
+    """What ``submit`` queues: the run's contract pinned (or checked), then every phase's windows.
+
+    ``new_run`` archives a run that differs (``say`` tells where); ``dry_run`` writes nothing;
+    ``max_array_size`` is read as ``--max-array-size`` reads it, once the run is checked.
+    """
+    from .prepare import check_against_run, pin_run
+
+    settings = submission_settings(flags, site, environment)
+    layout = request_of(settings).layout
+    request = request_of(with_files_in_checkpoint(settings, layout, copy=not dry_run))
+    pinned = pinned_request(request.settings)
+
+    def start_new_run() -> None:
+        if not new_run or dry_run:
+            raise
+        if not force:
+            refuse_while_queued(layout, "start a new run")
+        say(f"archived the previous run's records in {archive_run(layout)}; its output files are untouched")
+
+    try:  # a crawl's paths list fetched again must be the one the run saved
+        pipeline = request.build_pipeline(refresh_crawls=True, save_crawls=not dry_run)
+    except CheckpointMismatchError:
+        start_new_run()
+        pipeline = request.build_pipeline(refresh_crawls=True)
+    plan = PHASES.plan(pipeline.phases, shards)
+    for planned in plan:
+        planned.phase.check(pipeline.phases)
+    try:
+        if dry_run:
+            check_against_run(pipeline, layout, shards)
+        else:
+            pin_run(pipeline, layout, shards, pinned)
+    except CheckpointMismatchError:
+        start_new_run()
+        pin_run(pipeline, layout, shards, pinned)
+    wanted = {planned.name: list(planned.elements) for planned in plan}
+    wanted[PHASES.root.name] = parse_array_expression(array_expression) if array_expression else shards.indices()
+    max_size = resolve_max_array_size(max_array_size, environment, default="auto")
+    return layout, queued_phases(request, pinned.id, wanted, plan, script, max_size, parallel)
+
+
+def plan_retry_submit(layout: CheckpointLayout, flags: Mapping[str, Any], states: Sequence[PhaseState], script: str,
+                      max_array_size: str | None, parallel: int | None, environment: Mapping[str, str], *,
+                      force: bool = False, dry_run: bool = False) -> list[list[Submission]]:
+    """What ``retry --submit`` queues: the missing elements of every phase, under the run's
+    latest pinned options with ``flags`` on top (which must keep the run's pipeline)."""
+    from .prepare import save_request
+
+    request = request_of(with_files_in_checkpoint(retry_settings(layout, flags, environment), layout,
+                                                  copy=not dry_run))
+    pipeline = request.build_pipeline(refresh_crawls=True, save_crawls=not dry_run)
+    check_pipeline(layout, read_run_config(layout), pipeline.fingerprint())
+    if not force:
+        refuse_while_queued(layout, "resubmit")
+    pinned = pinned_request(request.settings)
+    if not dry_run:
+        save_request(layout, pinned)
+    wanted = {state.name: state.missing for state in states}
+    plan = [PlannedPhase(state.phase, state.elements) for state in states]
+    max_size = resolve_max_array_size(max_array_size, environment, default="auto")
+    return queued_phases(request, pinned.id, wanted, plan, script, max_size, parallel)

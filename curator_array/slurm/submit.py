@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import ConfigError
 from ..core.layout import CheckpointLayout
-from ..core.phases import CURATION
+from ..core.records import RecordError, SubmissionRecord
 from ..core.sharding import ShardRange
 from .commands import SlurmCommandError, max_array_size, slurm_command, submit
 
@@ -30,7 +30,8 @@ class Submission:
 
     ``script_args`` go to the script (and on to every element); ``variables`` are set in
     the job's environment besides the shard variables; ``request`` is the id of the run
-    options pinned for these elements, recorded with the job.
+    options pinned for these elements, recorded with the job; ``phase`` names the phase
+    of its elements (None: the first phase, the spec's shards).
     """
 
     array_expression: str
@@ -41,7 +42,7 @@ class Submission:
     parallel: int | None = None
     variables: tuple[tuple[str, str], ...] = ()
     request: str | None = None
-    phase: str = CURATION
+    phase: str | None = None
     after: tuple[str, ...] = ()  # job ids this window waits for (``--dependency=afterany``)
 
     @property
@@ -88,10 +89,10 @@ def resolve_max_array_size(value: str | None, env: Mapping[str, str], default: s
 def plan_submissions(
     wanted: Sequence[int], shards: ShardRange, script: str,
     max_size: int | None = None, parallel: int | None = None, script_args: Sequence[str] = (),
-    variables: Mapping[str, str] | None = None, request: str | None = None, phase: str = CURATION,
+    variables: Mapping[str, str] | None = None, request: str | None = None, phase: str | None = None,
 ) -> list[Submission]:
-    """The windows of one phase; a dedup phase's elements are told their phase (``--phase``)."""
-    args = tuple(script_args) + (("--phase", phase) if phase != CURATION else ())
+    """The windows of one phase; the elements of a phase after the first are told it (``--phase``)."""
+    args = tuple(script_args) + (("--phase", phase) if phase is not None else ())
     return [
         Submission(w.array_expression, w.shard_index_offset, shards, script, args, parallel,
                    tuple(sorted((variables or {}).items())), request, phase)
@@ -111,7 +112,7 @@ def chained(groups: Sequence[Sequence[Submission]], job_ids: Sequence[Sequence[s
         for item in group:
             planned.append(replace(item, after=tuple(before)))
         if group:
-            before = tuple(job_ids[number]) if job_ids else (f"<{group[0].phase} jobs>",)
+            before = tuple(job_ids[number]) if job_ids else (f"<{group[0].phase or 'shard'} jobs>",)
     return planned
 
 
@@ -141,48 +142,43 @@ def submit_phases(groups: Sequence[Sequence[Submission]], layout: CheckpointLayo
 
 def record_submission(layout: CheckpointLayout, job_id: str, item: Submission) -> None:
     layout.metadata_dir.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({
-        "job_id": job_id, "array": item.array_expression, "offset": item.offset,
-        **item.shards.to_json(), "request": item.request, "phase": item.phase, "submitted_at": time.time(),
-    }) + "\n"
+    record = SubmissionRecord(job_id, item.array_expression, item.offset, item.shards, item.request, item.phase,
+                              time.time())
     fd = os.open(layout.submissions_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        os.write(fd, line.encode())
+        os.write(fd, (json.dumps(record.to_json()) + "\n").encode())
     finally:
         os.close(fd)
 
 
-def recorded_submissions(layout: CheckpointLayout) -> list[dict]:
+def recorded_submissions(layout: CheckpointLayout) -> list[SubmissionRecord]:
     path = layout.submissions_file
     if not path.exists():
         return []
     records = []
     for line in path.read_text().splitlines():
         try:
-            records.append(json.loads(line))
-        except ValueError:
+            records.append(SubmissionRecord.from_json(json.loads(line)))
+        except (ValueError, RecordError):  # a torn last line of a killed submit
             continue
     return records
 
 
 def latest_request(layout: CheckpointLayout) -> str | None:
     """The id of the run options the latest submission pinned (None before any)."""
-    requests = [r.get("request") for r in recorded_submissions(layout) if isinstance(r.get("request"), str)]
+    requests = [r.request for r in recorded_submissions(layout) if r.request is not None]
     return requests[-1] if requests else None
 
 
-def queued_shards(layout: CheckpointLayout, env: Mapping[str, str] | None = None) -> dict[int, str]:
-    """Logical shard → SLURM state for curation elements of recorded submissions still in the queue."""
-    return queued_phase_elements(layout, env).get(CURATION, {})
-
-
-def queued_phase_elements(layout: CheckpointLayout, env: Mapping[str, str] | None = None) -> dict[str, dict[int, str]]:
-    """Phase → element → SLURM state, for elements of recorded submissions still in the queue."""
+def queued_phase_elements(layout: CheckpointLayout, root: str,
+                          env: Mapping[str, str] | None = None) -> dict[str, dict[int, str]]:
+    """Phase → element → SLURM state, for elements of recorded submissions still in the
+    queue; ``root`` names the first phase (a record without a phase is one of its windows)."""
     records = recorded_submissions(layout)
     if not records:
         return {}
-    offsets = {r["job_id"]: int(r["offset"]) for r in records}
-    phases = {r["job_id"]: str(r.get("phase") or CURATION) for r in records}
+    offsets = {r.job_id: r.offset for r in records}
+    phases = {r.job_id: r.phase or root for r in records}
     try:
         out = slurm_command(["squeue", "-h", "-r", "-j", ",".join(offsets), "-o", "%i %T"], env)
     except SlurmCommandError:

@@ -7,13 +7,20 @@ onto Ray. Stages never import Ray, so they can be unit-tested as plain Python.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.errors import ConfigError
 from .tasks import Task
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .listing import Listing
 
 SPEC_KEYS = frozenset(
     {
@@ -117,6 +124,17 @@ def _plain(value: Any) -> bool:
     return False
 
 
+def _as_json(value: Any) -> Any:
+    """Settings objects (dataclasses) as their fields, tuples as lists: the form run.json keeps."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _as_json(dataclasses.asdict(value))
+    if isinstance(value, (list, tuple)):
+        return [_as_json(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _as_json(item) for key, item in value.items()}
+    return value
+
+
 def stage_parameters(stage: Any, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
     """A stage's public, JSON-plain attributes: what it was configured with.
 
@@ -127,8 +145,9 @@ def stage_parameters(stage: Any, exclude: frozenset[str] = frozenset()) -> dict[
     for key, value in sorted(vars(stage).items()):
         if key.startswith("_") or key in EXECUTION_ATTRIBUTES or key in exclude or isinstance(value, os.PathLike):
             continue
+        value = _as_json(value)
         if _plain(value):
-            params[key] = list(value) if isinstance(value, tuple) else value
+            params[key] = value
     return params
 
 
@@ -200,4 +219,21 @@ class SourceStage(_Stage):
     """
 
     def list_tasks(self) -> list[Task]:
+        raise NotImplementedError
+
+
+class FreezableSource(SourceStage):
+    """A source whose listing can be frozen with the run: files under ``input_dir``.
+
+    The first start of a run walks the tree once (``snapshot``) and saves the listing in
+    the checkpoint; every later start reads it and builds its own tasks from its rows
+    (``tasks_from``), statting only its own files. Other sources list every time.
+    """
+
+    input_dir: Path
+
+    def snapshot(self) -> Listing:
+        raise NotImplementedError
+
+    def tasks_from(self, rows: pa.Table) -> list[Task]:
         raise NotImplementedError

@@ -1,7 +1,7 @@
 """The built-in stages' defaults and choices, importable without pyarrow.
 
 Each value is defined here once: the stages take them as their defaults, and the run's
-option table (``run.options``) shows them in ``--help`` before pyarrow is imported.
+option table (``run.option_table``) shows them in ``--help`` before pyarrow is imported.
 """
 
 # A per-node Ray resource on clusters curator-array starts; each download worker takes one.

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from ..core.errors import ConfigError
 from .base import ProcessingStage
+from .defaults import TEXT_FIELD
 from .tasks import DocumentBatch, Task
 
 Mask = pa.Array | pa.ChunkedArray
@@ -39,10 +40,12 @@ class FilterStage(ProcessingStage):
     to add columns (scores worth keeping for later analysis) and decide from the whole
     table. ``score`` may return one mask or, for a filter made of several rules, a dict of
     rule name → mask: a row is dropped by the first rule that rejects it and counted as
-    ``<stage>.<rule>``. A null in a mask drops the row.
+    ``<stage>.<rule>``. A filter that runs several named rule sets names its rules
+    ``<rule set>.<rule>`` itself (a rule name with a dot is counted as it is). A null in a
+    mask drops the row.
     """
 
-    def __init__(self, text_field: str = "text"):
+    def __init__(self, text_field: str = TEXT_FIELD):
         self.text_field = text_field
         super().__init__()
 
@@ -74,7 +77,7 @@ class FilterStage(ProcessingStage):
             passed = pc.fill_null(mask, False)
             dropped_here = pc.sum(pc.and_(keep, pc.invert(passed))).as_py() or 0
             keep = pc.and_(keep, passed)
-            key = f"{self.stage_name}.{rule}" if rule else self.stage_name
+            key = rule if "." in rule else f"{self.stage_name}.{rule}" if rule else self.stage_name
             counters = counters.with_dropped(key, dropped_here)
         return replace(task, table=scored.filter(keep), counters=counters)
 
@@ -93,7 +96,7 @@ class WordCountFilter(FilterStage):
 
     name = "word_count"
 
-    def __init__(self, min_words: int | None = None, max_words: int | None = None, text_field: str = "text"):
+    def __init__(self, min_words: int | None = None, max_words: int | None = None, text_field: str = TEXT_FIELD):
         if min_words is None and max_words is None:
             raise ConfigError("word-count filter needs a minimum, a maximum or both")
         if min_words is not None and max_words is not None and min_words > max_words:

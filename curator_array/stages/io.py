@@ -11,11 +11,12 @@ reader and writer.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import pyarrow as pa
 
 from ..core.atomic import dump_json, replacing, write_bytes_atomic
@@ -137,17 +138,30 @@ class WriterStage(ProcessingStage):
         self.output_dir = Path(output_dir)
         super().__init__()
 
-    def output_path(self, task: Task) -> Path:
-        part = getattr(task, "part", None)
-        return self.output_dir / f"{task.task_id}{'' if part is None else f'.part-{part:05d}'}{self.suffix}"
+    def output_path(self, task_id: str, part: int | None = None) -> Path:
+        """``<task id><suffix>``, or ``<task id>.part-<part><suffix>`` for one part of a streamed task."""
+        return self.output_dir / f"{task_id}{'' if part is None else f'.part-{part:05d}'}{self.suffix}"
 
     def write_table(self, table: pa.Table, path: Path) -> None:
         """Write ``table`` at ``path`` (a temporary name; the base syncs it and renames it)."""
         raise NotImplementedError
 
+    def write_without(self, source: Path, target: Path, removed: Collection[int],
+                      reader: ReaderStage) -> tuple[int, int]:
+        """``source``, a file this writer wrote, without the rows numbered in ``removed``, at
+        ``target``; returns (rows, rows kept). Rows are numbered as ``reader`` (this format's)
+        numbers them. Atomic, and a rerun writes the same bytes again."""
+        table = reader.read_file(str(source)).table
+        keep = np.ones(table.num_rows, dtype=bool)
+        keep[[row for row in removed if row < table.num_rows]] = False
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with replacing(target) as partial:
+            self.write_table(table.filter(pa.array(keep)), partial)
+        return table.num_rows, int(keep.sum())
+
     def process(self, task: DocumentBatch) -> WrittenFiles:
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        final = self.output_path(task)
+        final = self.output_path(task.task_id, task.part)
         with replacing(final) as tmp:
             self.write_table(task.table, tmp)
         return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[str(final)],
@@ -168,7 +182,7 @@ class FileListWriter(WriterStage):
     def process(self, task: FileGroupTask) -> WrittenFiles:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         listing = [{"path": path, "bytes": os.path.getsize(path)} for path in task.files]
-        final = self.output_path(task)
+        final = self.output_path(task.task_id)
         write_bytes_atomic(final, dump_json({"task_id": task.task_id, "files": listing}))
         return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[str(final)],
                             rows_written=len(listing))

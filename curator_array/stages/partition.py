@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..core.errors import ConfigError, InputError
-from ..formats import DEFAULT_FORMAT, get_format
-from .base import SourceStage
+from ..core.formats import DEFAULT_FORMAT, get_format
+from .base import FreezableSource
 from .listing import Listing
 from .tasks import FileGroupTask
 
@@ -24,7 +24,7 @@ def group_task_id(relative_paths: list[str]) -> str:
     return f"fg-{digest[:32]}"
 
 
-class FilePartitioningStage(SourceStage):
+class FilePartitioningStage(FreezableSource):
     """Lists ``input_dir`` recursively (sorted; hidden entries skipped) and groups the files.
 
     Hidden files and directories are skipped so a checkpoint or a writer's temporary file

@@ -17,11 +17,13 @@ from pathlib import Path
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.phases import PHASES, PhaseLayout
+from curator_array.core.phase_records import PhaseLayout
+from curator_array.run.phases.buckets import Buckets
 from tests.conftest import read_records
 from tests.support.planted import write_corpus
 
 pytestmark = pytest.mark.ray
+PHASES = ("signatures", "buckets", "clusters", "removal")
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 
 
@@ -79,11 +81,11 @@ def test_seven_shards_and_three_buckets_give_the_same_output(corpus, one_shard, 
     for shard in range(7):
         done = run(inputs, out, "--dedup", "fuzzy", "--dedup-buckets", "3", shard=(shard, 7))
         if shard < 6:
-            assert "dedup phases: signatures waits for curation shard(s)" in done.stderr
-    assert "dedup phases complete" in done.stderr
+            assert "later phases: signatures waits for curation shard(s)" in done.stderr
+    assert "later phases complete" in done.stderr
     assert visible(out) == visible(one_shard), "byte for byte the files of a one-shard run"
     layout = CheckpointLayout(out)
-    assert sorted(p.name for p in PhaseLayout(layout, "buckets").data_dir.iterdir()) == \
+    assert sorted(p.name for p in PhaseLayout(layout, Buckets()).data_dir.iterdir()) == \
         ["bucket_0.parquet", "bucket_1.parquet", "bucket_2.parquet"]
 
 
@@ -149,5 +151,5 @@ def test_the_report_shows_each_phase_and_the_cluster_sizes(corpus, one_shard, tm
     page = tmp_path / "report.html"
     curator("report", "--checkpoint-path", str(one_shard), "-o", str(page))
     html = page.read_text()
-    assert "Dedup phases" in html and "Duplicate clusters by size" in html
+    assert "Later phases" in html and "Duplicate clusters by size" in html
     assert f"removed {len(planted.original_of)}" in html and "<td>removal</td><td>1/1</td>" in html

@@ -16,7 +16,8 @@ from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import Pipeline, default_pipeline
 from curator_array.run.prepare import SourceFailedError, prepare_shard
 from curator_array.run.request import RunRequest
-from curator_array.run.shard import run_shard_command, run_shard_here
+from curator_array.run.element import run_element_command
+from curator_array.run.shard import run_shard_here
 from curator_array.slurm.job_context import JobContext
 from curator_array.stages.base import SourceStage
 from curator_array.stages.partition import group_task_id
@@ -152,10 +153,10 @@ def test_run_command_exit_code_3_for_failed_tasks(ray_cluster, sample_jsonl, tmp
     request = RunRequest.from_flags(
         {"input_dir": str(sample_jsonl), "output_dir": str(tmp_path / "out"), "pipeline_ref": "failing_pipeline:build"}
     )
-    assert run_shard_command(request, JobContext.from_env({}), client_factory=AlreadyConnected) == 3
+    assert run_element_command(request, JobContext.from_env({}), client_factory=AlreadyConnected) == 3
     request.pipeline_ref = None
     request.checkpoint_path = str(tmp_path / "other-run")  # another pipeline: another logical run
-    assert run_shard_command(request, JobContext.from_env({}), client_factory=AlreadyConnected) == 0
+    assert run_element_command(request, JobContext.from_env({}), client_factory=AlreadyConnected) == 0
 
 
 def test_actor_stage_runs_setup_once_per_actor(ray_cluster, sample_jsonl, tmp_path):
@@ -214,13 +215,13 @@ def test_new_run_outside_an_array_archives_and_reruns_everything(ray_cluster, sa
     out = tmp_path / "out"
     flags = {"input_dir": str(sample_jsonl), "output_dir": str(out), "min_words": 5}
     context = JobContext.from_env({})
-    assert run_shard_command(RunRequest.from_flags(flags), context, client_factory=AlreadyConnected) == 0
+    assert run_element_command(RunRequest.from_flags(flags), context, client_factory=AlreadyConnected) == 0
     layout = CheckpointLayout(out)
     first = json.loads(layout.manifest_path(0).read_text())
     changed = {**flags, "min_words": 50}
     with pytest.raises(CheckpointMismatchError, match="min_words: 5 → 50"):
-        run_shard_command(RunRequest.from_flags(changed), context, client_factory=AlreadyConnected)
-    assert run_shard_command(RunRequest.from_flags({**changed, "new_run": True}), context,
+        run_element_command(RunRequest.from_flags(changed), context, client_factory=AlreadyConnected)
+    assert run_element_command(RunRequest.from_flags({**changed, "new_run": True}), context,
                              client_factory=AlreadyConnected) == 0
     [archive] = layout.archive_root.iterdir()
     assert json.loads((archive / ".slurm_array_completion" / "completed_slurm_array_0.json").read_text()) == first

@@ -66,7 +66,7 @@ def reference(reference_site, tmp_path_factory) -> dict[str, dict]:
     codes = sorted({doc["language"] for doc in documents()})
     settings = tmp_path_factory.mktemp("reference") / "settings.json"
     table = language_settings()
-    settings.write_text(json.dumps({code: table[code] for code in codes}))
+    settings.write_text(json.dumps({code: table[code].to_json() for code in codes}))
     done = subprocess.run([sys.executable, str(REPO / "tests" / "support" / "reference_filters.py"), str(CORPUS),
                            str(settings)], capture_output=True, text=True, timeout=600,
                           env=reference_environment())

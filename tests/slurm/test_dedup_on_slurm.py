@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.core.phases import PHASES
 from tests.conftest import REPO
 from tests.slurm.conftest import queued, wait_all
 from tests.slurm.test_faults import render_test_site
@@ -27,12 +26,14 @@ from tests.support.planted import write_corpus
 pytestmark = [pytest.mark.slurm, pytest.mark.ray]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 DEDUP = ["--dedup", "fuzzy", "--dedup-buckets", "2"]
-HOLD = "CURATOR_ARRAY_TEST_HOLD_ELEMENT"
+PHASES = ("signatures", "buckets", "clusters", "removal")
+HOLD = "CURATOR_ARRAY_TEST_HOLD_ELEMENT"  # read by tests/support/hold/sitecustomize.py, on the elements' PYTHONPATH
+PYTHONPATH = os.pathsep.join([str(REPO), str(REPO / "tests" / "support" / "hold")])
 
 
 def curator(*args: str, env: dict[str, str] | None = None, check: bool = True, cwd: Path | None = None):
     done = subprocess.run([sys.executable, "-m", "curator_array.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, timeout=300, cwd=cwd)
+                          env={**os.environ, "PYTHONPATH": PYTHONPATH, **(env or {})}, timeout=300, cwd=cwd)
     if check:
         assert done.returncode == 0, done.stderr[-3000:]
     return done

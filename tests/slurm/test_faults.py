@@ -249,7 +249,7 @@ def wait_for_restart(element: str, timeout: float = 90) -> None:
 
 def render_test_site(directory: Path, **settings) -> Path:
     """A bare-metal site for this checkout, rendered from the real templates."""
-    from curator_array.run.options import job_script_facts
+    from curator_array.run.option_table import job_script_facts
     from curator_array.slurm.sites import load_site, render_site
 
     lines = ['runtime = "baremetal"', 'partition = "debug"', "cpus_per_task = 1", f'install_dir = "{REPO}"',

@@ -119,13 +119,15 @@ def test_every_command_has_help_with_examples(capsys):
 
 
 def test_watch_refreshes_until_complete_or_nothing_is_queued(checkpoint):
-    from curator_array.core.status import collect_status, watch
+    from curator_array.cli.status_view import watch
+    from curator_array.core.status import collect_status
+    from curator_array.run.phases import PHASES
 
     queued = {2: "RUNNING", 3: "PENDING", 5: "RUNNING"}
     frames, sleeps = [], []
 
     def collect():
-        status = collect_status(checkpoint)
+        status = collect_status(checkpoint, PHASES.plan_of)
         status.queued = dict(queued)
         return status
 
@@ -152,9 +154,11 @@ def test_watch_refreshes_until_complete_or_nothing_is_queued(checkpoint):
 
 
 def test_watch_names_failed_shards_and_why(checkpoint):
-    from curator_array.core.status import collect_status, format_watch
+    from curator_array.cli.status_view import format_watch
+    from curator_array.core.status import collect_status
+    from curator_array.run.phases import PHASES
 
-    status = collect_status(checkpoint)
+    status = collect_status(checkpoint, PHASES.plan_of)
     text = format_watch(status, "now")
     assert "failed 1" in text and "  failed  3" in text
     assert "shard 3: 1 failed task(s)" in text

@@ -68,14 +68,18 @@ def test_the_kept_copy_is_the_smallest_key_whatever_the_order():
 
 def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[str], dict[int, int]]:
     """Signatures per shard, pairs per bucket, clusters: the phases' file-level work."""
-    from curator_array.dedup.phases import removed_keys, write_bucket_pairs, write_signatures
+    from curator_array.formats.parquet import write_parquet
+    from curator_array.run.phases.buckets import bucket_pairs
+    from curator_array.run.phases.clusters import removed_keys
+    from curator_array.run.phases.signatures import write_signatures
 
     keys = [f"part-{i % 5}.parquet#{i:05d}" for i in range(len(texts))]
     signature_files = []
     for shard in range(shards):
         mine = [i for i in range(len(texts)) if i % shards == shard]
         path = tmp_path / f"s{shards}-b{buckets}" / f"signatures-{shard}.parquet"
-        write_signatures([([keys[i] for i in mine], pa.array([texts[i] for i in mine]))], path, buckets=buckets)
+        write_signatures([([keys[i] for i in mine], pa.array([texts[i] for i in mine]))], path, MinHashSettings(),
+                         buckets=buckets)
         groups = pq.ParquetFile(path).metadata
         for group in range(groups.num_row_groups):  # a bucket element reads its own row groups only
             stats = groups.row_group(group).column(3).statistics
@@ -84,7 +88,7 @@ def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[str]
     pair_files = []
     for bucket in range(buckets):
         path = tmp_path / f"s{shards}-b{buckets}" / f"pairs-{bucket}.parquet"
-        write_bucket_pairs(signature_files, bucket, buckets, path)
+        write_parquet(bucket_pairs([(file, "") for file in signature_files], bucket, buckets)[0], path)
         pair_files.append(path)
     return removed_keys(pair_files)
 
@@ -101,7 +105,7 @@ def test_the_answer_does_not_depend_on_shards_or_buckets(tmp_path):
 
 
 def test_verification_drops_pairs_that_only_the_hashes_joined():
-    from curator_array.dedup.phases import PAIR_SCHEMA, confirmed_pairs
+    from curator_array.dedup.lsh import PAIR_SCHEMA, confirmed_pairs
 
     rng = random.Random(2)
     words = vocabulary(rng)

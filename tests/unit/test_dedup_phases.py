@@ -4,62 +4,75 @@ from __future__ import annotations
 
 import pytest
 
+from curator_array.cli.status_view import watch
 from curator_array.core.errors import ConfigError
 from curator_array.core.layout import AttemptId, CheckpointLayout
-from curator_array.core.phases import (
-    CURATION,
-    DedupSettings,
-    PhaseFailure,
-    PhaseManifest,
-    blocked_by,
-    phase_states,
-)
+from curator_array.core.phase_records import PhaseFailure, PhaseLayout, PhaseManifest
+from curator_array.core.phase_states import PhaseState, blocked_by, phase_states
 from curator_array.core.retry import format_phase_retry
+from curator_array.core.run_contract import RunConfig
 from curator_array.core.sharding import ShardRange
-from curator_array.run.dedup import BYTES_PER_PAIR, refuse_beyond_memory
+from curator_array.dedup.settings import DedupSettings, MinHashSettings
+from curator_array.pipelines.phase_settings import PhaseSettings
+from curator_array.run.lifecycle import refuse_beyond_memory
+from curator_array.run.phases import PHASES
+from curator_array.run.phases.buckets import Buckets
+from curator_array.run.phases.clusters import BYTES_PER_PAIR
+from curator_array.run.phases.signatures import SignatureCounts
 from curator_array.slurm.submit import Submission, chained, plan_submissions
+
+CURATION = PHASES.root.name
+
+
+def elements(settings: DedupSettings | None, shards: ShardRange) -> dict[str, ShardRange]:
+    return {planned.name: planned.elements for planned in PHASES.plan(PhaseSettings(settings), shards)}
 
 
 def test_each_phase_has_its_elements():
     shards = ShardRange(7, 3)
-    settings = DedupSettings("fuzzy", buckets=3)
-    assert [settings.elements(p, shards) for p in ("signatures", "buckets", "clusters", "removal")] == \
-        [shards, ShardRange(3), ShardRange(1), shards]
-    assert DedupSettings("exact").bucket_count(shards) == 7, "one bucket per shard unless told"
+    assert elements(DedupSettings("fuzzy", buckets=3), shards) == {
+        CURATION: shards, "signatures": shards, "buckets": ShardRange(3), "clusters": ShardRange(1), "removal": shards}
+    assert elements(DedupSettings("exact"), shards)["buckets"] == ShardRange(7), "one bucket per shard unless told"
+    assert elements(None, shards) == {CURATION: shards}, "a run without dedup has the curation phase alone"
     with pytest.raises(ValueError):
         DedupSettings("approximate")
 
 
 def test_settings_round_trip_and_what_against_compares():
-    settings = DedupSettings("fuzzy", bands=20, against=("/old",))
-    assert DedupSettings.of_pipeline({"dedup": settings.to_json()}) == settings
-    assert DedupSettings.of_pipeline({"stages": []}) is None
-    assert DedupSettings("exact", bands=20).signature_settings() == DedupSettings("exact").signature_settings()
-    assert DedupSettings("fuzzy", bands=20).signature_settings() != DedupSettings("fuzzy").signature_settings()
+    settings = DedupSettings("fuzzy", MinHashSettings(bands=20), against=("/old",))
+    assert PhaseSettings.of_fingerprint(PhaseSettings(settings).fingerprint()).dedup == settings
+    assert PhaseSettings.of_fingerprint({"stages": []}).dedup is None
+    assert DedupSettings("exact", MinHashSettings(bands=20)).signature_settings() == \
+        DedupSettings("exact").signature_settings()
+    assert DedupSettings("fuzzy", MinHashSettings(bands=20)).signature_settings() != \
+        DedupSettings("fuzzy").signature_settings()
 
 
 def test_states_block_later_phases_and_keep_failures_of_incomplete_elements(tmp_path):
     layout = CheckpointLayout(tmp_path)
-    shards, settings = ShardRange(3), DedupSettings("fuzzy", buckets=2)
+    shards = ShardRange(3)
+    plan = PHASES.plan(PhaseSettings(DedupSettings("fuzzy", buckets=2)), shards)
+    signatures, buckets = (PhaseLayout(layout, PHASES.get(name)) for name in ("signatures", "buckets"))
     for index in range(3):
-        PhaseManifest("signatures", index, 3, "run-1", {"documents": 5}).write(layout)
-    PhaseManifest("buckets", 0, 2, "run-1").write(layout)
-    PhaseManifest("buckets", 1, 2, "another-run").write(layout)  # an archived run's: does not count
-    PhaseFailure("buckets", 1, "a", "killed").write(layout, AttemptId(("a",)))
-    PhaseFailure("buckets", 0, "b", "an earlier try").write(layout, AttemptId(("b",)))
-    states = phase_states(layout, settings, shards, "run-1", {0, 1, 2})
-    assert [(s.phase, s.complete, s.missing) for s in states] == [
+        PhaseManifest("signatures", index, 3, "run-1", SignatureCounts(5)).write(signatures)
+    PhaseManifest("buckets", 0, 2, "run-1").write(buckets)
+    PhaseManifest("buckets", 1, 2, "another-run").write(buckets)  # an archived run's: does not count
+    PhaseFailure("buckets", 1, "a", "killed").write(buckets, AttemptId(("a",)))
+    PhaseFailure("buckets", 0, "b", "an earlier try").write(buckets, AttemptId(("b",)))
+    states = phase_states(layout, RunConfig(shards, run_id="run-1"), plan, {0, 1, 2})
+    assert [(s.name, s.complete, s.missing) for s in states] == [
         (CURATION, (0, 1, 2), ()), ("signatures", (0, 1, 2), ()), ("buckets", (0,), (1,)),
         ("clusters", (), (0,)), ("removal", (), (0, 1, 2))]
     assert states[2].failed == {1: "killed"}, "a failure of an element that completed later is history"
-    assert states[2].total("documents") == 0 and states[1].total("documents") == 15
-    assert blocked_by(states, "removal").phase == "buckets" and blocked_by(states, "buckets") is None
+    assert states[2].totals().to_json() == {"band_keys": 0, "candidate_pairs": 0, "pairs": 0}
+    assert states[1].totals().documents == 15
+    assert blocked_by(states, PHASES.get("removal")).name == "buckets" and blocked_by(states, Buckets()) is None
     assert format_phase_retry(states[2], "fields") == "1 0 0 2 buckets\n"
     assert format_phase_retry(states[4], "array") == "0-2\n"
 
 
 def test_phases_wait_for_the_phase_before():
-    groups = [[Submission("0-2", 0, ShardRange(3), "s.sbatch", phase=p)] for p in ("curation", "signatures")]
+    groups = [[Submission("0-2", 0, ShardRange(3), "s.sbatch", phase=p)] for p in (None, "signatures")]
     planned = chained([*groups, [], [Submission("0", 0, ShardRange(1), "s.sbatch", phase="clusters")]], [["11"], ["12"], [], ["13"]])
     assert [item.after for item in planned] == [(), ("11",), ("12",)], "an empty phase is skipped over"
     assert planned[1].sbatch_args == ["--array=0-2", "--dependency=afterany:11"]
@@ -83,13 +96,12 @@ def test_a_phase_window_carries_its_own_total_and_offset():
 
 
 def test_watch_waits_for_the_dedup_phases_and_names_the_one_left(tmp_path):
-    from curator_array.core.phases import PhaseState
-    from curator_array.core.status import RunStatus, watch
+    from curator_array.core.status import RunStatus
 
     shards = ShardRange(1)
     status = RunStatus(tmp_path, shards, 1, [0], [], [], queued_phases={"buckets": {0: "PENDING"}})
-    status.phases = [PhaseState(CURATION, shards, (0,), {}), PhaseState("signatures", shards, (0,), {}),
-                     PhaseState("buckets", ShardRange(2), (1,), {})]
+    status.phases = [PhaseState(PHASES.root, shards, (0,), {}), PhaseState(PHASES.get("signatures"), shards, (0,), {}),
+                     PhaseState(Buckets(), ShardRange(2), (1,), {})]
     frames = []
 
     def sleep(seconds):
@@ -97,7 +109,7 @@ def test_watch_waits_for_the_dedup_phases_and_names_the_one_left(tmp_path):
 
     assert watch(lambda: status, frames.append, sleep, lambda: "now", 1, clear=False) == 3
     assert "buckets    1/2; missing 0; queued 0" in frames[0]
-    assert "nothing of this run is queued any more; dedup phase buckets incomplete (missing 0)" in frames[-1]
-    status.phases[2] = PhaseState("buckets", ShardRange(2), (0, 1), {})
+    assert "nothing of this run is queued any more; phase buckets incomplete (missing 0)" in frames[-1]
+    status.phases[2] = PhaseState(Buckets(), ShardRange(2), (0, 1), {})
     assert watch(lambda: status, frames.append, sleep, lambda: "now", 1, clear=False) == 0
-    assert frames[-1] == "every shard is complete and every dedup phase\n"
+    assert frames[-1] == "every shard is complete and every later phase\n"

@@ -4,6 +4,7 @@ module imports itself in a circle. Every import counts, including those inside f
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,19 +16,21 @@ PACKAGE = Path(__file__).resolve().parents[2] / "curator_array"
 # layer → the layers it may import (besides itself and the root package's version).
 RULES = {
     "core": set(),
+    "text": {"core"},
     "slurm": {"core"},
-    "stages": {"core", "formats"},
+    "stages": {"core", "text"},
     "formats": {"core", "stages"},
-    "pipelines": {"core", "stages", "formats"},
+    "dedup": {"core", "text"},
+    "pipelines": {"core", "stages", "formats", "dedup"},
     "examples": {"core", "stages", "formats", "pipelines"},
     "execution": {"core", "slurm", "stages"},
-    "dedup": {"core", "stages"},
     "report": {"core"},
     "run": {"core", "slurm", "stages", "formats", "pipelines", "execution", "dedup"},
     "cli": {"core", "slurm", "stages", "formats", "pipelines", "execution", "report", "run"},
 }
 # Third-party packages a layer must not import (core: anything outside the standard library).
 FORBIDDEN = {
+    "text": {"ray", "pyarrow"},
     "slurm": {"ray", "pyarrow", "numpy", "pandas"},
     "stages": {"ray"},
     "formats": {"ray"},
@@ -143,6 +146,21 @@ def test_no_import_circles():
     assert strongly_connected(internal_graph()) == []
 
 
+def test_no_two_layers_import_each_other():
+    """The rules say which layer may import which; here, whatever they say, no two layers
+    lean on each other (a format catalog imported by the stages that formats subclass, say)."""
+    edges = {(layer_of(name), layer_of(other)) for name in MODULES for other in imports_of(name)
+             if other in MODULES and layer_of(name) and layer_of(other) and layer_of(name) != layer_of(other)}
+    both_ways = sorted({tuple(sorted(edge)) for edge in edges if edge[::-1] in edges})
+    assert not both_ways, f"layers importing each other: {both_ways}"
+
+
+def test_the_package_docstring_lists_every_layer():
+    doc = ast.get_docstring(ast.parse((PACKAGE / "__init__.py").read_text())) or ""
+    listed = {match.group(1) for line in doc.splitlines() if (match := re.match(r"``(\w+)``\s", line))}
+    assert listed == set(RULES)
+
+
 def test_the_circle_finder_finds_a_circle():
     assert strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
@@ -151,7 +169,8 @@ LIGHT = {
     "core": [n for n in MODULES if layer_of(n) == "core"],
     "slurm": [n for n in MODULES if layer_of(n) == "slurm"],
     "entry points": ["curator_array.cli", "curator_array.cli.entrypoint", "curator_array.run.shard",
-                     "curator_array.run.options", "curator_array.pipelines.options", "curator_array.stages.defaults",
+                     "curator_array.run.option_table", "curator_array.run.element", "curator_array.run.phases",
+                     "curator_array.pipelines.options", "curator_array.stages.defaults",
                      "curator_array.formats"],
 }
 

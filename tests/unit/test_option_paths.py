@@ -23,11 +23,14 @@ import pytest
 
 from curator_array.cli.run_command import parse_run_args
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.phases import DedupSettings, PhaseManifest
+from curator_array.core.phase_records import PhaseLayout, PhaseManifest
 from curator_array.core.run_contract import ensure_run_config
 from curator_array.core.sharding import ShardRange
-from curator_array.run.options import RUN_OPTIONS, RunOption
-from curator_array.run.settings import ENVIRONMENT, FLAG, SITE, settings_for_start
+from curator_array.run.option_table import RUN_OPTIONS, RunOption
+from curator_array.dedup.settings import DedupSettings
+from curator_array.pipelines.phase_settings import PhaseSettings
+from curator_array.run.phases import PHASES
+from curator_array.run.precedence import ENVIRONMENT, FLAG, SITE, settings_for_start
 from curator_array.run.submission import run_request_id
 from tests.conftest import REPO, SAMPLE
 from tests.support.fake_runtimes import install_fakes, install_recording_image
@@ -39,7 +42,7 @@ NOT_GIVEN = {"cluster", "request"}
 IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/opt/curator-array/venv",
              "CURATOR_ARRAY_PYTHON": "/opt/curator-array/venv/bin/python", "RAY_USAGE_STATS_ENABLED": "0"}
 TEXT_VALUES = {"text_field": "body", "pipeline_ref": "commoncrawl", "node_ip": "10.9.8.7",
-               "ray_address": "127.0.0.1:9", "crawl_files": "0:1"}
+               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "phase": "curation"}
 CRAWLS = ("CC-TEST-1", "CC-TEST-2")
 
 
@@ -91,8 +94,8 @@ def world(tmp_path_factory):
         (root / "mirror" / "crawl-data" / crawl / "warc.paths.gz").write_bytes(
             gzip.compress(f"crawl-data/{crawl}/segments/0/warc/a.warc.gz\n".encode()))
     earlier = CheckpointLayout(root / "earlier")  # the records of an earlier run, for --dedup-against
-    run = ensure_run_config(earlier, ShardRange(1), ["task"], {"dedup": DedupSettings("exact").to_json()})
-    PhaseManifest("signatures", 0, 1, run.run_id).write(earlier)
+    run = ensure_run_config(earlier, ShardRange(1), ["task"], PhaseSettings(DedupSettings("exact")).fingerprint())
+    PhaseManifest("signatures", 0, 1, run.run_id).write(PhaseLayout(earlier, PHASES.get("signatures")))
     record = root / "record.jsonl"
     image = install_recording_image(root / "image", record)
     fakes = install_fakes(root / "bin", ["apptainer", "srun", "ch-run", "sbatch", "squeue", "scontrol"], IMAGE_ENV)

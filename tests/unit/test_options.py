@@ -8,7 +8,7 @@ import pytest
 
 from curator_array.cli import main
 from curator_array.core.errors import ConfigError
-from curator_array.run.options import (
+from curator_array.run.option_table import (
     LEGACY_VARIABLES,
     OPTION_VARIABLES,
     PREFIX,
@@ -16,11 +16,19 @@ from curator_array.run.options import (
     job_script_facts,
     markdown_rows,
 )
-from curator_array.run.settings import DEFAULT, ENVIRONMENT, FLAG, SITE, resolve
+from curator_array.run.precedence import DEFAULT, ENVIRONMENT, FLAG, SITE, own_sources
+from curator_array.run.precedence import resolve as resolve_sources
 from curator_array.slurm.sites import load_site, render_site, site_names
 from tests.conftest import REPO
 
 SITES = REPO / "site_configs"
+
+
+def resolve(flags, environment, site_env=None, site_label=SITE):
+    """What a start or a submission resolves from what it is given itself."""
+    return resolve_sources(own_sources(flags, environment, site_env, site_label))
+
+
 SPEC_NAMES = {"input_dir": "INPUT_DIR", "output_dir": "OUTPUT_DIR", "checkpoint_path": "CHECKPOINT_PATH",
               "input_file_type": "INPUT_FILE_TYPE", "output_file_type": "OUTPUT_FILE_TYPE",
               "files_per_partition": "FILES_PER_PARTITION"}
@@ -137,7 +145,7 @@ def test_status_and_its_json_show_the_options_and_their_sources(tmp_path, capsys
     from curator_array.core.layout import CheckpointLayout
     from curator_array.core.run_contract import ensure_run_config
     from curator_array.core.sharding import ShardRange
-    from curator_array.run.settings import pinned_request
+    from curator_array.run.precedence import pinned_request
 
     settings = resolve({"min_words": 5}, {"MALFORMED_RECORDS": "skip", "OUTPUT_DIR": str(tmp_path / "out"),
                                           "INPUT_DIR": "/in"})
@@ -159,7 +167,7 @@ def test_retry_starts_from_the_pinned_options_with_its_flags_on_top(tmp_path):
     from curator_array.core.layout import CheckpointLayout
     from curator_array.core.run_contract import ensure_run_config
     from curator_array.core.sharding import ShardRange
-    from curator_array.run.settings import pinned_request
+    from curator_array.run.precedence import pinned_request
     from curator_array.run.submission import retry_settings
 
     pinned = resolve({"min_words": 5, "stall_timeout": 60.0}, {"OUTPUT_DIR": "/out", "INPUT_DIR": "/in"})
@@ -169,17 +177,3 @@ def test_retry_starts_from_the_pinned_options_with_its_flags_on_top(tmp_path):
     assert settings["min_words"].value == 5, "the run carries its options; the retry's environment does not change them"
     assert (settings["stall_timeout"].value, settings["stall_timeout"].source) == (600.0, FLAG)
     assert settings["output_dir"].value == "/out"
-
-
-def test_a_request_pinned_when_dedup_was_the_per_task_flag_still_runs(tmp_path):
-    from curator_array.core.layout import CheckpointLayout
-    from curator_array.core.records import PinnedRequest
-    from curator_array.run.settings import request_of, settings_for_start
-
-    layout = CheckpointLayout(tmp_path / "ckpt")
-    old = PinnedRequest({"input_dir": {"value": "in", "source": "flag"}, "output_dir": {"value": "out", "source": "flag"},
-                         "checkpoint_path": {"value": str(layout.root), "source": "flag"},
-                         "dedup": {"value": True, "source": "flag"}})
-    request_id = old.write(layout)
-    request = request_of(settings_for_start({"request": request_id, "checkpoint_path": str(layout.root)}, {}))
-    assert request.options.dedup_within_task is True and request.options.dedup is None

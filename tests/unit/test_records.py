@@ -30,6 +30,7 @@ from curator_array.core.retry import format_retry, plan_retry
 from curator_array.core.run_contract import read_run_config
 from curator_array.core.sharding import ShardConfig
 from curator_array.core.status import collect_status
+from curator_array.run.phases import PHASES
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "checkpoint-0.1.0"
 
@@ -65,7 +66,7 @@ def test_a_reference_system_manifest_counts_as_complete(tmp_path):
     manifest = CompletionManifest.read(layout.manifest_path(1))
     assert manifest.work == ShardWork() and manifest.job == JobIdentity() and manifest.run_id is None
     assert plan_retry(layout).incomplete == (0, 2)
-    assert collect_status(layout).completed == [1]
+    assert collect_status(layout, PHASES.plan_of).completed == [1]
 
 
 def test_unknown_fields_are_kept(tmp_path):
@@ -135,7 +136,7 @@ def test_run_json_of_version_0_1_reads_with_its_listing(old_run):
 
 def test_status_retry_and_report_read_an_old_checkpoint(old_run, tmp_path, capsys):
     assert format_retry(plan_retry(old_run)) == "2\n"
-    status = collect_status(old_run, keep_manifests=True)
+    status = collect_status(old_run, PHASES.plan_of, keep_manifests=True)
     assert status.completed == [0, 1] and status.totals.rows_in == sum(
         m.work.rows_in for m in status.manifests.values())
     assert sorted(a.reason.split(":")[0] for a in status.failed_attempts) == ["1 failed task(s) (first", "ended early"]

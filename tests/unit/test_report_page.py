@@ -16,6 +16,7 @@ from curator_array.core.records import (
 )
 from curator_array.core.sharding import ShardConfig
 from curator_array.report.page import write_report
+from curator_array.run.phases import PHASES
 
 HOSTILE = "<script>alert('x')</script> \"quoted\" & <b>bold</b>"
 
@@ -42,7 +43,7 @@ def test_failure_reasons_and_paths_arrive_as_text(tmp_path):
     attempt = AttemptId(("local_attempt_1",))
     failed = (FailedTaskRecord("task-1", "reader", HOSTILE),)
     AttemptRecord.of(attempt, ShardConfig(1, 2), JobIdentity(hostname="h"), failed_tasks=failed).write(layout, attempt)
-    page = write_report(layout, tmp_path / "report.html").read_text()
+    page = write_report(layout, tmp_path / "report.html", PHASES.plan_of).read_text()
     reader = PageReader()
     reader.feed(page)
     assert "script" not in reader.tags, "no value became a tag"

@@ -27,8 +27,8 @@ def inputs(tmp_path):
 
 
 def pipeline(inputs, tmp_path, **options):
-    chosen = PipelineOptions(str(inputs), str(tmp_path / "out"), **options)
-    return default_pipeline(chosen).with_dedup(chosen)
+    chosen = PipelineOptions.from_values({"input_dir": str(inputs), "output_dir": str(tmp_path / "out"), **options})
+    return default_pipeline(chosen).with_phases(chosen)
 
 
 def test_run_json_pins_stages_parameters_formats_and_text_field(inputs, tmp_path):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from curator_array.core.errors import ConfigError
-from curator_array.run.options import job_script_facts
+from curator_array.run.option_table import job_script_facts
 from curator_array.slurm.sites import load_site, render_site, site_names
 from tests.conftest import REPO
 

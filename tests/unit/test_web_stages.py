@@ -19,6 +19,7 @@ from curator_array.stages.web.extract import HtmlExtractor
 from curator_array.stages.web.language import LanguageFilter
 from curator_array.stages.web.quality import (
     C4QualityFilter,
+    GopherFilter,
     GopherQualityFilter,
     GopherRepetitionFilter,
 )
@@ -139,6 +140,21 @@ def test_good_pages_in_three_languages_pass_every_rule():
         assert result.num_rows == 3, (stage.name, result.counters.dropped)
 
 
+def test_one_gopher_stage_decides_and_counts_as_repetition_then_quality():
+    """The words are split once, explicitly, and nothing depends on two stages being fused."""
+    texts = ["\n".join(ARTICLES[lang]) for lang in ("en", "de", "ja")]
+    texts += ["Too short to be a page.", "\n".join(["Buy cheap shoes now at the very best price."] * 20),
+              "\n".join(" ".join(f"#{w}" for w in line.split()) for line in ARTICLES["en"])]
+    languages = ["en", "de", "ja", "en", "en", "en"]
+    both = quality(texts, languages, GopherFilter())
+    first = quality(texts, languages, GopherRepetitionFilter())
+    second = GopherQualityFilter().process(first)
+    assert both.table.to_pylist() == second.table.to_pylist()
+    assert both.counters.dropped == second.counters.dropped
+    assert {rule for rule, count in both.counters.dropped.items() if count} == {
+        "gopher_repetition.top_2gram", "gopher_repetition.duplicate_lines", "gopher_quality.hash_ratio"}
+
+
 def test_japanese_is_segmented_into_words_and_has_its_own_stop_words():
     text = "\n".join(ARTICLES["ja"])
     result = quality([text], ["ja"], GopherQualityFilter())
@@ -150,7 +166,7 @@ def test_japanese_is_segmented_into_words_and_has_its_own_stop_words():
 
 
 def test_word_tokenizers_split_as_the_references_do():
-    from curator_array.stages.web.tokenizers import jieba, spaced, sudachi
+    from curator_array.text.segmenters import jieba, spaced, sudachi
 
     assert spaced("Mount /boot/efi, e.g. at https://x.org/a-b (see 1.4.4).") == [
         "Mount", "/boot", "/", "efi", ",", "e.g.", "at", "https://x.org/a-b", "(", "see", "1.4.4", ")", "."]
@@ -210,11 +226,8 @@ def test_c4_leaves_languages_it_is_not_set_for_untouched():
 def test_repetition_counts_repeats_only_over_the_whole_text():
     import numpy as np
 
-    from curator_array.stages.web.textstats import (
-        greedy_duplicate_chars,
-        most_frequent_ngram_chars,
-        ngram_keys,
-    )
+    from curator_array.stages.web.textstats import greedy_duplicate_chars, most_frequent_ngram_chars
+    from curator_array.text.ngrams import ngram_keys
 
     words = "a b c d e a b c d e x a b c d e".split()
     ids, lengths = np.array([ord(w) for w in words]), np.ones(len(words))
@@ -230,8 +243,7 @@ def test_commoncrawl_pipeline_by_name(tmp_path):
     options = PipelineOptions("", str(tmp_path / "out"), input_file_type="warc", languages=("en", "de"))
     pipeline = load_pipeline("commoncrawl", options)
     assert [s.stage_name for s in pipeline.stages] == [
-        "warc_reader", "html_extract", "language", "gopher_repetition", "gopher_quality", "c4_quality",
-        "parquet_writer"]
+        "warc_reader", "html_extract", "language", "gopher", "c4_quality", "parquet_writer"]
     fingerprint = pipeline.fingerprint()
     assert (fingerprint["input"], fingerprint["output"]) == ("warc", "parquet")
     assert fingerprint["stages"][2]["params"]["languages"] == ["de", "en"]
@@ -272,14 +284,14 @@ def test_quality_settings_file_overrides_one_language_and_is_checked(tmp_path):
     custom = tmp_path / "quality.toml"
     custom.write_text('[ja]\nmin_words = 30\n[th]\ntokenizer = "none"\nmin_words = 10\n')
     settings = language_settings(custom)
-    assert settings["ja"]["min_words"] == 30 and settings["ja"]["tokenizer"] == "sudachi", "one key, the rest kept"
-    assert settings["th"]["min_words"] == 10 and settings["th"]["max_words"] == settings["default"]["max_words"]
+    assert settings["ja"].min_words == 30 and settings["ja"].tokenizer == "sudachi", "one key, the rest kept"
+    assert settings["th"].min_words == 10 and settings["th"].max_words == settings["default"].max_words
     options = dict(input_file_type="warc")
     before = load_pipeline("commoncrawl", PipelineOptions("", str(tmp_path / "o"), **options)).fingerprint()
     after = load_pipeline("commoncrawl", PipelineOptions("", str(tmp_path / "o"), quality_settings=str(custom),
                                                          **options)).fingerprint()
     changes = describe_changes(before, after)
-    assert "languages.ja.min_words: 50 → 30 (stage gopher_quality)" in changes
+    assert "languages.ja.min_words: 50 → 30 (stage gopher)" in changes
     for text, message in [("[ja]\nmin_wrds = 3\n", "unknown key"), ("[ja]\nmin_words = -1\n", "must be a number >= 0"),
                           ('[ja]\ntokenizer = "mecab"\n', "'mecab' is not one of"), ("[ja\n", "invalid TOML"),
                           ("[ja]\ntop_n_grams = [[2]]\n", "list of \\[n, limit\\] pairs")]:

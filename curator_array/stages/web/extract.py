@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from ...core.errors import ConfigError
 from ..base import ProcessingStage
-from ..defaults import EXTRACTORS
+from ..defaults import EXTRACTORS, TEXT_FIELD
 from ..tasks import DocumentBatch, Task
 
 
@@ -40,7 +40,7 @@ class HtmlExtractor(ProcessingStage):
     name = "html_extract"
     ray_stage_spec = {"is_actor_stage": True}
 
-    def __init__(self, extractor: str = EXTRACTORS[0], html_field: str = "html", text_field: str = "text",
+    def __init__(self, extractor: str = EXTRACTORS[0], html_field: str = "html", text_field: str = TEXT_FIELD,
                  keep_html: bool = False):
         if extractor not in EXTRACTORS:
             raise ConfigError(f"extractor {extractor!r} is not one of {', '.join(EXTRACTORS)}")

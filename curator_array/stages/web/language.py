@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...core.errors import ConfigError
+from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
 
 
@@ -20,7 +21,7 @@ class LanguageFilter(FilterStage):
     ray_stage_spec = {"is_actor_stage": True}
 
     def __init__(self, languages: tuple[str, ...] | list[str] = (), min_score: float = 0.0,
-                 text_field: str = "text", max_chars: int = 4000):
+                 text_field: str = TEXT_FIELD, max_chars: int = 4000):
         if not 0.0 <= min_score <= 1.0:
             raise ConfigError(f"language score threshold must be between 0 and 1, got {min_score}")
         self.languages = sorted({code.strip().lower() for code in languages if code.strip()})

@@ -1,27 +1,96 @@
-"""The per-language settings of the quality filters: one table, data not code.
+"""The per-language settings of the quality filters: one type, one table, data not code.
 
-``language_settings.toml`` (next to this module) holds them; a user's file of the same form
-overrides any key of any language (``--quality-settings``). A language the table does not
-name takes ``[default]``. The result is a plain dict per language, so it is part of each
-filter's fingerprint and pinned with the run.
+``LanguageSettings`` is the one list of keys: its fields. ``language_settings.toml`` (next to
+this module) gives their values per language; a user's file of the same form overrides any
+key of any language (``--quality-settings``). A language the table does not name takes
+``[default]``, and every language takes ``[default]``'s value for a key it does not set.
+The settings in force are part of each filter's fingerprint, so they are pinned with the run.
 """
 
 from __future__ import annotations
 
+import tomllib
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
 from ...core.errors import ConfigError
-from .tokenizers import KINDS
+from ...text.segmenters import KINDS
 
 TABLE = Path(__file__).with_name("language_settings.toml")
 DEFAULT = "default"
-NUMBER_KEYS = ("min_stop_words", "min_words", "max_words", "min_avg_word_length", "max_avg_word_length",
-               "max_hash_ratio", "max_ellipsis_ratio", "max_bullet_lines", "max_ellipsis_lines",
-               "min_alphabetic_words", "dup_line_frac", "dup_para_frac", "dup_line_char_frac", "dup_para_char_frac")
-PAIR_KEYS = ("top_n_grams", "dup_n_grams")
+
+
+@dataclass(frozen=True)
+class LanguageSettings:
+    """How the quality filters read one language: its segmenter and stop words, the Gopher
+    limits (a fraction of 0 turns a repetition rule off), and whether C4's rules apply."""
+
+    tokenizer: str
+    stop_words: tuple[str, ...]
+    c4: bool
+    min_stop_words: float
+    min_words: float
+    max_words: float
+    min_avg_word_length: float
+    max_avg_word_length: float
+    max_hash_ratio: float
+    max_ellipsis_ratio: float
+    max_bullet_lines: float
+    max_ellipsis_lines: float
+    min_alphabetic_words: float
+    dup_line_frac: float
+    dup_para_frac: float
+    dup_line_char_frac: float
+    dup_para_char_frac: float
+    top_n_grams: tuple[tuple[int, float], ...]  # (n, the largest share of characters in its most frequent n-gram)
+    dup_n_grams: tuple[tuple[int, float], ...]  # (n, the largest share of characters in repeated n-grams)
+
+    @classmethod
+    def from_table(cls, values: dict[str, Any], where: str) -> LanguageSettings:
+        missing = [f.name for f in fields(cls) if f.name not in values]
+        if missing:
+            raise ConfigError(f"{where}: missing {', '.join(missing)} (set them in [{DEFAULT}])")
+        return cls(**{f.name: _converted(f.type, values[f.name]) for f in fields(cls)})
+
+    def limit(self, key: str, n: int) -> float | None:
+        """The limit of n-gram rule ``key`` (``top_n_grams`` or ``dup_n_grams``) for n, if any."""
+        return dict(getattr(self, key)).get(n)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+KEYS = {f.name: f.type for f in fields(LanguageSettings)}
+
+
+def _converted(kind: str, value: Any) -> Any:
+    if kind.startswith("tuple[tuple"):
+        return tuple((int(n), float(limit)) for n, limit in value)
+    if kind.startswith("tuple"):
+        return tuple(value)
+    return value
+
+
+def _check(where: str, key: str, value: Any) -> None:
+    """A value of the form its field's type asks for, or ConfigError naming where it is."""
+    kind = KEYS[key]
+    if key == "tokenizer":
+        ok, want = value in KINDS, f"{value!r} is not one of {', '.join(KINDS)}"
+    elif kind == "bool":
+        ok, want = isinstance(value, bool), "must be true or false"
+    elif kind == "float":
+        ok = not isinstance(value, bool) and isinstance(value, (int, float)) and value >= 0
+        want = f"must be a number >= 0, got {value!r}"
+    elif kind.startswith("tuple[tuple"):
+        ok = isinstance(value, list) and all(
+            isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and p[0] >= 1
+            and isinstance(p[1], (int, float)) for p in value)
+        want = "must be a list of [n, limit] pairs"
+    else:
+        ok, want = isinstance(value, list) and all(isinstance(w, str) for w in value), "must be a list of words"
+    if not ok:
+        raise ConfigError(f"{where}: {want}")
 
 
 def _read(path: Path) -> dict[str, dict[str, Any]]:
@@ -34,39 +103,23 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
     for language, settings in data.items():
         if not isinstance(settings, dict):
             raise ConfigError(f"{path}: [{language}] must be a table of settings")
-        _check(path, language, settings)
+        for key, value in settings.items():
+            if key not in KEYS:
+                raise ConfigError(f"{path}: [{language}] {key}: unknown key (known: {', '.join(sorted(KEYS))})")
+            _check(f"{path}: [{language}] {key}", key, value)
     return data
 
 
-def _check(path: Path, language: str, settings: dict[str, Any]) -> None:
-    known = {"tokenizer", "stop_words", "c4", *NUMBER_KEYS, *PAIR_KEYS}
-    for key, value in settings.items():
-        where = f"{path}: [{language}] {key}"
-        if key not in known:
-            raise ConfigError(f"{where}: unknown key (known: {', '.join(sorted(known))})")
-        if key == "tokenizer" and value not in KINDS:
-            raise ConfigError(f"{where}: {value!r} is not one of {', '.join(KINDS)}")
-        if key == "stop_words" and not (isinstance(value, list) and all(isinstance(w, str) for w in value)):
-            raise ConfigError(f"{where}: must be a list of words")
-        if key == "c4" and not isinstance(value, bool):
-            raise ConfigError(f"{where}: must be true or false")
-        if key in NUMBER_KEYS and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
-            raise ConfigError(f"{where}: must be a number >= 0, got {value!r}")
-        if key in PAIR_KEYS and not (isinstance(value, list) and all(
-                isinstance(p, list) and len(p) == 2 and isinstance(p[0], int) and p[0] >= 1
-                and isinstance(p[1], (int, float)) for p in value)):
-            raise ConfigError(f"{where}: must be a list of [n, limit] pairs")
-
-
-def language_settings(overrides: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    """Every language's complete settings: the table, with ``overrides`` on top, over ``[default]``."""
+def language_settings(overrides: str | Path | None = None) -> dict[str, LanguageSettings]:
+    """Every language's settings: the table, with ``overrides`` on top, over ``[default]``."""
     table = _read(TABLE)
     if overrides:
         for language, settings in _read(Path(overrides)).items():
             table.setdefault(language, {}).update(settings)
     default = table[DEFAULT]
-    return {language: {**default, **settings} for language, settings in table.items()}
+    return {language: LanguageSettings.from_table({**default, **settings}, f"quality settings [{language}]")
+            for language, settings in table.items()}
 
 
-def for_language(settings: dict[str, dict[str, Any]], language: str) -> dict[str, Any]:
+def for_language(settings: dict[str, LanguageSettings], language: str) -> LanguageSettings:
     return settings.get(language) or settings[DEFAULT]

@@ -2,7 +2,9 @@
 
 - ``GopherQualityFilter`` and ``GopherRepetitionFilter``: the MassiveText rules (Rae et al.,
   2021) as datatrove implements them for FineWeb, with FineWeb-2's settings for other
-  languages (``language_settings.toml``).
+  languages (``language_settings.toml``). ``GopherFilter`` runs both rule sets on words
+  split once (segmenting Japanese or Chinese costs more than every rule together), and
+  counts each drop under the rule set's own name (``gopher_repetition.duplicate_lines``).
 - ``C4QualityFilter``: the C4 rules (Raffel et al., 2020) as FineWeb applies them: per line,
   drop lines with a word over 1000 characters, fewer than 3 words, "javascript" or a
   cookie/terms notice, and Wikipedia citation marks; drop the page for "lorem ipsum", a
@@ -11,7 +13,7 @@
   a line must then end in . ? ! " or ' and not in an ellipsis). Only languages whose
   settings say ``c4 = true`` (English) are touched; FineWeb-2 does not apply C4.
 
-Words are split per document by its language's tokenizer (``tokenizers``); every count
+Words are split per document by its language's segmenter (``text.segmenters``); every count
 that follows is vectorised over the whole batch. Each rule's drops are counted in the
 manifest as ``<stage>.<rule>``; rules run in the reference's order, so a document is
 counted under the first rule that rejects it.
@@ -28,23 +30,24 @@ Deliberate differences from the reference, each with its reason:
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...text.ngrams import ngram_keys
+from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
-from . import languages as settings_table
+from .languages import LanguageSettings, for_language, language_settings
 from .textstats import (
     duplicate_elements,
+    flatten_words,
     greedy_duplicate_chars,
     has_sentences,
     most_frequent_ngram_chars,
-    ngram_keys,
     per_document,
     ratio,
-    tokenize,
+    split_words,
 )
 
 SYMBOL_CHARACTERS = r"^[\p{P}\p{S}]+$"
@@ -74,65 +77,139 @@ def _mask(values) -> pa.Array:
 class _LanguageAwareFilter(FilterStage):
     """A filter whose limits and word splitting follow each document's language."""
 
-    def __init__(self, text_field: str = "text", default_language: str = "en",
-                 settings: dict[str, dict[str, Any]] | None = None):
+    def __init__(self, text_field: str = TEXT_FIELD, default_language: str = "en",
+                 settings: dict[str, LanguageSettings] | None = None):
         self.default_language = default_language
-        self.languages = settings or settings_table.language_settings()
+        self.languages = settings or language_settings()
         super().__init__(text_field)
 
-    def _limits(self, codes: list[str], key: str) -> np.ndarray:
-        """One value of setting ``key`` per document."""
-        known = {code: settings_table.for_language(self.languages, code)[key] for code in set(codes)}
-        return np.array([known[code] for code in codes], dtype=np.float64)
+    def _words(self, table: pa.Table, text: pa.ChunkedArray) -> _Words:
+        return _Words(table, text, self.default_language, self.languages)
 
-    def _tokenizers(self, codes: list[str]) -> list[str]:
-        return [settings_table.for_language(self.languages, code)["tokenizer"] for code in codes]
+
+class _Words:
+    """One batch's documents as the Gopher rules read them: each one's language settings,
+    its words (split by its language's segmenter, once) and the batch's vocabulary."""
+
+    def __init__(self, table: pa.Table, text: pa.ChunkedArray, default_language: str,
+                 languages: dict[str, LanguageSettings]):
+        self.rows = table.num_rows
+        self.text = pc.fill_null(text, "")
+        self.codes = _languages(table, default_language)
+        self.settings = [for_language(languages, code) for code in self.codes]
+        self.spaced = np.array([s.tokenizer != "none" for s in self.settings])
+        self.split = split_words(self.text.to_pylist(), self.codes, [s.tokenizer for s in self.settings])
+        self.words, self.parents = flatten_words(self.split)
+        self.vocabulary = _Vocabulary(self.words)
+
+    def limits(self, key: str) -> np.ndarray:
+        """One value of setting ``key`` per document."""
+        return np.array([getattr(s, key) for s in self.settings], dtype=np.float64)
+
+    def ngram_limits(self, key: str, n: int) -> np.ndarray:
+        limits = [s.limit(key, n) for s in self.settings]
+        return np.array([np.nan if limit is None else limit for limit in limits], dtype=np.float64)
+
+
+def quality_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str, pa.Array]]:
+    """The Gopher quality rules; the table gains the word count, mean word length and stop words."""
+    rows, text, parents, vocabulary = words.rows, words.text, words.parents, words.vocabulary
+    n_words = per_document(parents, None, rows)
+    symbol = vocabulary.per_word(pc.match_substring_regex(vocabulary.words, SYMBOL_CHARACTERS))
+    lengths = vocabulary.per_word(pc.utf8_length(vocabulary.words)).astype(np.float64)
+    non_symbol = per_document(parents, ~symbol, rows)
+    mean_length = ratio(per_document(parents, lengths * ~symbol, rows), non_symbol, empty=np.nan)
+    hashes = pc.count_substring(text, "#").to_numpy(zero_copy_only=False)
+    ellipses = (pc.count_substring(text, "...").to_numpy(zero_copy_only=False)
+                + pc.count_substring(text, "…").to_numpy(zero_copy_only=False))
+    lines = pc.split_pattern_regex(pc.replace_substring_regex(text, f"(?:{LINE_BREAK})$", ""), LINE_BREAK)
+    line_count, bullets, ellipsis_lines = _line_shares(lines, rows)
+    alphabetic = per_document(parents, vocabulary.per_word(pc.match_substring_regex(vocabulary.words, r"\p{L}")),
+                              rows)
+    stop_words = _distinct_stop_words(words)
+    limit = words.limits
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rules = {
+            "word_count": (non_symbol >= limit("min_words")) & (non_symbol <= limit("max_words")),
+            "mean_word_length": ~((mean_length < limit("min_avg_word_length"))
+                                  | (mean_length > limit("max_avg_word_length"))),
+            "hash_ratio": ~(hashes / n_words > limit("max_hash_ratio")),
+            "ellipsis_ratio": ~(ellipses / n_words > limit("max_ellipsis_ratio")),
+            "bullet_lines": ~(ratio(bullets, line_count) > limit("max_bullet_lines")),
+            "ellipsis_lines": ~(ratio(ellipsis_lines, line_count) > limit("max_ellipsis_lines")),
+            "alphabetic_words": ~(alphabetic / n_words < limit("min_alphabetic_words")),
+            "stop_words": ~(stop_words < limit("min_stop_words")),
+        }
+    table = _add(table, "gopher_word_count", non_symbol.astype(np.int64))
+    table = _add(table, "gopher_mean_word_length", np.nan_to_num(mean_length))
+    table = _add(table, "gopher_stop_words", stop_words.astype(np.int64))
+    return table, {rule: _mask(~words.spaced | values) for rule, values in rules.items()}
+
+
+def repetition_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str, pa.Array]]:
+    """The Gopher repetition rules; the table gains the duplicate-line share and the worst n-gram share."""
+    rows, text, parents = words.rows, words.text, words.parents
+    chars = pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.float64)
+    paragraphs = pc.split_pattern_regex(pc.utf8_trim_whitespace(text), r"\n{2,}")
+    lines = pc.split_pattern_regex(text, r"\n+")
+    paragraph_dups, paragraph_count, paragraph_dup_chars = duplicate_elements(paragraphs, rows)
+    line_dups, line_count, line_dup_chars = duplicate_elements(lines, rows)
+    limit = words.limits
+    rules = {
+        "duplicate_paragraphs": _within(ratio(paragraph_dups, paragraph_count), limit("dup_para_frac")),
+        "duplicate_paragraph_chars": _within(ratio(paragraph_dup_chars, chars), limit("dup_para_char_frac")),
+        "duplicate_lines": _within(ratio(line_dups, line_count), limit("dup_line_frac")),
+        "duplicate_line_chars": _within(ratio(line_dup_chars, chars), limit("dup_line_char_frac")),
+    }
+    vocabulary = words.vocabulary
+    ids = vocabulary.indices.astype(np.int64)
+    lengths = vocabulary.per_word(pc.utf8_length(vocabulary.words)).astype(np.float64)
+    worst = np.zeros(rows)
+    for key, measure in (("top_n_grams", most_frequent_ngram_chars), ("dup_n_grams", greedy_duplicate_chars)):
+        words_in = np.ones(len(ids), dtype=bool)
+        for n in sorted({n for settings in set(words.settings) for n, _ in getattr(settings, key)}):
+            grams = ngram_keys(ids[words_in], lengths[words_in], parents[words_in], n)
+            found = measure(grams, parents, rows, n)
+            if key == "dup_n_grams":  # a longer n-gram repeats only where a shorter one does
+                words_in &= found[parents] > 0
+            fraction = ratio(found, chars)
+            limits = words.ngram_limits(key, n)
+            name = f"top_{n}gram" if key == "top_n_grams" else f"duplicate_{n}gram"
+            rules[name] = (np.isnan(limits) | ~(fraction > limits)) | ~words.spaced
+            worst = np.maximum(worst, fraction)
+    empty = chars == 0
+    table = _add(table, "gopher_duplicate_line_fraction", ratio(line_dups, line_count))
+    table = _add(table, "gopher_max_ngram_fraction", worst)
+    rules = {"empty": ~empty, **{name: values | empty for name, values in rules.items()}}
+    return table, {rule: _mask(values) for rule, values in rules.items()}
 
 
 class GopherQualityFilter(_LanguageAwareFilter):
     name = "gopher_quality"
 
     def score(self, table, text):
-        rows = table.num_rows
-        texts = pc.fill_null(text, "").to_pylist()
-        codes = _languages(table, self.default_language)
-        kinds = self._tokenizers(codes)
-        words, parents = tokenize(texts, codes, kinds)
-        n_words = per_document(parents, None, rows)
-        vocabulary = _Vocabulary(words)
-        symbol = vocabulary.per_word(pc.match_substring_regex(vocabulary.words, SYMBOL_CHARACTERS))
-        lengths = vocabulary.per_word(pc.utf8_length(vocabulary.words)).astype(np.float64)
-        non_symbol = per_document(parents, ~symbol, rows)
-        mean_length = ratio(per_document(parents, lengths * ~symbol, rows), non_symbol, empty=np.nan)
-        hashes = pc.count_substring(text, "#").to_numpy(zero_copy_only=False)
-        ellipses = (pc.count_substring(text, "...").to_numpy(zero_copy_only=False)
-                    + pc.count_substring(text, "…").to_numpy(zero_copy_only=False))
-        lines = pc.split_pattern_regex(pc.replace_substring_regex(pc.fill_null(text, ""), f"(?:{LINE_BREAK})$", ""),
-                                       LINE_BREAK)
-        line_count, bullets, ellipsis_lines = _line_shares(lines, rows)
-        alphabetic = per_document(parents, vocabulary.per_word(pc.match_substring_regex(vocabulary.words, r"\p{L}")),
-                                  rows)
-        stop_words = _distinct_stop_words(words, parents, codes, self.languages, rows)
-        spaced = np.array([kind != "none" for kind in kinds])
-        limits = {key: self._limits(codes, key) for key in (
-            "min_words", "max_words", "min_avg_word_length", "max_avg_word_length", "max_hash_ratio",
-            "max_ellipsis_ratio", "max_bullet_lines", "max_ellipsis_lines", "min_alphabetic_words", "min_stop_words")}
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rules = {
-                "word_count": (non_symbol >= limits["min_words"]) & (non_symbol <= limits["max_words"]),
-                "mean_word_length": ~((mean_length < limits["min_avg_word_length"])
-                                      | (mean_length > limits["max_avg_word_length"])),
-                "hash_ratio": ~(hashes / n_words > limits["max_hash_ratio"]),
-                "ellipsis_ratio": ~(ellipses / n_words > limits["max_ellipsis_ratio"]),
-                "bullet_lines": ~(ratio(bullets, line_count) > limits["max_bullet_lines"]),
-                "ellipsis_lines": ~(ratio(ellipsis_lines, line_count) > limits["max_ellipsis_lines"]),
-                "alphabetic_words": ~(alphabetic / n_words < limits["min_alphabetic_words"]),
-                "stop_words": ~(stop_words < limits["min_stop_words"]),
-            }
-        table = _add(table, "gopher_word_count", non_symbol.astype(np.int64))
-        table = _add(table, "gopher_mean_word_length", np.nan_to_num(mean_length))
-        table = _add(table, "gopher_stop_words", stop_words.astype(np.int64))
-        return table, {rule: _mask(~spaced | values) for rule, values in rules.items()}
+        return quality_rules(self._words(table, text), table)
+
+
+class GopherRepetitionFilter(_LanguageAwareFilter):
+    name = "gopher_repetition"
+
+    def score(self, table, text):
+        return repetition_rules(self._words(table, text), table)
+
+
+class GopherFilter(_LanguageAwareFilter):
+    """Gopher repetition, then Gopher quality, on words split once; each drop is counted
+    under its rule set's name, as if the two filters ran one after the other."""
+
+    name = "gopher"
+
+    def score(self, table, text):
+        words = self._words(table, text)
+        table, repetition = repetition_rules(words, table)
+        table, quality = quality_rules(words, table)
+        return table, {**{f"{GopherRepetitionFilter.name}.{rule}": mask for rule, mask in repetition.items()},
+                       **{f"{GopherQualityFilter.name}.{rule}": mask for rule, mask in quality.items()}}
 
 
 class _Vocabulary:
@@ -157,75 +234,21 @@ def _line_shares(lines: pa.ListArray, rows: int) -> tuple[np.ndarray, np.ndarray
     return per_document(parents, None, rows), per_document(parents, bullets, rows), per_document(parents, ellipses, rows)
 
 
-def _distinct_stop_words(words: pa.Array, parents: np.ndarray, codes: list[str], table: dict, rows: int) -> np.ndarray:
+def _distinct_stop_words(words: _Words) -> np.ndarray:
     """How many different stop words of its language each document contains (as written)."""
-    keys = {code: settings_table.for_language(table, code)["stop_words"] for code in set(codes)}
-    value_set = sorted({f"{code}\x1f{word}" for code, words_ in keys.items() for word in words_})
-    if not value_set or len(words) == 0:
+    rows, parents = words.rows, words.parents
+    per_language = dict(zip(words.codes, words.settings))
+    value_set = sorted({f"{code}\x1f{word}" for code, settings in per_language.items() for word in settings.stop_words})
+    if not value_set or len(words.words) == 0:
         return np.zeros(rows)
-    word_codes = pa.array(codes, pa.string()).take(pa.array(parents))
-    joined = pc.binary_join_element_wise(word_codes, words, "\x1f")
+    word_codes = pa.array(words.codes, pa.string()).take(pa.array(parents))
+    joined = pc.binary_join_element_wise(word_codes, words.words, "\x1f")
     hit = pc.is_in(joined, value_set=pa.array(value_set)).to_numpy(zero_copy_only=False)
     if not hit.any():
         return np.zeros(rows)
     word_ids = pc.dictionary_encode(joined.filter(pa.array(hit))).indices.to_numpy(zero_copy_only=False)
     pairs = np.unique(np.stack([parents[hit], word_ids]), axis=1)
     return per_document(pairs[0], None, rows)
-
-
-class GopherRepetitionFilter(_LanguageAwareFilter):
-    name = "gopher_repetition"
-
-    def score(self, table, text):
-        rows = table.num_rows
-        text = pc.fill_null(text, "")
-        texts = text.to_pylist()
-        codes = _languages(table, self.default_language)
-        kinds = self._tokenizers(codes)
-        chars = pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.float64)
-        paragraphs = pc.split_pattern_regex(pc.utf8_trim_whitespace(text), r"\n{2,}")
-        lines = pc.split_pattern_regex(text, r"\n+")
-        paragraph_dups, paragraph_count, paragraph_dup_chars = duplicate_elements(paragraphs, rows)
-        line_dups, line_count, line_dup_chars = duplicate_elements(lines, rows)
-        words, parents = tokenize(texts, codes, kinds)
-        limit = {key: self._limits(codes, key) for key in (
-            "dup_para_frac", "dup_para_char_frac", "dup_line_frac", "dup_line_char_frac")}
-        rules = {
-            "duplicate_paragraphs": _within(ratio(paragraph_dups, paragraph_count), limit["dup_para_frac"]),
-            "duplicate_paragraph_chars": _within(ratio(paragraph_dup_chars, chars), limit["dup_para_char_frac"]),
-            "duplicate_lines": _within(ratio(line_dups, line_count), limit["dup_line_frac"]),
-            "duplicate_line_chars": _within(ratio(line_dup_chars, chars), limit["dup_line_char_frac"]),
-        }
-        vocabulary = _Vocabulary(words)
-        ids = vocabulary.indices.astype(np.int64)
-        lengths = vocabulary.per_word(pc.utf8_length(vocabulary.words)).astype(np.float64)
-        worst = np.zeros(rows)
-        for key, measure in (("top_n_grams", most_frequent_ngram_chars), ("dup_n_grams", greedy_duplicate_chars)):
-            words_in = np.ones(len(ids), dtype=bool)
-            for n in sorted({n for code in set(codes) for n, _ in settings_table.for_language(self.languages, code)[key]}):
-                grams = ngram_keys(ids[words_in], lengths[words_in], parents[words_in], n)
-                found = measure(grams, parents, rows, n)
-                if key == "dup_n_grams":  # a longer n-gram repeats only where a shorter one does
-                    words_in &= found[parents] > 0
-                fraction = ratio(found, chars)
-                limits = self._ngram_limits(codes, key, n)
-                name = f"top_{n}gram" if key == "top_n_grams" else f"duplicate_{n}gram"
-                rules[name] = np.isnan(limits) | ~(fraction > limits)
-                worst = np.maximum(worst, fraction)
-        spaced = np.array([kind != "none" for kind in kinds])
-        for name in list(rules):
-            if "gram" in name:
-                rules[name] = rules[name] | ~spaced
-        empty = chars == 0
-        table = _add(table, "gopher_duplicate_line_fraction", ratio(line_dups, line_count))
-        table = _add(table, "gopher_max_ngram_fraction", worst)
-        rules = {"empty": ~empty, **{name: values | empty for name, values in rules.items()}}
-        return table, {rule: _mask(values) for rule, values in rules.items()}
-
-    def _ngram_limits(self, codes: list[str], key: str, n: int) -> np.ndarray:
-        limit_of = {code: dict(map(tuple, settings_table.for_language(self.languages, code)[key])).get(n, np.nan)
-                    for code in set(codes)}
-        return np.array([limit_of[code] for code in codes], dtype=np.float64)
 
 
 def _within(values: np.ndarray, limits: np.ndarray) -> np.ndarray:
@@ -241,8 +264,8 @@ class C4QualityFilter(_LanguageAwareFilter):
 
     name = "c4_quality"
 
-    def __init__(self, text_field: str = "text", default_language: str = "en",
-                 settings: dict[str, dict[str, Any]] | None = None, terminal_punctuation: bool = False,
+    def __init__(self, text_field: str = TEXT_FIELD, default_language: str = "en",
+                 settings: dict[str, LanguageSettings] | None = None, terminal_punctuation: bool = False,
                  min_words_per_line: int = 3, min_sentences: int = 5, max_word_length: int = 1000):
         self.terminal_punctuation = terminal_punctuation
         self.min_words_per_line, self.min_sentences = min_words_per_line, min_sentences
@@ -253,7 +276,7 @@ class C4QualityFilter(_LanguageAwareFilter):
         rows = table.num_rows
         texts = pc.fill_null(text, "").to_pylist()
         codes = _languages(table, self.default_language)
-        applies = np.array([settings_table.for_language(self.languages, code)["c4"] for code in codes], dtype=bool)
+        applies = np.array([for_language(self.languages, code).c4 for code in codes], dtype=bool)
         cleaned, enough, lorem, curly = [], np.zeros(rows, bool), np.zeros(rows, bool), np.zeros(rows, bool)
         removed = np.zeros(rows, dtype=np.int64)
         for index, value in enumerate(texts):

@@ -14,45 +14,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .tokenizers import TOKENIZERS, spaced
+from ...text.ngrams import NGrams, keys_in_documents
+from ...text.segmenters import SEGMENTERS, spaced
 
-_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 # What spaCy's sentencizer takes as the end of a sentence, when a token is made of it.
 SENTENCE_ENDS = frozenset("!.?։؟۔܀܁܂߹।॥၊။።፧፨᙮᜵᜶᠃᠉᥄᥅᪨᪩᪪᪫᭚᭛᭞᭟᰻᰼᱾᱿‼‽⁇⁈⁉⸮⸼꓿꘎꘏꛳꛷꡶꡷꣎꣏꤯꧈꧉꩝꩞꩟꫰꫱꯫﹒﹖﹗！．？｡。")
 
 
-class _RecentWords:
-    """The words of the documents of the last batch this process tokenized.
-
-    Gopher repetition and Gopher quality split the same texts; Ray Data runs consecutive
-    stages in one task, so the second finds the first's words here instead of splitting
-    again (segmenting Japanese or Chinese costs more than every rule together).
-    """
-
-    def __init__(self):
-        self.words: dict[tuple[str, str, str], list[str]] = {}
-
-    def split(self, texts: Sequence[str], codes: Sequence[str], kinds: Sequence[str]) -> list[list[str]]:
-        earlier, current, out = self.words, {}, []
-        for key in zip(kinds, codes, texts):
-            words = earlier.get(key)
-            if words is None:
-                words = TOKENIZERS[key[0]](key[2], key[1]) if key[2] else []
-            current[key] = words
-            out.append(words)
-        self.words = current
-        return out
+def split_words(texts: Sequence[str], codes: Sequence[str], kinds: Sequence[str]) -> list[list[str]]:
+    """The words of every document, split by its language's segmenter (``kinds``)."""
+    return [SEGMENTERS[kind](text, code) if text else [] for text, code, kind in zip(texts, codes, kinds)]
 
 
-_recent = _RecentWords()
-
-
-def tokenize(texts: Sequence[str], codes: Sequence[str], kinds: Sequence[str]) -> tuple[pa.Array, np.ndarray]:
-    """The words of every document, split by its language's tokenizer, and their documents."""
-    split = _recent.split(texts, codes, kinds)
+def flatten_words(split: Sequence[Sequence[str]]) -> tuple[pa.Array, np.ndarray]:
+    """Split words as one flat array, and each word's document."""
     counts = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
     flat = [word for words in split for word in words]
-    return pa.array(flat, pa.string()), np.repeat(np.arange(len(texts)), counts)
+    return pa.array(flat, pa.string()), np.repeat(np.arange(len(split)), counts)
 
 
 def per_document(parents: np.ndarray, values, documents: int) -> np.ndarray:
@@ -63,12 +41,6 @@ def per_document(parents: np.ndarray, values, documents: int) -> np.ndarray:
 def ratio(numerator: np.ndarray, denominator: np.ndarray, empty: float = 0.0) -> np.ndarray:
     out = np.full(np.shape(numerator), empty, dtype=np.float64)
     return np.divide(numerator, denominator, out=out, where=denominator > 0)
-
-
-def _keys_in_documents(keys: np.ndarray, parents: np.ndarray) -> np.ndarray:
-    """One 64-bit key per (document, item key): equal items of one document share it."""
-    with np.errstate(over="ignore"):
-        return keys.astype(np.uint64) * _MULTIPLIER + parents.astype(np.uint64)
 
 
 def _repeats(keys: np.ndarray) -> np.ndarray:
@@ -88,34 +60,10 @@ def duplicate_elements(pieces: pa.ListArray, documents: int) -> tuple[np.ndarray
         zero = np.zeros(documents)
         return zero, zero, zero
     ids = pc.dictionary_encode(items).indices.to_numpy(zero_copy_only=False)
-    repeat = _repeats(_keys_in_documents(ids, parents))
+    repeat = _repeats(keys_in_documents(ids, parents))
     lengths = pc.utf8_length(items).to_numpy(zero_copy_only=False).astype(np.float64)
     return (per_document(parents, repeat, documents), per_document(parents, None, documents),
             per_document(parents, lengths * repeat, documents))
-
-
-class NGrams:
-    """Every word n-gram inside a document: a 64-bit key, its document, its first word's
-    position, and its characters (words only, without the spaces between them)."""
-
-    def __init__(self, keys: np.ndarray, parents: np.ndarray, starts: np.ndarray, chars: np.ndarray):
-        self.keys, self.parents, self.starts, self.chars = keys, parents, starts, chars
-
-
-def ngram_keys(ids: np.ndarray, lengths: np.ndarray, parents: np.ndarray, n: int) -> NGrams:
-    count = len(ids) - n + 1
-    if count <= 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return NGrams(empty.astype(np.uint64), empty, empty, empty.astype(np.float64))
-    keys = np.zeros(count, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for k in range(n):
-            keys = keys * _MULTIPLIER + ids[k:k + count].astype(np.uint64) + np.uint64(1)
-    cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
-    chars = cumulative[n:n + count] - cumulative[:count]
-    inside = parents[:count] == parents[n - 1:n - 1 + count]
-    starts = np.arange(count)
-    return NGrams(keys[inside], parents[:count][inside], starts[inside], chars[inside])
 
 
 def most_frequent_ngram_chars(grams: NGrams, parents: np.ndarray, documents: int, n: int) -> np.ndarray:
@@ -124,7 +72,7 @@ def most_frequent_ngram_chars(grams: NGrams, parents: np.ndarray, documents: int
     best = np.zeros(documents)
     if len(grams.keys) == 0:
         return best
-    keyed = _keys_in_documents(grams.keys, grams.parents)
+    keyed = keys_in_documents(grams.keys, grams.parents)
     _, first, counts = np.unique(keyed, return_index=True, return_counts=True)
     documents_of = grams.parents[first]
     # One number per n-gram that orders by count, then by earliness: the document's maximum
@@ -149,7 +97,7 @@ def greedy_duplicate_chars(grams: NGrams, parents: np.ndarray, documents: int, n
     found = np.zeros(documents)
     if len(grams.keys) == 0:
         return found
-    keyed = _keys_in_documents(grams.keys, grams.parents)
+    keyed = keys_in_documents(grams.keys, grams.parents)
     _, inverse, counts = np.unique(keyed, return_inverse=True, return_counts=True)
     # An n-gram that occurs once in its document is never found in the scan's memory, so
     # the scan steps over it; only the positions of n-grams that occur again need a look.

@@ -1,10 +1,11 @@
-"""Every option of ``curator-array run``, defined once, and how a value is chosen for it.
+"""The option table: every option of ``curator-array run``, defined once.
 
 Each ``RunOption`` names a field of the run request (``RunRequest``) or of the pipeline
-options (``PipelineOptions``); the field's default is the option's default. The table
-adds the flag, the variable, bounds or choices and the help text. From it come the click
-options of ``run``, the variables job scripts forward into containers, what ``submit``
-reads from the environment, and the option table of docs/options.md.
+options (``PipelineOptions``, whose ``dedup_*`` options set the fields of its dedup
+settings); the field's default is the option's default. The table adds the flag, the
+variable, bounds or choices and the help text. From it come the click options of ``run``,
+the variables job scripts forward into containers, what ``submit`` reads from the
+environment, and the option table of docs/options.md.
 
 The variable of an option is its flag in capitals with ``_`` for ``-`` (``--min-words`` â†’
 ``MIN_WORDS``); options about how a run executes rather than what it computes (this
@@ -12,7 +13,7 @@ start, Ray, several nodes) take the ``CURATOR_ARRAY_`` prefix (``--num-cpus`` â†
 ``CURATOR_ARRAY_NUM_CPUS``). A few keep the names they had before the rule:
 ``LEGACY_VARIABLES``.
 
-How a value is chosen for each option is ``settings``'. ``run`` options are pinned by
+How a value is chosen for each option is ``precedence``'. ``run`` options are pinned by
 ``submit`` for the elements it queues; ``start`` options belong to one start and are
 never pinned.
 """
@@ -23,9 +24,8 @@ import os
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
-from ..core.phases import CURATION, PHASES
-from ..core.phases import MODES as PHASE_MODES
-from ..formats import DEFAULT_FORMAT, input_formats, output_formats
+from ..core.formats import DEFAULT_FORMAT, input_formats, output_formats
+from ..dedup.settings import MODES as DEDUP_MODES
 from ..pipelines.options import BUILT_IN_PIPELINES, PipelineOptions
 from ..slurm.jobenv import parse_bool
 from ..slurm.sites import ScriptFacts
@@ -147,14 +147,12 @@ class RunOption:
 
 def option_default(name: str) -> Any:
     """The default of a request or pipeline field: the one place each default is written."""
-    for owner in (PipelineOptions, RunRequest):
-        for item in fields(owner):
-            if item.name == name:
-                if item.default is not MISSING:
-                    return item.default
-                if item.default_factory is not MISSING:
-                    return item.default_factory()
-                return None
+    pipeline = PipelineOptions.option_defaults()
+    if name in pipeline:
+        return pipeline[name]
+    for item in fields(RunRequest):
+        if item.name == name:
+            return item.default if item.default is not MISSING else None
     raise KeyError(name)
 
 
@@ -211,7 +209,7 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     # dedup phases after the curation phase (docs/dedup.md)
     RunOption("dedup", "Remove duplicates across the whole run, as phases after curation: exact (same normalised "
               "text) or fuzzy (MinHash + LSH near-duplicates too). The output dir then holds the kept documents.",
-              "choice", "dedup", choices=PHASE_MODES, hint="the per-task exact dedup is --dedup-within-task"),
+              "choice", "dedup", choices=DEDUP_MODES, hint="the per-task exact dedup is --dedup-within-task"),
     RunOption("dedup_buckets", "Bucket elements of the dedup phases (each holds 1/N of the band keys).", "int", "dedup",
               minimum=1, default_text="--total-shards"),
     RunOption("dedup_ngram", "fuzzy: words per shingle.", "int", "dedup", minimum=1),
@@ -225,9 +223,10 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("dedup_against", "Checkpoint(s) of earlier runs with the same dedup settings: also remove copies of "
               "their documents (from their saved signatures).", "existing-paths", "dedup"),
     # this start only
-    RunOption("phase", "Run only this phase's element (what submit passes to dedup elements); default: the "
-              "curation shard, then, outside an array, every dedup phase whose inputs are complete.", "choice",
-              "start", choices=(CURATION, *PHASES)),
+    RunOption("phase", "Run only this element of the phase named (what submit passes to the elements of the "
+              "phases after the first; `status` names them); default: its shard of the first phase, "
+              "then, outside an array, every later phase whose inputs are complete.", group="start",
+              metavar="PHASE"),
     RunOption("request", "Run the request `submit` pinned in the checkpoint under this id (what its job scripts "
               "pass): every run option then comes from there.", group="start", metavar="ID"),
     RunOption("force", "Rerun a shard even if its manifest exists.", "flag", "start"),

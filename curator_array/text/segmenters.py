@@ -1,4 +1,4 @@
-"""Word tokenizers, one per kind of script, chosen per language by the settings table.
+"""Word segmenters, one per kind of script, chosen per language by the quality settings table.
 
 The quality rules count words, and what a word is decides them. The references (datatrove,
 as used for FineWeb and FineWeb-2) split words with spaCy's rule-based tokenizers for
@@ -14,7 +14,7 @@ languages written with spaces, with SudachiPy for Japanese and with jieba for Ch
 * ``none``: scripts without a segmenter here (Thai, Lao, Khmer, Burmese): the word rules
   pass these documents.
 
-Every tokenizer returns words without whitespace, none empty.
+Every segmenter returns words without whitespace, none empty.
 """
 
 from __future__ import annotations
@@ -23,9 +23,7 @@ import re
 from collections.abc import Callable
 from functools import lru_cache
 
-from ...core.errors import ConfigError
-
-KINDS = ("spaced", "sudachi", "jieba", "none")
+from ..core.errors import ConfigError
 
 # The character classes of spaCy's default punctuation rules (spacy.lang.punctuation).
 _PUNCT = r"…,:;!?¿؟¡()\[\]{}<>_#*&。？！，、；：～·।،۔؛٪"
@@ -202,5 +200,6 @@ def none(text: str, language: str = "") -> list[str]:
     return []
 
 
-TOKENIZERS: dict[str, Callable[[str, str], list[str]]] = {"spaced": spaced, "sudachi": sudachi, "jieba": jieba,
+SEGMENTERS: dict[str, Callable[[str, str], list[str]]] = {"spaced": spaced, "sudachi": sudachi, "jieba": jieba,
                                                           "none": none}
+KINDS = tuple(SEGMENTERS)

@@ -1,0 +1,121 @@
+"""``status`` on a terminal: the run as text, and ``--watch``'s refreshing loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..core.arrays import format_array_expression
+from ..core.phase_states import blocked_by
+from ..core.records import Setting
+from ..core.status import RunStatus, shard_states
+
+
+def option_lines(options: dict[str, Setting]) -> list[str]:
+    """``name=value (source)`` for every option not at its default."""
+    return [f"{name}={setting.shown} ({setting.source})" for name, setting in sorted(options.items())
+            if setting.source != "default"]
+
+
+def format_phases(status: RunStatus) -> list[str]:
+    """One line per phase after the first: complete, or what is missing, failed, queued, or blocks it."""
+    lines = ["phases"]
+    for state in status.later_phases:
+        done = f"{len(state.complete)}/{state.elements.total}"
+        queued = status.queued_phases.get(state.name, {})
+        if state.is_complete:
+            figures = state.totals().figures()
+            shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in figures.items())
+            lines.append(f"  {state.name:<11}{done} complete" + (f" ({shown})" if shown else ""))
+            continue
+        parts = [f"missing {format_array_expression(state.missing)}"]
+        if queued:
+            parts.append(f"queued {format_array_expression(queued)}")
+        waiting = blocked_by(status.phases, state.phase)
+        if waiting is not None:
+            parts.append(f"blocked by {waiting.name} (missing {format_array_expression(waiting.missing)})")
+        lines.append(f"  {state.name:<11}{done}; " + "; ".join(parts))
+        for index, reason in sorted(state.failed.items())[:5]:
+            lines.append(f"    element {index} failed: {reason}")
+    return lines
+
+
+def format_status(status: RunStatus) -> str:
+    lines = [
+        f"checkpoint   {status.checkpoint}",
+        f"shards       {status.shards.total} (logical {status.shards})",
+        f"complete     {len(status.completed)}/{status.shards.total}",
+        f"incomplete   {format_array_expression(status.incomplete) or '-'}",
+    ]
+    if status.queued:
+        pending = [s for s, state in status.queued.items() if state == "PENDING"]
+        running = [s for s, state in status.queued.items() if state != "PENDING"]
+        lines.append(f"in queue     pending {format_array_expression(pending) or '-'}, "
+                     f"running {format_array_expression(running) or '-'} (squeue)")
+    if status.source_task_count is not None:
+        lines.append(f"source tasks {status.source_task_count} in the whole run")
+    t = status.totals
+    lines.append(
+        f"done so far  {t.source_tasks} tasks, {t.rows_in} rows in, {t.rows_out} rows out, "
+        f"{t.output_file_count} output files"
+    )
+    if status.request_id:
+        chosen = option_lines(status.options)
+        lines.append(f"options      {len(chosen)} set, the rest default (request {status.request_id}):")
+        lines += [f"  {line}" for line in chosen]
+    if status.duration_s:
+        d = status.duration_s
+        lines.append(f"shard time   min {d['min']:.1f}s, mean {d['mean']:.1f}s, max {d['max']:.1f}s")
+    if status.partial:
+        lines.append(f"resumable    {len(status.partial)} incomplete shard(s) keep finished tasks for their next attempt:")
+        for shard, (done, total, attempts) in sorted(status.partial.items())[:20]:
+            lines.append(f"  shard {shard}: {done}/{total or '?'} tasks done in {attempts} attempt(s)")
+    if status.resumed_tasks:
+        lines.append(f"resumed      {status.resumed_tasks} task(s) of complete shards were kept from earlier attempts")
+    if status.later_phases:
+        lines += format_phases(status)
+    if status.failed_attempts:
+        lines.append(f"failed attempts ({len(status.failed_attempts)}):")
+        for attempt in status.failed_attempts:
+            later = " (shard completed later)" if attempt.shard_completed_later else ""
+            lines.append(f"  shard {attempt.shard_index}: {attempt.reason}{later}  {attempt.path}")
+    return "\n".join(lines) + "\n"
+
+
+def format_watch(status: RunStatus, now: str) -> str:
+    states = shard_states(status)
+    counts = ", ".join(f"{name} {len(shards)}" for name, shards in states.items())
+    lines = [f"{now}  {status.checkpoint}", f"{len(states['complete'])}/{status.shards.total} complete: {counts}"]
+    for name in ("running", "pending", "failed", "waiting"):
+        if states[name]:
+            lines.append(f"  {name:<8}{format_array_expression(states[name])}")
+    latest = {a.shard_index: a for a in status.failed_attempts if a.shard_index in states["failed"]}
+    for shard, attempt in sorted(latest.items())[:10]:
+        lines.append(f"  shard {shard}: {attempt.reason}  {attempt.path}")
+    if status.later_phases:
+        lines += format_phases(status)
+    return "\n".join(lines) + "\n"
+
+
+def watch(collect: Callable[[], RunStatus], echo: Callable[[str], None], sleep: Callable[[float], None],
+          clock_text: Callable[[], str], interval_s: float, clear: bool) -> int:
+    """Refresh until every shard and phase is complete (0) or nothing is left queued (3).
+
+    ``collect`` returns a RunStatus with ``queued`` filled from squeue; the rest is injected
+    so the loop can be tested without a terminal or a clock.
+    """
+    while True:
+        status = collect()
+        states = shard_states(status)
+        echo(("\x1b[H\x1b[2J" if clear else "") + format_watch(status, clock_text()))
+        if status.all_complete:
+            echo("every shard is complete" + (" and every later phase\n" if status.later_phases else "\n"))
+            return 0
+        if not status.queued and not status.queued_phases:
+            left = status.shards.total - len(states["complete"])
+            phase = next((state for state in status.later_phases if not state.is_complete), None)
+            what = (f"{left} shard(s) incomplete" if left or phase is None else
+                    f"phase {phase.name} incomplete (missing {format_array_expression(phase.missing)})")
+            echo(f"nothing of this run is queued any more; {what}: curator-array retry --checkpoint-path "
+                 f"{status.checkpoint} --submit --site <site>\n")
+            return 3
+        sleep(interval_s)

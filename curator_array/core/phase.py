@@ -1,0 +1,155 @@
+"""What a phase of a run is, as every layer sees it without naming one.
+
+A run is a chain of phases, in the order of the phase registry (``run.phases``), each
+present when its ``elements`` for the run are not None. The first, the root, needs no other
+phase: its elements are the spec's logical shards and its records the spec's completion
+manifests, so the reference system reads them. Every phase after it has its own array
+elements, completion manifests and attempt records (``phase_records``), and an element
+starts only when the elements it reads are complete.
+
+A phase is one object: its name, the phases whose elements it reads (``needs``), its
+elements in a run, the noun of its data, the type of the counts its manifests hold, and
+its work. Status, retry, submit and the report loop over the phases of a run and use only
+this declaration. Pure: the work's context is the run layer's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+from .sharding import ShardRange
+
+SHARD = "shard"
+
+
+@dataclass(frozen=True)
+class Counts:
+    """A phase element's figures, typed. Subclasses are dataclasses of ``int`` fields and
+    histograms (``dict[int, int]``, for example clusters by size); elements add up."""
+
+    def __add__(self, other: Counts) -> Counts:
+        values = {}
+        for item in fields(self):
+            mine, theirs = getattr(self, item.name), getattr(other, item.name)
+            if isinstance(mine, dict):
+                merged = dict(mine)
+                for key, count in theirs.items():
+                    merged[key] = merged.get(key, 0) + count
+                values[item.name] = dict(sorted(merged.items()))
+            else:
+                values[item.name] = mine + theirs
+        return type(self)(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        return {item.name: ({str(k): v for k, v in value.items()} if isinstance(value := getattr(self, item.name), dict)
+                            else value) for item in fields(self)}
+
+    @classmethod
+    def from_json(cls, payload: Any) -> Counts:
+        """The counts in ``payload``; a missing or mistyped figure takes its default (counts inform)."""
+        payload = payload if isinstance(payload, dict) else {}
+        values = {}
+        for item in fields(cls):
+            value = payload.get(item.name)
+            if isinstance(value, dict):
+                values[item.name] = {int(k): v for k, v in value.items()
+                                     if str(k).lstrip("-").isdigit() and isinstance(v, int) and not isinstance(v, bool)}
+            elif isinstance(value, int) and not isinstance(value, bool):
+                values[item.name] = value
+        return cls(**values)
+
+    def figures(self) -> dict[str, int]:
+        """The scalar figures, for a line of text."""
+        return {item.name: value for item in fields(self) if not isinstance(value := getattr(self, item.name), dict)}
+
+    def histograms(self) -> list[Histogram]:
+        """The histograms, with what their charts say (``histogram``'s metadata)."""
+        return [Histogram(values=getattr(self, item.name), **item.metadata) for item in fields(self)
+                if isinstance(getattr(self, item.name), dict)]
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """How many things have each size, with the words a chart of it needs."""
+
+    title: str
+    size_label: str
+    count_label: str
+    values: dict[int, int]
+
+
+def histogram(title: str, size_label: str, count_label: str) -> Any:
+    """A ``dict[int, int]`` counts field: how many ``count_label`` have each ``size_label``."""
+    return field(default_factory=dict, metadata={"title": title, "size_label": size_label,
+                                                 "count_label": count_label})
+
+
+@dataclass(frozen=True)
+class PhaseResult:
+    """What an element's work did: its counts, and the exit code of the element (the root
+    phase records its own manifest; its code says whether it did)."""
+
+    counts: Counts
+    exit_code: int = 0
+
+
+class Phase:
+    """One phase of a run. Subclasses set the class attributes and implement ``elements`` and ``work``.
+
+    ``needs`` names the phases whose elements this one reads, among those of the run (a
+    phase that reads the output of whichever phase came last may name several);
+    ``matching_elements`` says that element ``i`` reads element ``i`` of each of them (they
+    share the curation shards), else it reads all their elements. ``noun`` names what one
+    element's data is (``bucket_3.parquet``); ``added_by`` is the option that adds the phase
+    to a run, for messages.
+    """
+
+    name: ClassVar[str]
+    needs: ClassVar[tuple[str, ...]] = ()
+    noun: ClassVar[str] = "element"
+    counts: ClassVar[type[Counts]] = Counts
+    matching_elements: ClassVar[bool] = False
+    added_by: ClassVar[str] = ""
+
+    @property
+    def is_root(self) -> bool:
+        """The first phase: the spec's shards and manifests."""
+        return not self.needs
+
+    @property
+    def element_noun(self) -> str:
+        """How messages count its elements: shards when they are the run's shards."""
+        return SHARD if self.noun == SHARD else "element"
+
+    def elements(self, settings: Any, shards: ShardRange) -> ShardRange | None:
+        """The phase's elements in a run with ``settings`` and ``shards``; None: not in this run."""
+        raise NotImplementedError
+
+    def check(self, settings: Any) -> None:
+        """Refuse settings that cannot work, before any element of the run starts (at submit,
+        and when a first-phase shard starts); by default every setting can."""
+
+    def work(self, context: Any, index: int) -> PhaseResult:
+        """Do element ``index``: its inputs are complete; return what it counted."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<phase {self.name}>"
+
+
+@dataclass(frozen=True)
+class PlannedPhase:
+    """A phase of one run and its elements there."""
+
+    phase: Phase
+    elements: ShardRange
+
+    @property
+    def name(self) -> str:
+        return self.phase.name
+
+
+def needed(plan: list[PlannedPhase], phase: Phase) -> list[PlannedPhase]:
+    """The phases of the run whose elements ``phase`` reads."""
+    return [planned for planned in plan if planned.name in phase.needs]

@@ -1,0 +1,83 @@
+"""Locality-sensitive hashing over tables: band keys of documents, candidate pairs, and
+pairs confirmed by their true similarity.
+
+Each function takes and returns Arrow tables, one batch or one bucket at a time; which
+files they come from and go to is the phases' business (``run.phases``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .minhash import band_keys, jaccard, shingles, signatures, simplify, text_keys
+from .settings import MinHashSettings
+
+BATCH = 1000  # documents per signature batch: bounds the hash matrix to about 100 MB
+SIGNATURE_SCHEMA = pa.schema([("key", pa.string()), ("band", pa.int16()), ("band_key", pa.uint64())])
+PAIR_SCHEMA = pa.schema([("first", pa.string()), ("second", pa.string())])
+
+
+def signature_rows(keys: list[str], texts: pa.Array, settings: MinHashSettings | None) -> pa.Table:
+    """The band keys of ``texts`` (``settings`` None: exact dedup, one key of the whole text)."""
+    if settings is None:
+        return pa.table({"key": pa.array(keys, pa.string()), "band": pa.array(np.zeros(len(keys), np.int16)),
+                         "band_key": pa.array(text_keys(texts))}, schema=SIGNATURE_SCHEMA)
+    parts = []
+    for start in range(0, len(keys), BATCH):
+        chunk = texts.slice(start, BATCH)
+        bands = band_keys(signatures(chunk, settings), settings)
+        documents = np.repeat(np.arange(start, start + len(chunk)), settings.bands)
+        parts.append(pa.table({"key": pa.array(keys, pa.string()).take(pa.array(documents)),
+                               "band": pa.array(np.tile(np.arange(settings.bands, dtype=np.int16), len(chunk))),
+                               "band_key": pa.array(bands.reshape(-1))}, schema=SIGNATURE_SCHEMA))
+    return pa.concat_tables(parts) if parts else SIGNATURE_SCHEMA.empty_table()
+
+
+def candidate_pairs(table: pa.Table) -> pa.Table:
+    """Each document paired with the smallest key that shares one of its band keys, once.
+
+    Keys become their rank among the bucket's distinct keys, so the grouping is a sort of
+    integers, not of strings.
+    """
+    if table.num_rows == 0:
+        return PAIR_SCHEMA.empty_table()
+    distinct = pc.unique(table["key"].combine_chunks())
+    distinct = distinct.take(pc.array_sort_indices(distinct))
+    rank = pc.index_in(table["key"], value_set=distinct).to_numpy().astype(np.int64)
+    band, band_key = table["band"].to_numpy(), table["band_key"].to_numpy()
+    order = np.lexsort((rank, band_key, band))
+    band, band_key, rank = band[order], band_key[order], rank[order]
+    starts = np.ones(len(rank), dtype=bool)
+    starts[1:] = (band[1:] != band[:-1]) | (band_key[1:] != band_key[:-1])
+    first = rank[np.maximum.accumulate(np.where(starts, np.arange(len(rank)), 0))]
+    paired = np.unique((first << 32 | rank)[first != rank])
+    return pa.table({"first": distinct.take(pa.array(paired >> 32)),
+                     "second": distinct.take(pa.array(paired & 0xFFFFFFFF))}, schema=PAIR_SCHEMA)
+
+
+def confirmed_pairs(pairs: pa.Table, texts_of: Callable[[list[str]], Mapping[str, str]], threshold: float,
+                    settings: MinHashSettings | None) -> pa.Table:
+    """The pairs whose true Jaccard similarity of shingles reaches ``threshold`` (``settings``
+    None, exact dedup: whose normalised texts are equal, so no hash collision removes one).
+
+    ``texts_of`` returns the text of each key it can read; a pair with a key it cannot (an
+    earlier run's document, whose text is not reread) is kept as the signatures found it.
+    """
+    firsts, seconds = pairs["first"].to_pylist(), pairs["second"].to_pylist()
+    wanted = sorted(set(firsts) | set(seconds))
+    texts = texts_of(wanted)
+    known = [k for k in wanted if k in texts]
+    if settings is None:
+        normalised = dict(zip(known, simplify(pa.array([texts[k] for k in known], pa.string())).to_pylist()))
+        keep = [a not in normalised or b not in normalised or normalised[a] == normalised[b]
+                for a, b in zip(firsts, seconds)]
+        return pairs.filter(pa.array(keep, pa.bool_()))
+    values, owners = shingles(pa.array([texts[k] for k in known], pa.string()), settings)
+    bounds = np.searchsorted(owners, np.arange(len(known) + 1))
+    sets = {key: values[bounds[i]:bounds[i + 1]] for i, key in enumerate(known)}
+    keep = [a not in sets or b not in sets or jaccard(sets[a], sets[b]) >= threshold for a, b in zip(firsts, seconds)]
+    return pairs.filter(pa.array(keep, pa.bool_()))

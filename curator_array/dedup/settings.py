@@ -1,0 +1,105 @@
+"""How a run removes duplicates: one settings type for the dedup phases, with MinHash's inside.
+
+Plain values, importable without numpy: the option table takes its defaults from these
+fields, the pipeline fingerprint pins them in ``run.json``, and every dedup phase reads
+them from there. The MinHash defaults are FineWeb's (word 5-grams, 14 bands of 8 hashes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+MODES = ("exact", "fuzzy")
+
+
+@dataclass(frozen=True)
+class MinHashSettings:
+    """How signatures are made: shingles of ``ngram`` words, ``bands`` LSH bands of ``rows``
+    hashes each, hash functions drawn from ``seed``."""
+
+    ngram: int = 5
+    bands: int = 14
+    rows: int = 8
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            if item.name != "seed" and getattr(self, item.name) < 1:
+                raise ValueError(f"dedup {item.name} must be at least 1, got {getattr(self, item.name)}")
+
+    @property
+    def hashes(self) -> int:
+        return self.bands * self.rows
+
+
+@dataclass(frozen=True)
+class DedupSettings:
+    """The dedup phases of a run: ``mode`` exact (the normalised text) or fuzzy (MinHash).
+
+    ``buckets`` None means one bucket element per curation shard; ``verify`` confirms each
+    candidate pair (fuzzy: by a true Jaccard similarity of at least ``threshold``);
+    ``against`` names earlier runs' checkpoints whose documents this run's copies must not
+    duplicate.
+    """
+
+    mode: str
+    minhash: MinHashSettings = field(default_factory=MinHashSettings)
+    buckets: int | None = None
+    verify: bool = False
+    threshold: float = 0.75
+    against: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"dedup mode {self.mode!r} is not one of {', '.join(MODES)}")
+
+    @property
+    def fuzzy(self) -> MinHashSettings | None:
+        """The MinHash settings of a fuzzy run; None for exact dedup (one key per text)."""
+        return self.minhash if self.mode == "fuzzy" else None
+
+    def to_json(self) -> dict[str, Any]:
+        """Flat, as ``run.json`` pins it (and as its changes are named: ``dedup.bands``)."""
+        flat = {item.name: getattr(self, item.name) for item in fields(self) if item.name != "minhash"}
+        return {**flat, **{item.name: getattr(self.minhash, item.name) for item in fields(self.minhash)},
+                "against": list(self.against)}
+
+    @classmethod
+    def from_json(cls, payload: Mapping[str, Any]) -> DedupSettings:
+        minhash = MinHashSettings(**{f.name: payload[f.name] for f in fields(MinHashSettings) if f.name in payload})
+        own = {f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name != "minhash"}
+        return replace(cls(**own, minhash=minhash), against=tuple(payload.get("against") or ()))
+
+    @classmethod
+    def option_defaults(cls, prefix: str) -> dict[str, Any]:
+        """Each field's default under its run option's name (``dedup_bands``); the mode is the
+        option named ``prefix`` without its underscore."""
+        defaults = {f"{prefix}{f.name}": f.default for f in fields(MinHashSettings)}
+        for item in fields(cls):
+            if item.name not in ("mode", "minhash"):
+                defaults[f"{prefix}{item.name}"] = item.default
+        return defaults
+
+    @classmethod
+    def from_options(cls, prefix: str, values: Mapping[str, Any]) -> DedupSettings | None:
+        """The settings named by run options (``dedup``, ``dedup_bands``, ...), or None without a mode."""
+        mode = values.get(prefix.rstrip("_"))
+        if not mode:
+            return None
+        given = {name: value for name, value in values.items() if name.startswith(prefix) and value is not None}
+        minhash = MinHashSettings(**{f.name: given[prefix + f.name] for f in fields(MinHashSettings)
+                                     if prefix + f.name in given})
+        own = {item.name: given[prefix + item.name] for item in fields(cls)
+               if item.name not in ("mode", "minhash") and prefix + item.name in given}
+        own["against"] = tuple(own.get("against") or ())
+        return cls(mode, minhash, **own)
+
+    def signature_settings(self) -> dict[str, Any]:
+        """What must be equal for two runs' signatures to be compared (``--dedup-against``)."""
+        return {"mode": self.mode, **({} if self.fuzzy is None else
+                                      {f.name: getattr(self.minhash, f.name) for f in fields(self.minhash)})}
+
+    def bucket_count(self, shards_total: int) -> int:
+        return self.buckets or shards_total

@@ -1,0 +1,130 @@
+"""Dedup, phase 2: ``buckets`` elements, each the candidate pairs of its share of band keys.
+
+Element ``b`` reads, from every shard's signature file, only the row groups of bucket
+``b`` (band keys with ``band_key % buckets == b``), and pairs each document with the
+smallest key sharing one of its band keys. Memory: one signature file at a time plus this
+bucket's share of all (14 rows of about 40 bytes per document, divided by the bucket
+count). With ``--dedup-verify`` each pair is confirmed against the documents' texts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...core.layout import CheckpointLayout
+from ...core.phase import Counts, Phase, PhaseResult
+from ...core.phase_records import PhaseLayout
+from ...core.sharding import ShardRange
+from ...dedup.keys import document_key, is_against, split_key
+from ...pipelines.phase_settings import PhaseSettings
+from ..lifecycle import refuse_beyond_memory
+from .signatures import BUCKETS_KEY, Signatures, against_signature_files, signatures_file, texts_of
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..lifecycle import PhaseContext
+
+BYTES_PER_BAND_KEY = 260  # at the peak, per band-key row of the share (measured: docs/dedup.md)
+
+
+@dataclass(frozen=True)
+class BucketCounts(Counts):
+    band_keys: int = 0
+    candidate_pairs: int = 0
+    pairs: int = 0
+
+
+class Buckets(Phase):
+    name = "buckets"
+    needs = ("signatures",)
+    noun = "bucket"
+    counts = BucketCounts
+    added_by = "--dedup"
+
+    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
+        return ShardRange(settings.dedup.bucket_count(shards.total)) if settings.dedup is not None else None
+
+    def work(self, context: PhaseContext, index: int) -> PhaseResult:
+        from ...dedup.lsh import confirmed_pairs
+        from ...formats.parquet import write_parquet
+
+        dedup, buckets = context.settings.dedup, len(context.elements(self))
+        documents = sum(m.counts.documents for m in context.manifests(Signatures()).values())
+        rows = documents * (dedup.minhash.bands if dedup.fuzzy else 1) // buckets
+        refuse_beyond_memory(self.name, rows, "band keys", BYTES_PER_BAND_KEY, context.memory_limit_mb())
+        files = [(signatures_file(context.layout, s), "") for s in context.run.shards]
+        files += against_signature_files(dedup)
+        target = pairs_file(context.layout, index)
+        pairs, held = bucket_pairs(_ticking(files, context.tick), index, buckets)
+        candidates = pairs.num_rows
+        if dedup.verify and pairs.num_rows:
+            pairs = confirmed_pairs(pairs, lambda keys: _read_texts(context, keys), dedup.threshold, dedup.fuzzy)
+        write_parquet(pairs, target)
+        return PhaseResult(BucketCounts(held, candidates, pairs.num_rows))
+
+
+def pairs_file(layout: CheckpointLayout, bucket: int) -> Path:
+    return PhaseLayout(layout, Buckets()).data_path(bucket)
+
+
+def _ticking(items: list, tick) -> Iterable:
+    for done, item in enumerate(items):
+        tick(done, len(items))
+        yield item
+
+
+def bucket_rows(path: Path, bucket: int, buckets: int) -> pa.Table:
+    """The rows of ``bucket`` in one signature file: its row groups alone when the file was
+    bucketed the same way, else every row filtered (an earlier run's, with its own count)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    metadata = pq.read_schema(path).metadata or {}
+    columns = ["key", "band", "band_key"]
+    if metadata.get(BUCKETS_KEY) == str(buckets).encode():
+        return pq.read_table(path, columns=columns, filters=[("bucket", "=", bucket)])
+    table = pq.read_table(path, columns=columns)
+    return table.filter(pa.array((table["band_key"].to_numpy() % np.uint64(buckets)) == np.uint64(bucket)))
+
+
+def bucket_pairs(signature_files: Iterable[tuple[Path, str]], bucket: int, buckets: int) -> tuple[pa.Table, int]:
+    """The candidate pairs of one bucket, and how many band keys it held; a signature file
+    may come with a key prefix (an earlier run's, for ``--dedup-against``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ...dedup.lsh import SIGNATURE_SCHEMA, candidate_pairs
+
+    mine = []
+    for file, prefix in signature_files:
+        table = bucket_rows(file, bucket, buckets)
+        if prefix:
+            table = table.set_column(0, "key", pc.binary_join_element_wise(prefix, table["key"], ""))
+        mine.append(table)
+    table = pa.concat_tables(mine) if mine else SIGNATURE_SCHEMA.empty_table()
+    return candidate_pairs(table), table.num_rows
+
+
+def _read_texts(context: PhaseContext, keys: list[str]) -> dict[str, str]:
+    """The texts of ``keys`` (this run's only), read file by file from the curation outputs."""
+    import pyarrow as pa
+
+    from ...formats import reader_for
+
+    by_file: dict[str, list[int]] = {}
+    for key in keys:
+        if not is_against(key):
+            path, row = split_key(key)
+            by_file.setdefault(path, []).append(row)
+    reader, texts = reader_for(context.output_format), {}
+    for relative, rows in by_file.items():
+        context.tick()
+        path = context.staged / relative
+        column = texts_of(reader.read_file(str(path)).table, context.text_field, path).take(pa.array(rows))
+        texts.update(zip((document_key(relative, r) for r in rows), column.to_pylist()))
+    return texts

@@ -1,0 +1,51 @@
+"""The first phase: each logical shard runs the pipeline on Ray Data (``run.shard``).
+
+Its elements are the spec's shards and its records the spec's completion manifests, so
+nemo-curator and curator-array read each other's runs. The phases after it read the files
+it wrote (``curated_files``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ...core.phase import SHARD, Counts, Phase, PhaseResult
+from ...core.records import CompletionManifest
+from ...core.sharding import ShardRange
+
+if TYPE_CHECKING:
+    from ..lifecycle import PhaseContext
+    from ..shard import ShardStart
+
+
+@dataclass(frozen=True)
+class CurationCounts(Counts):
+    """What the shard's run did (its manifest holds the whole account)."""
+
+    tasks: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+
+
+class Curation(Phase):
+    name = "curation"
+    noun = SHARD
+    counts = CurationCounts
+
+    def elements(self, settings, shards: ShardRange) -> ShardRange:
+        return shards
+
+    def work(self, context: ShardStart, index: int) -> PhaseResult:
+        """Run this shard on a Ray cluster of its own; its manifest is written as the spec says."""
+        from ..shard import run_curation_shard
+
+        outcome = run_curation_shard(context)
+        work = outcome.work if outcome is not None else None
+        counts = CurationCounts(work.source_tasks, work.rows_in, work.rows_out) if work is not None else CurationCounts()
+        return PhaseResult(counts, outcome.exit_code if outcome is not None else 0)
+
+
+def curated_files(context: PhaseContext, shard: int) -> tuple[str, ...]:
+    """The files curation shard ``shard`` wrote, relative to where it wrote them."""
+    return CompletionManifest.read(context.layout.manifest_path(shard)).work.output_files

@@ -1,0 +1,150 @@
+"""Dedup, phase 1: one element per curation shard, its documents' band keys.
+
+Each of the shard's curated files is read in turn (memory: one file) and its documents'
+band keys (MinHash LSH, or one key of the normalised text for exact dedup) go into one
+Parquet file of ``key``, ``band``, ``band_key``, in row groups of one bucket each
+(``band_key % buckets``, kept in a ``bucket`` column), so a buckets element reads its share
+and skips the rest. At most ``FLUSH_ROWS`` rows wait in memory before they are sorted into
+their row groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...core.arrays import format_array_expression
+from ...core.errors import ConfigError, CuratorArrayError
+from ...core.layout import CheckpointLayout
+from ...core.phase import SHARD, Counts, Phase, PhaseResult
+from ...core.phase_records import PhaseLayout, phase_manifests
+from ...core.run_contract import read_run_config
+from ...core.sharding import ShardRange
+from ...dedup.keys import against_prefix, document_key
+from ...pipelines.phase_settings import PhaseSettings
+from .curation import curated_files
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ...dedup.settings import DedupSettings
+    from ..lifecycle import PhaseContext
+
+FLUSH_ROWS = 1_000_000  # band-key rows sorted into bucket row groups at once (~70 MB)
+BUCKETS_KEY = b"buckets"  # the file's metadata: how many buckets its row groups are for
+
+
+@dataclass(frozen=True)
+class SignatureCounts(Counts):
+    documents: int = 0
+
+
+class Signatures(Phase):
+    name = "signatures"
+    needs = ("curation",)
+    noun = SHARD
+    counts = SignatureCounts
+    matching_elements = True
+    added_by = "--dedup"
+
+    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
+        return shards if settings.dedup is not None else None
+
+    def check(self, settings: PhaseSettings) -> None:
+        if settings.dedup is not None and settings.dedup.against:
+            against_signature_files(settings.dedup)
+
+    def work(self, context: PhaseContext, index: int) -> PhaseResult:
+        from ...formats import reader_for
+
+        reader, field = reader_for(context.output_format), context.text_field
+
+        def batches() -> Iterator[tuple[list[str], pa.Array]]:
+            files = curated_files(context, index)
+            for done, relative in enumerate(files):
+                context.tick(done, len(files))
+                path = context.staged / relative
+                table = reader.read_file(str(path)).table
+                if table.num_rows:
+                    yield [document_key(relative, row) for row in range(table.num_rows)], texts_of(table, field, path)
+
+        dedup = context.settings.dedup
+        documents = write_signatures(batches(), signatures_file(context.layout, index), dedup.fuzzy,
+                                     dedup.bucket_count(context.run.shards.total))
+        return PhaseResult(SignatureCounts(documents))
+
+
+def signatures_file(layout: CheckpointLayout, shard: int) -> Path:
+    return PhaseLayout(layout, Signatures()).data_path(shard)
+
+
+def texts_of(table: pa.Table, field: str, path: Path) -> pa.Array:
+    """The text column of a curated file, as strings."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if field not in table.column_names:
+        raise CuratorArrayError(f"{path}: no field {field!r} to compare (--text-field names the text field)")
+    column = table[field]
+    return (pc.cast(column, pa.string()) if column.type != pa.string() else column).combine_chunks()
+
+
+def write_signatures(batches, path: Path, settings, buckets: int = 1) -> int:
+    """The band keys of every batch's documents, in one file of bucket row groups; returns how many documents."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ...core.atomic import replacing
+    from ...dedup.lsh import SIGNATURE_SCHEMA, signature_rows
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    schema = SIGNATURE_SCHEMA.append(pa.field("bucket", pa.int32())).with_metadata({BUCKETS_KEY: str(buckets)})
+    documents, pending = 0, []
+
+    def flush() -> None:
+        table = pa.concat_tables(pending)
+        pending.clear()
+        bucket = (table["band_key"].to_numpy() % np.uint64(buckets)).astype(np.int32)
+        order = np.argsort(bucket, kind="stable")
+        table = table.take(pa.array(order)).append_column("bucket", pa.array(bucket[order]))
+        bounds = np.searchsorted(bucket[order], np.arange(buckets + 1))
+        for first, last in zip(bounds[:-1], bounds[1:]):
+            if last > first:
+                writer.write_table(table.slice(first, last - first).cast(schema))
+
+    with replacing(path) as partial, pq.ParquetWriter(partial, schema) as writer:
+        for keys, texts in batches:
+            pending.append(signature_rows(keys, texts, settings))
+            documents += len(keys)
+            if sum(t.num_rows for t in pending) >= FLUSH_ROWS:
+                flush()
+        if pending:
+            flush()
+    return documents
+
+
+def against_signature_files(settings: DedupSettings) -> list[tuple[Path, str]]:
+    """The signature files of the earlier runs given with ``--dedup-against``, each with its key
+    prefix; a run that is missing, incomplete or made with other settings is refused (exit 2)."""
+    files = []
+    mine = settings.signature_settings()
+    for number, checkpoint in enumerate(settings.against):
+        layout = CheckpointLayout(checkpoint)
+        if not layout.run_file.is_file():
+            raise ConfigError(f"--dedup-against {checkpoint}: no run there")
+        earlier = read_run_config(layout)
+        theirs = PhaseSettings.of_fingerprint(earlier.pipeline).dedup
+        if theirs is None or theirs.signature_settings() != mine:
+            raise ConfigError(f"--dedup-against {checkpoint}: its signatures were made with "
+                              f"{theirs.signature_settings() if theirs else 'no dedup'}, this run's with {mine}: "
+                              "the settings must be equal to compare them")
+        done = set(phase_manifests(PhaseLayout(layout, Signatures()), earlier.run_id))
+        missing = [s for s in earlier.shards if s not in done]
+        if missing:
+            raise ConfigError(f"--dedup-against {checkpoint}: its signatures of shard(s) "
+                              f"{format_array_expression(missing)} are not complete")
+        files += [(signatures_file(layout, s), against_prefix(number)) for s in earlier.shards]
+    return files

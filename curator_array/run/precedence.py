@@ -1,0 +1,158 @@
+"""Which value each run option takes for one start, and where it came from.
+
+One function, ``resolve``, walks the option table once over an ordered list of sources
+and takes each option's first value found. The orders:
+
+* a start of ``run``: its flags, then the environment (a variable a site's ``[env]`` set
+  counts as the site's), then the default;
+* ``submit``: its run flags, the site's ``[env]``, the environment, the default;
+* an element queued by ``submit`` (``--request ID``): the request pinned in the checkpoint
+  for every run option, its own flags and variables for the start options; a flag that
+  contradicts the pinned request is refused, a variable that does is reported and ignored;
+* ``retry --submit``: its flags, the run's latest pinned request, the default.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import ConfigError
+from ..core.layout import CheckpointLayout
+from ..core.records import PinnedRequest, Setting
+from .option_table import RUN_OPTIONS, SITE_ENV_VARIABLE, RunOption
+from .request import RunRequest
+
+logger = logging.getLogger(__name__)
+
+FLAG, SITE, ENVIRONMENT, DEFAULT = "flag", "site [env]", "environment", "default"
+RUN, START = "run", "start"
+
+Settings = dict[str, Setting]
+
+
+@dataclass(frozen=True)
+class Flags:
+    """Options given on a command line, already typed."""
+
+    values: Mapping[str, Any]
+
+    def setting(self, option: RunOption) -> Setting | None:
+        return Setting(self.values[option.name], FLAG) if option.name in self.values else None
+
+
+@dataclass(frozen=True)
+class Variables:
+    """Variables of an environment or a site's ``[env]``, read with each option's own rules
+    (set but empty counts as unset); a bad value names the variable and where it came from.
+    ``site_names`` are variables that a site's ``[env]`` put in the environment."""
+
+    values: Mapping[str, str]
+    label: str = ENVIRONMENT
+    site_names: frozenset[str] = frozenset()
+
+    @classmethod
+    def of_environment(cls, environment: Mapping[str, str]) -> Variables:
+        names = frozenset(n for n in environment.get(SITE_ENV_VARIABLE, "").split(",") if n)
+        return cls(environment, ENVIRONMENT, names)
+
+    def setting(self, option: RunOption) -> Setting | None:
+        raw = str(self.values.get(option.variable, ""))
+        if not raw.strip():
+            return None
+        label = SITE if option.variable in self.site_names else self.label
+        try:
+            return Setting(option.parse(raw), label)
+        except ValueError as problem:
+            where = "the environment" if label == ENVIRONMENT else label
+            raise ConfigError(f"{option.variable}={raw!r} from {where}: {problem}") from None
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """The run options of a pinned request (never its start options). For an element, an
+    unset checkpoint path is the run's output dir, as it was for the run."""
+
+    request: PinnedRequest
+    checkpoint_is_output: bool = False
+
+    def setting(self, option: RunOption) -> Setting | None:
+        found = self.request.settings.get(option.name)
+        if option.scope != RUN or found is None:
+            return None
+        if self.checkpoint_is_output and option.name == "checkpoint_path" and found.value is None:
+            return Setting(self.request.settings["output_dir"].value, found.source)
+        return found
+
+
+class Defaults:
+    def setting(self, option: RunOption) -> Setting:
+        return Setting(option.default, DEFAULT)
+
+
+def resolve(sources: Sequence[Flags | Variables | Pinned | Defaults]) -> Settings:
+    """Every option's value from the first source that has one (end the list with ``Defaults``)."""
+    settings: Settings = {}
+    for option in RUN_OPTIONS:
+        settings[option.name] = next(found for source in sources if (found := source.setting(option)) is not None)
+    return settings
+
+
+def own_sources(flags: Mapping[str, Any], environment: Mapping[str, str], site_env: Mapping[str, str] | None = None,
+                site_label: str = SITE) -> list:
+    """What a start or a submission is given itself: flags, a site's ``[env]``, the environment, defaults."""
+    site = [Variables({k: str(v) for k, v in site_env.items()}, site_label)] if site_env else []
+    return [Flags(flags), *site, Variables.of_environment(environment), Defaults()]
+
+
+def settings_for_start(flags: Mapping[str, Any], environment: Mapping[str, str]) -> Settings:
+    """What this start runs: its own flags and variables, or, with ``--request``, the pinned request."""
+    sources = own_sources(flags, environment)
+    own = resolve(sources)
+    request_id = own["request"].value
+    if not request_id:
+        return own
+    checkpoint = own["checkpoint_path"].value or own["output_dir"].value
+    if not checkpoint:
+        raise ConfigError("--request needs the run's checkpoint: give --checkpoint-path (or CHECKPOINT_PATH)")
+    pinned = PinnedRequest.read(CheckpointLayout(checkpoint), request_id)
+    settings = resolve([Pinned(pinned, checkpoint_is_output=True), *sources])
+    _refuse_contradictions(own, settings)
+    return settings
+
+
+def _refuse_contradictions(own: Settings, pinned: Settings) -> None:
+    """A flag that contradicts the pinned request is an error; a variable is reported and ignored."""
+    ignored = []
+    for option in RUN_OPTIONS:
+        mine, theirs = own[option.name], pinned[option.name]
+        if option.scope == START or mine.source == DEFAULT or mine.value == theirs.value:
+            continue
+        if mine.source == FLAG:
+            raise ConfigError(
+                f"{option.flag} {option.show(mine.value)!r} differs from the request this element was "
+                f"queued with ({option.show(theirs.value)!r}, from {theirs.source} at submit): drop the flag, "
+                "or submit again with it"
+            )
+        ignored.append(f"{option.variable}={option.show(mine.value)} (the request has {option.show(theirs.value)!r})")
+    if ignored:
+        logger.warning("running the request pinned at submit; ignoring %s", "; ".join(ignored))
+
+
+def pinned_request(settings: Mapping[str, Setting]) -> PinnedRequest:
+    """The run options of ``settings``, as a record to pin (start options are left out)."""
+    return PinnedRequest({o.name: settings[o.name] for o in RUN_OPTIONS if o.scope == RUN})
+
+
+def request_of(settings: Mapping[str, Setting]) -> RunRequest:
+    """The run request the settings describe, carrying them (for the run's record of its options)."""
+    values = {name: setting.value for name, setting in settings.items()}
+    if not values.get("input_dir") and not values.get("input_urls") and not values.get("crawl"):
+        raise ConfigError("give --input-dir (or INPUT_DIR), --input-urls (or INPUT_URLS), or --crawl (or CRAWL)")
+    if not values.get("output_dir"):
+        raise ConfigError("give --output-dir (or OUTPUT_DIR)")
+    request = RunRequest.from_flags(values)
+    request.settings = dict(settings)
+    return request

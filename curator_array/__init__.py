@@ -9,6 +9,8 @@ tested on a login node without Ray, SLURM or a container:
                 records, the run contract, what a phase is, retry, status, plan,
                 the format catalog
 ``text``        word segmenters per script, word n-gram keys
+``tokens``      token files for training: the tokenizer, Megatron's and datatrove's
+                formats, their merge
 ``slurm``       SLURM: its commands, the job environment, shard resolution,
                 submission windows, site scripts
 ``stages``      the stage API, sources, filters, downloads, web text stages

@@ -31,8 +31,25 @@ def _split_list(ctx, param, value):
     return tuple(item.strip() for item in (value or "").split(",") if item.strip())
 
 
+class _ParsedBy(click.ParamType):
+    """A value read by the option table's own rules (sizes with units, a file or a name)."""
+
+    def __init__(self, option: RunOption):
+        self.option, self.name = option, option.kind
+
+    def convert(self, value, param, ctx):
+        if not isinstance(value, str):
+            return value
+        try:
+            return self.option.parse(value)
+        except ValueError as problem:
+            self.fail(str(problem), param, ctx)
+
+
 def _click_type(option: RunOption):
     low, high = option.minimum, option.maximum
+    if option.kind in ("size", "file-or-name"):
+        return _ParsedBy(option)
     if option.kind == "int":
         return click.IntRange(min=low, max=high) if low is not None or high is not None else int
     if option.kind == "float":

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..core.arrays import format_array_expression
-from ..core.phase_states import blocked_by
+from ..core.phase_states import PhaseState, blocked_by
 from ..core.records import Setting
 from ..core.status import RunStatus, shard_states
 
@@ -16,6 +16,15 @@ def option_lines(options: dict[str, Setting]) -> list[str]:
             if setting.source != "default"]
 
 
+def figures_line(state: PhaseState) -> str:
+    """What a phase counted, on one line (with its rate, when its counts name one)."""
+    figures = [f"{name.replace('_', ' ')} {value:,}" for name, value in state.totals().figures().items()]
+    rate = state.rate()
+    if rate is not None:
+        figures.append(f"{rate:,.0f} {state.phase.counts.RATE}/s")
+    return ", ".join(figures)
+
+
 def format_phases(status: RunStatus) -> list[str]:
     """One line per phase after the first: complete, or what is missing, failed, queued, or blocks it."""
     lines = ["phases"]
@@ -23,8 +32,7 @@ def format_phases(status: RunStatus) -> list[str]:
         done = f"{len(state.complete)}/{state.elements.total}"
         queued = status.queued_phases.get(state.name, {})
         if state.is_complete:
-            figures = state.totals().figures()
-            shown = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in figures.items())
+            shown = figures_line(state)
             lines.append(f"  {state.name:<11}{done} complete" + (f" ({shown})" if shown else ""))
             continue
         parts = [f"missing {format_array_expression(state.missing)}"]
@@ -56,7 +64,7 @@ def format_status(status: RunStatus) -> str:
     t = status.totals
     lines.append(
         f"done so far  {t.source_tasks} tasks, {t.rows_in} rows in, {t.rows_out} rows out, "
-        f"{t.output_file_count} output files"
+        f"{t.output_file_count} output files" + (f", {t.tokens:,} tokens" if t.tokens else "")
     )
     if status.request_id:
         chosen = option_lines(status.options)

@@ -25,8 +25,12 @@ SHARD = "shard"
 
 @dataclass(frozen=True)
 class Counts:
-    """A phase element's figures, typed. Subclasses are dataclasses of ``int`` fields and
-    histograms (``dict[int, int]``, for example clusters by size); elements add up."""
+    """A phase element's figures, typed. Subclasses are dataclasses of ``int`` fields,
+    histograms (``histogram``: how many things have each size) and breakdowns
+    (``breakdown``: a figure per name, tokens per language say); elements add up. ``RATE``
+    names the figure whose rate per second of element time status shows."""
+
+    RATE: ClassVar[str | None] = None
 
     def __add__(self, other: Counts) -> Counts:
         values = {}
@@ -53,8 +57,9 @@ class Counts:
         for item in fields(cls):
             value = payload.get(item.name)
             if isinstance(value, dict):
-                values[item.name] = {int(k): v for k, v in value.items()
-                                     if str(k).lstrip("-").isdigit() and isinstance(v, int) and not isinstance(v, bool)}
+                counts = {k: v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
+                values[item.name] = counts if item.metadata.get("kind") == BREAKDOWN else {
+                    int(k): v for k, v in counts.items() if str(k).lstrip("-").isdigit()}
             elif isinstance(value, int) and not isinstance(value, bool):
                 values[item.name] = value
         return cls(**values)
@@ -65,24 +70,38 @@ class Counts:
 
     def histograms(self) -> list[Histogram]:
         """The histograms, with what their charts say (``histogram``'s metadata)."""
-        return [Histogram(values=getattr(self, item.name), **item.metadata) for item in fields(self)
-                if isinstance(getattr(self, item.name), dict)]
+        return [Histogram(getattr(self, item.name), item.metadata["title"], item.metadata["size_label"],
+                          item.metadata["count_label"])
+                for item in fields(self) if item.metadata.get("kind") == HISTOGRAM]
+
+    def breakdowns(self) -> dict[str, dict[str, int]]:
+        """The breakdowns by their titles (``breakdown``'s metadata)."""
+        return {item.metadata["title"]: getattr(self, item.name) for item in fields(self)
+                if item.metadata.get("kind") == BREAKDOWN}
 
 
 @dataclass(frozen=True)
 class Histogram:
     """How many things have each size, with the words a chart of it needs."""
 
+    values: dict[int, int]
     title: str
     size_label: str
     count_label: str
-    values: dict[int, int]
+
+
+HISTOGRAM, BREAKDOWN = "histogram", "breakdown"
 
 
 def histogram(title: str, size_label: str, count_label: str) -> Any:
     """A ``dict[int, int]`` counts field: how many ``count_label`` have each ``size_label``."""
-    return field(default_factory=dict, metadata={"title": title, "size_label": size_label,
+    return field(default_factory=dict, metadata={"kind": HISTOGRAM, "title": title, "size_label": size_label,
                                                  "count_label": count_label})
+
+
+def breakdown(title: str) -> Any:
+    """A ``dict[str, int]`` counts field: a figure per name (tokens per language, say)."""
+    return field(default_factory=dict, metadata={"kind": BREAKDOWN, "title": title})
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,12 @@ class PhaseState:
         """What its complete elements counted together."""
         return reduce(lambda a, b: a + b, (m.counts for m in self.manifests.values()), self.phase.counts())
 
+    def rate(self) -> float | None:
+        """Its counts' ``RATE`` figure per second of its complete elements' time, if it has one."""
+        figure = self.phase.counts.RATE
+        seconds = sum(m.duration_s or 0.0 for m in self.manifests.values())
+        return getattr(self.totals(), figure) / seconds if figure and seconds else None
+
 
 def phase_states(layout: CheckpointLayout, run: RunConfig, plan: Sequence[PlannedPhase],
                  root_complete: set[int] | None = None) -> list[PhaseState]:

@@ -146,6 +146,7 @@ class ShardWork:
     bytes_in: int = 0
     rows_dropped_by_stage: dict[str, int] = field(default_factory=dict)
     records_skipped: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0  # of the documents written, when the run counts them (--tokenize)
     output_dir: str | None = None
     output_files: tuple[str, ...] = ()
     output_file_count: int = 0
@@ -169,6 +170,7 @@ class ShardWork:
             bytes_in=_int(payload, "bytes_in") or 0,
             rows_dropped_by_stage=_counts(payload, "rows_dropped_by_stage"),
             records_skipped=_counts(payload, "records_skipped"),
+            tokens=_int(payload, "tokens") or 0,
             output_dir=_text(payload, "output_dir"),
             output_files=_texts(payload, "output_files"),
             output_file_count=_int(payload, "output_file_count", None) or len(_texts(payload, "output_files")),
@@ -185,6 +187,7 @@ class ShardWork:
             "rows_dropped_by_stage": dict(self.rows_dropped_by_stage),
             "records_skipped": dict(self.records_skipped),
             "malformed_records_skipped": self.malformed_records_skipped,
+            **({"tokens": self.tokens} if self.tokens else {}),  # only a run that counts tokens has them
             "output_dir": self.output_dir,
             "output_files": list(self.output_files),
             "output_file_count": self.output_file_count,
@@ -199,6 +202,7 @@ class WorkTotals:
     rows_in: int = 0
     rows_out: int = 0
     output_file_count: int = 0
+    tokens: int = 0
 
     def add(self, work: ShardWork) -> None:
         for item in fields(self):
@@ -209,7 +213,8 @@ class WorkTotals:
             setattr(self, item.name, getattr(self, item.name) + getattr(other, item.name))
 
     def to_json(self) -> dict[str, int]:
-        return {item.name: getattr(self, item.name) for item in fields(self)}
+        return {item.name: value for item in fields(self)
+                if (value := getattr(self, item.name)) or item.name != "tokens"}
 
 
 @dataclass(frozen=True)

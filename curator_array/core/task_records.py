@@ -58,6 +58,7 @@ class TaskRecord:
     dropped: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     attempt: str = ""
+    tokens: int = 0
 
     def to_line(self) -> str:
         """Compact JSON. An output named after its task (as writers name them) is stored as
@@ -69,6 +70,8 @@ class TaskRecord:
             payload["d"] = self.dropped
         if self.skipped:
             payload["s"] = self.skipped
+        if self.tokens:
+            payload["k"] = self.tokens
         return json.dumps(payload, separators=(",", ":"))
 
     @classmethod
@@ -79,7 +82,7 @@ class TaskRecord:
         files = tuple((str(entry[0]) if len(entry) == 4 else task_id + str(entry[0]), int(entry[1]), int(entry[2]))
                       for entry in payload["f"])
         return cls(task_id, files, int(rows_in), int(rows_out), int(bytes_in), dict(payload.get("d", {})),
-                   dict(payload.get("s", {})), attempt)
+                   dict(payload.get("s", {})), attempt, int(payload.get("k", 0)))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,14 @@ import importlib
 import os
 from typing import TYPE_CHECKING
 
-from ..core.formats import DEFAULT_FORMAT, FORMATS, Format, get_format, input_formats, output_formats
+from ..core.formats import (
+    DEFAULT_FORMAT,
+    FORMATS,
+    Format,
+    get_format,
+    input_formats,
+    output_formats,
+)
 from ..stages.defaults import MALFORMED_POLICIES
 
 if TYPE_CHECKING:

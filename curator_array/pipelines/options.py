@@ -17,6 +17,7 @@ from typing import Any
 from ..core.formats import DEFAULT_FORMAT
 from ..dedup.settings import DedupSettings
 from ..stages import defaults
+from ..tokens.settings import TokenizeSettings
 from .phase_settings import PhaseSettings
 
 # Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
@@ -58,6 +59,7 @@ class PipelineOptions:
     quality_settings: str | None = None
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
     dedup: DedupSettings | None = None
+    tokenize: TokenizeSettings | None = None
     extra: dict[str, str] = field(default_factory=dict)
     # The saved paths lists of ``crawl`` (``run.crawls``), added when the run resolves them.
     crawl_lists: tuple[str, ...] = ()
@@ -70,26 +72,27 @@ class PipelineOptions:
 
     @property
     def phase_settings(self) -> PhaseSettings:
-        return PhaseSettings(self.dedup)
+        return PhaseSettings(self.dedup, self.tokenize)
 
     @classmethod
     def option_defaults(cls) -> dict[str, Any]:
         """The default of every run option these options hold, by option name."""
         defaults_ = {item.name: item.default if item.default is not MISSING else None
                      for item in fields(cls) if item.default_factory is MISSING}
-        return {**defaults_, **DedupSettings.option_defaults(DEDUP_PREFIX)}
+        return {**defaults_, **DedupSettings.option_defaults(DEDUP_PREFIX), **TokenizeSettings.option_defaults()}
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any]) -> PipelineOptions:
         """The options named by run-option values (``dedup_bands`` → ``dedup.minhash.bands``);
         names these options do not hold are left out."""
-        own = {item.name: values[item.name] for item in fields(cls) if item.name in values and item.name != "dedup"}
+        own = {item.name: values[item.name] for item in fields(cls)
+               if item.name in values and item.name not in ("dedup", "tokenize")}
         own["input_dir"] = own.get("input_dir") or ""
         own.update({name: tuple(own.get(name) or ()) for name in LIST_FIELDS})
         dedup = DedupSettings.from_options(DEDUP_PREFIX, values)
         if dedup is not None:
             dedup = replace(dedup, against=tuple(str(Path(p).resolve()) for p in dedup.against))
-        return cls(**own, dedup=dedup)
+        return cls(**own, dedup=dedup, tokenize=TokenizeSettings.from_options(values))
 
     @property
     def url_lists(self) -> tuple[str, ...]:
@@ -139,3 +142,10 @@ class PipelineOptions:
         from ..formats import writer_for
 
         return writer_for(self.output_file_type or DEFAULT_FORMAT, self.written_dir)
+
+    def token_counter(self):
+        """What ends the first phase of a run that tokenizes: each document's ``token_count``."""
+        from ..stages.token_count import TokenCounter
+
+        settings = self.tokenize
+        return TokenCounter(settings.tokenizer, settings.digest, settings.eos_token, self.text_field)

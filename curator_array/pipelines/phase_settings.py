@@ -1,7 +1,7 @@
 """The settings of a run's phases after curation, as its pipeline fingerprint pins them.
 
 A phase's elements in a run (``core.phase.Phase.elements``) follow from these: a run with
-dedup settings has the dedup phases, one without has none. ``submit`` reads them from the
+dedup settings has the dedup phases, one with tokenize settings the tokenize phases. ``submit`` reads them from the
 run options, ``status`` and ``retry`` from ``run.json``; both give the same value.
 """
 
@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..dedup.settings import DedupSettings
+from ..tokens.settings import TokenizeSettings
 
-DEDUP = "dedup"
+DEDUP, TOKENIZE = "dedup", "tokenize"
 
 
 @dataclass(frozen=True)
@@ -21,12 +22,18 @@ class PhaseSettings:
     """One field per algorithm of the later phases; None where a run does not use it."""
 
     dedup: DedupSettings | None = None
+    tokenize: TokenizeSettings | None = None
+
+    KEYS: ClassVar[tuple[str, ...]] = (DEDUP, TOKENIZE)  # their keys in a pipeline fingerprint
 
     def fingerprint(self) -> dict[str, Any]:
         """What the pipeline fingerprint holds of these (nothing for a run without them)."""
-        return {DEDUP: self.dedup.to_json()} if self.dedup is not None else {}
+        pinned = {DEDUP: self.dedup, TOKENIZE: self.tokenize}
+        return {key: settings.to_json() for key, settings in pinned.items() if settings is not None}
 
     @classmethod
     def of_fingerprint(cls, fingerprint: Mapping[str, Any] | None) -> PhaseSettings:
-        payload = (fingerprint or {}).get(DEDUP)
-        return cls(DedupSettings.from_json(payload) if isinstance(payload, Mapping) else None)
+        fingerprint = fingerprint or {}
+        dedup, tokenize = fingerprint.get(DEDUP), fingerprint.get(TOKENIZE)
+        return cls(DedupSettings.from_json(dedup) if isinstance(dedup, Mapping) else None,
+                   TokenizeSettings.from_json(tokenize) if isinstance(tokenize, Mapping) else None)

@@ -84,9 +84,13 @@ class Pipeline:
 
     def with_phases(self, options: PipelineOptions) -> Pipeline:
         """This pipeline followed by the phases ``options`` ask for; its writer must write where
-        they look (``options.written_dir``)."""
+        they look (``options.written_dir``). A run that tokenizes counts each document's
+        tokens just before it is written."""
         self.phases = options.phase_settings
         writer = self.writer
+        if options.tokenize is not None:
+            self.stages.insert(len(self.stages) - 1, options.token_counter())
+            self.__post_init__()
         if options.dedup is not None and Path(writer.output_dir).resolve() != Path(options.written_dir).resolve():
             raise ConfigError(
                 f"--dedup {options.dedup.mode}: the pipeline writes to {writer.output_dir}, but the dedup phases read "

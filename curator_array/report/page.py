@@ -46,9 +46,11 @@ def phase_rows(status: RunStatus) -> list[dict]:
         shown = phase_json(state, status.phases, status.queued_phases.get(state.name, {}))
         durations = [m.duration_s for m in state.manifests.values() if m.duration_s is not None]
         memory = [m.peak_rss_mib for m in state.manifests.values() if m.peak_rss_mib is not None]
+        figures = [f"{k.replace('_', ' ')} {v:,}" for k, v in state.totals().figures().items()]
+        if (rate := state.rate()) is not None:
+            figures.append(f"{rate:,.0f} {state.phase.counts.RATE}/s")
         rows.append({"phase": state.name, "complete": len(state.complete), "elements": state.elements.total,
-                     "missing": shown["missing"], "blocked_by": shown["blocked_by"],
-                     "counts": ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in state.totals().figures().items()),
+                     "missing": shown["missing"], "blocked_by": shown["blocked_by"], "counts": ", ".join(figures),
                      "longest_s": max(durations) if durations else None, "peak_mib": max(memory) if memory else None})
     return rows
 
@@ -90,7 +92,9 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         request_id=status.request_id, options=option_rows(status.options),
         partial=sorted(status.partial.items())[:FAILURE_ROWS], partial_count=len(status.partial),
         resumed_tasks=status.resumed_tasks, finished_tasks=status.totals.source_tasks,
-        phases=phase_rows(status), histograms=histograms,
+        phases=phase_rows(status), histograms=histograms, tokens=status.totals.tokens,
+        breakdowns={title: values for state in status.later_phases
+                    for title, values in state.totals().breakdowns().items() if values},
     )
 
 

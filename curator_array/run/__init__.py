@@ -9,5 +9,5 @@ recording each task and the manifest; ``stopping``, ``progress`` and ``timeline`
 it), or an element of a later phase (``lifecycle``: inputs checked, work done, manifest
 written).
 
-May import: core, slurm, stages, formats, pipelines, execution, dedup.
+May import: core, slurm, stages, formats, pipelines, execution, dedup, tokens.
 """

@@ -39,9 +39,8 @@ def run_element_command(request: RunRequest, context: JobContext, client_factory
     if request.cluster == "slurm" and not job.is_driver:
         return serve_worker_node(request, job)
     shard = context.shard or ShardConfig.single()
+    PHASES.check(request.options.phase_settings, shard.range)  # refused before any work, not at its phase
     plan = PHASES.plan(request.options.phase_settings, shard.range)
-    for planned in plan:
-        planned.phase.check(request.options.phase_settings)  # refused before any work, not at its phase
     code = phase.work(ShardStart(request, context, stop, client_factory), shard.shard_index).exit_code
     if code == 0 and request.phase is None and job.array_task_id is None and len(plan) > 1:
         _continue_with_later_phases(request, context, stop)

@@ -42,13 +42,19 @@ class InputsIncomplete(ConfigError):
 
 
 def open_run(request: RunRequest) -> RunConfig:
-    """The run of the request's checkpoint; refused without a run, or with another pipeline or phase settings."""
+    """The run of the request's checkpoint; refused without a run, or with other phase settings
+    or another text field than it pins (what its later phases read). The first phase's stages
+    are not built: an element of a later phase reads their output, and starts in a fraction
+    of the time."""
     layout = request.layout
     if not layout.run_file.is_file():
         raise ConfigError(f"{layout.root} holds no run yet: the later phases start after its first phase "
                           "(curator-array run, or submit)")
     run = read_run_config(layout)
-    check_pipeline(layout, run, request.build_pipeline(save_crawls=False).fingerprint())
+    if run.pipeline is not None:
+        pinned = {key: value for key, value in run.pipeline.items() if key not in PhaseSettings.KEYS}
+        check_pipeline(layout, run, {**pinned, **request.options.phase_settings.fingerprint(),
+                                     "text_field": request.options.text_field})
     return run
 
 

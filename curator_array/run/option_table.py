@@ -21,6 +21,8 @@ never pinned.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, fields
 from typing import Any
 
@@ -30,9 +32,15 @@ from ..pipelines.options import BUILT_IN_PIPELINES, PipelineOptions
 from ..slurm.jobenv import parse_bool
 from ..slurm.sites import ScriptFacts
 from ..stages import defaults
+from ..tokens.settings import FORMATS as TOKEN_FORMATS
+from ..tokens.tokenizer import fetch_tokenizer
 from .request import RunRequest
 
-KINDS = ("text", "path", "file", "existing-paths", "int", "float", "flag", "switch", "choice", "list")
+KINDS = ("text", "path", "file", "file-or-name", "existing-paths", "int", "size", "float", "flag", "switch",
+         "choice", "list")
+# Units a size may be given in: 10G is 10**10 bytes, 10GiB 10 * 2**30.
+SIZE_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
+              "TIB": 2**40}
 SCOPES = ("run", "start")
 EXECUTION_GROUPS = ("start", "ray", "nodes")
 PREFIX = "CURATOR_ARRAY_"
@@ -56,7 +64,9 @@ class RunOption:
     means "decide for me", ``list`` a comma-separated list, ``existing-paths`` one or more
     paths that must exist (the flag may be repeated; the variable separates them with
     ``os.pathsep``), ``file`` a file that must exist, copied into the checkpoint when a run
-    is submitted (so every element reads it, whatever its container mounts).
+    is submitted (so every element reads it, whatever its container mounts); ``file-or-name``
+    likewise, or a name ``submit`` fetches on the login node (a tokenizer on the Hugging Face
+    Hub); ``size`` a number of bytes, with an optional unit (``10G``, ``512MiB``).
     """
 
     name: str
@@ -71,6 +81,7 @@ class RunOption:
     required: bool = False
     default_text: str | None = None  # shown in --help instead of the default value
     hint: str | None = None  # added to the message about a value that is not a choice
+    fetch: Callable[[str], bytes] | None = None  # file-or-name: the file's content of a name
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -100,6 +111,14 @@ class RunOption:
         raw = text.strip()
         if self.kind in ("flag", "switch"):
             return parse_bool(raw)
+        if self.kind == "size":
+            found = re.fullmatch(r"(\d+)\s*([A-Z]*)", raw.upper())
+            unit = found.group(2) if found else None
+            if unit is not None and unit not in SIZE_UNITS and unit.endswith("B"):
+                unit = unit[:-1]
+            if unit not in SIZE_UNITS:
+                raise ValueError("not a size (bytes, or a number with K, M, G, T, KiB, MiB, GiB, TiB)")
+            return self._bounded(int(found.group(1)) * SIZE_UNITS[unit])
         if self.kind == "int":
             try:
                 return self._bounded(int(raw))
@@ -125,6 +144,9 @@ class RunOption:
         if not raw:
             raise ValueError("empty")
         if self.kind == "file" and not os.path.isfile(text):
+            raise ValueError(f"{text} is not a file")
+        if self.kind == "file-or-name" and not os.path.isfile(text) and (
+                os.path.exists(text) or text.startswith(("/", ".", "~")) or text.endswith(".json")):
             raise ValueError(f"{text} is not a file")
         return text
 
@@ -222,6 +244,16 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               minimum=0, maximum=1),
     RunOption("dedup_against", "Checkpoint(s) of earlier runs with the same dedup settings: also remove copies of "
               "their documents (from their saved signatures).", "existing-paths", "dedup"),
+    # training-ready output: token files (docs/tokens.md)
+    RunOption("tokenize", "Tokenize the output for training, as phases after the last one: a tokenizer.json file, "
+              "or a tokenizer's name on the Hugging Face Hub (fetched by submit on the login node). Documents also "
+              "get a token_count.", "file-or-name", "tokenize", metavar="TOKENIZER", fetch=fetch_tokenizer),
+    RunOption("eos_token", "The token appended to each document (default: the tokenizer's own end-of-text token).",
+              group="tokenize"),
+    RunOption("token_format", "Token files: Megatron's indexed dataset (.bin/.idx) or datatrove's (.ds).", "choice",
+              "tokenize", choices=TOKEN_FORMATS),
+    RunOption("token_file_size", "The largest merged token file under OUTPUT_DIR/tokens/, in bytes of tokens "
+              "(units: K, M, G, T, KiB, ...).", "size", "tokenize", minimum=1, default_text="10G"),
     # this start only
     RunOption("phase", "Run only this element of the phase named (what submit passes to the elements of the "
               "phases after the first; `status` names them); default: its shard of the first phase, "

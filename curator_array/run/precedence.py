@@ -146,13 +146,19 @@ def pinned_request(settings: Mapping[str, Setting]) -> PinnedRequest:
     return PinnedRequest({o.name: settings[o.name] for o in RUN_OPTIONS if o.scope == RUN})
 
 
-def request_of(settings: Mapping[str, Setting]) -> RunRequest:
-    """The run request the settings describe, carrying them (for the run's record of its options)."""
+def checkpoint_of(settings: Mapping[str, Setting]) -> CheckpointLayout:
+    """The checkpoint the settings name; ConfigError when they name no inputs or no output dir."""
     values = {name: setting.value for name, setting in settings.items()}
     if not values.get("input_dir") and not values.get("input_urls") and not values.get("crawl"):
         raise ConfigError("give --input-dir (or INPUT_DIR), --input-urls (or INPUT_URLS), or --crawl (or CRAWL)")
     if not values.get("output_dir"):
         raise ConfigError("give --output-dir (or OUTPUT_DIR)")
-    request = RunRequest.from_flags(values)
+    return CheckpointLayout(values.get("checkpoint_path") or values["output_dir"])
+
+
+def request_of(settings: Mapping[str, Setting]) -> RunRequest:
+    """The run request the settings describe, carrying them (for the run's record of its options)."""
+    checkpoint_of(settings)
+    request = RunRequest.from_flags({name: setting.value for name, setting in settings.items()})
     request.settings = dict(settings)
     return request

@@ -166,7 +166,8 @@ class TaskCompletion:
         counters = sum((p.counters for p in parts), TaskCounters())
         files = tuple((relative_to(self.root, path), *file_check(path)) for p in parts for path in p.files)
         return TaskRecord(task_id, tuple(sorted(files)), counters.rows_read, sum(p.rows_written for p in parts),
-                          counters.bytes_read, dict(counters.dropped), dict(counters.skipped), self.attempt)
+                          counters.bytes_read, dict(counters.dropped), dict(counters.skipped), self.attempt,
+                          counters.tokens)
 
 
 def relative_to(root: Path | None, path: str) -> str:
@@ -204,7 +205,8 @@ def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir
     rows_out = sum(w.rows_written for w in written)
     for record in prepared.done.values():
         files.update(name for name, _, _ in record.files)
-        counters = counters + TaskCounters(record.rows_in, record.bytes_in, record.dropped, record.skipped)
+        counters = counters + TaskCounters(record.rows_in, record.bytes_in, record.dropped, record.skipped,
+                                           record.tokens)
         rows_out += record.rows_out
     ids = [t.task_id for t in prepared.tasks] + list(prepared.done)
     return ShardWork.with_files(
@@ -217,5 +219,6 @@ def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir
         bytes_in=counters.bytes_read,
         rows_dropped_by_stage=counters.dropped,
         records_skipped=counters.skipped,
+        tokens=counters.tokens,
         output_dir=str(output_dir) if output_dir is not None else None,
     )

@@ -172,8 +172,8 @@ def _prepare(request: RunRequest, context: JobContext) -> PreparedShard:
             "--new-run archives the checkpoint's run and must happen once, not in every array element: "
             "use `curator-array submit --new-run`, or run once outside the array"
         )
-    from .prepare import prepare_shard
     from .precedence import pinned_request
+    from .prepare import prepare_shard
 
     pipeline = request.build_pipeline()
     options = pinned_request(request.settings) if request.settings else None

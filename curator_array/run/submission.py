@@ -12,6 +12,7 @@ one before.
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,18 @@ from ..slurm.submit import (
 )
 from .option_table import RUN_OPTIONS
 from .phases import PHASES
-from .precedence import SITE, Defaults, Flags, Pinned, Settings, own_sources, pinned_request, request_of, resolve
+from .precedence import (
+    SITE,
+    Defaults,
+    Flags,
+    Pinned,
+    Settings,
+    checkpoint_of,
+    own_sources,
+    pinned_request,
+    request_of,
+    resolve,
+)
 from .request import RunRequest
 
 
@@ -62,21 +74,28 @@ def retry_settings(layout: CheckpointLayout, flags: Mapping[str, Any], environme
 def with_files_in_checkpoint(settings: Settings, layout: CheckpointLayout, copy: bool = True) -> Settings:
     """``settings`` with every file option's file copied into the checkpoint (named by its
     content) and the option pointing there: the checkpoint is visible to every element under
-    every container runtime, and the copy cannot change under a queued run."""
+    every container runtime, and the copy cannot change under a queued run. A name where a
+    file may be (a tokenizer on the Hub) is fetched first. Without ``copy`` (a dry run) the
+    checkpoint is not written: files stay where they are, fetched ones go to a temporary file."""
     moved = dict(settings)
     for option in RUN_OPTIONS:
         setting = settings.get(option.name)
-        if option.kind != "file" or setting is None or not setting.value:
+        if option.kind not in ("file", "file-or-name") or setting is None or not setting.value:
             continue
         source = Path(setting.value)
-        if layout.holds(source):
+        if source.is_file() and (layout.holds(source) or not copy):
             continue
-        content = source.read_bytes()
-        target = layout.pinned_file_path(hashlib.sha256(content).hexdigest()[:16], source.name)
-        if copy and not target.exists():
+        fetched = not source.is_file()
+        content = option.fetch(str(setting.value)) if fetched else source.read_bytes()
+        name = "tokenizer.json" if fetched else source.name
+        target = layout.pinned_file_path(hashlib.sha256(content).hexdigest()[:16], name)
+        if not copy:
+            target = Path(tempfile.mkdtemp(prefix="curator-array-")) / name
+        if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             write_bytes_atomic(target, content)
-        moved[option.name] = Setting(str(target), f"{setting.source}, copied from {source}")
+        how = "fetched" if fetched else "copied"
+        moved[option.name] = Setting(str(target), f"{setting.source}, {how} from {setting.value}")
     return moved
 
 
@@ -123,7 +142,9 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
     from .prepare import check_against_run, pin_run
 
     settings = submission_settings(flags, site, environment)
-    layout = request_of(settings).layout
+    layout = checkpoint_of(settings)
+    settings = with_files_in_checkpoint(settings, layout, copy=False)  # names fetched, nothing written yet
+    PHASES.check(request_of(settings).options.phase_settings, shards)
     request = request_of(with_files_in_checkpoint(settings, layout, copy=not dry_run))
     pinned = pinned_request(request.settings)
 
@@ -140,8 +161,6 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
         start_new_run()
         pipeline = request.build_pipeline(refresh_crawls=True)
     plan = PHASES.plan(pipeline.phases, shards)
-    for planned in plan:
-        planned.phase.check(pipeline.phases)
     try:
         if dry_run:
             check_against_run(pipeline, layout, shards)

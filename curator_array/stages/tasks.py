@@ -19,13 +19,15 @@ class TaskCounters:
     """What happened to one source task's rows on their way through the stages.
 
     ``dropped`` maps a stage name to the rows it removed; ``skipped`` maps a reason
-    (``malformed_lines``, ``non_html_records``, ...) to records a reader left out on purpose.
+    (``malformed_lines``, ``non_html_records``, ...) to records a reader left out on purpose;
+    ``tokens`` counts the tokens of the documents a token counter saw.
     """
 
     rows_read: int = 0
     bytes_read: int = 0
     dropped: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
 
     def with_dropped(self, stage: str, rows: int) -> TaskCounters:
         return replace(self, dropped={**self.dropped, stage: self.dropped.get(stage, 0) + rows})
@@ -40,7 +42,8 @@ class TaskCounters:
         for target, source in ((dropped, other.dropped), (skipped, other.skipped)):
             for key, value in source.items():
                 target[key] = target.get(key, 0) + value
-        return TaskCounters(self.rows_read + other.rows_read, self.bytes_read + other.bytes_read, dropped, skipped)
+        return TaskCounters(self.rows_read + other.rows_read, self.bytes_read + other.bytes_read, dropped, skipped,
+                            self.tokens + other.tokens)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from tests.web_pages import pages
 
 pytestmark = pytest.mark.ray
 CRAWL = "CC-TEST-2024-01"
+WINDOW = 1.0  # seconds
 RATE = 4.0
 
 
@@ -72,8 +73,11 @@ def test_a_crawl_by_name_equals_its_warcs_read_from_disk(two_node_cluster, archi
 
     assert server.peak_active <= 4, "two nodes, two download slots each"
     starts = sorted(r["time"] for name in names for r in gets[name])
-    gaps = [later - earlier for earlier, later in zip(starts, starts[1:])]
-    assert min(gaps) > 0.9 / RATE, f"the node's request rate stayed under {RATE}/s (smallest gap {min(gaps):.3f} s)"
+    # The node's turns are 1/RATE apart; arrivals at the server may bunch by the jitter of a
+    # loaded machine, so the rate is checked over windows, not between two requests.
+    busiest = max(sum(start <= later < start + WINDOW for later in starts) for start in starts)
+    assert len(starts) > RATE * WINDOW + 1 and busiest <= RATE * WINDOW + 1, \
+        f"the node's request rate stayed under {RATE}/s ({busiest} requests in {WINDOW} s at the busiest)"
     [throttled, after] = gets[names[1]]
     held = [t for t in starts if throttled["time"] + 0.2 < t < throttled["time"] + 0.9]
     assert not held, "after a 503 Slow Down, the node's other downloads waited too"

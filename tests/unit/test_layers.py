@@ -17,20 +17,22 @@ PACKAGE = Path(__file__).resolve().parents[2] / "curator_array"
 RULES = {
     "core": set(),
     "text": {"core"},
+    "tokens": {"core"},
     "slurm": {"core"},
-    "stages": {"core", "text"},
+    "stages": {"core", "text", "tokens"},
     "formats": {"core", "stages"},
     "dedup": {"core", "text"},
-    "pipelines": {"core", "stages", "formats", "dedup"},
+    "pipelines": {"core", "stages", "formats", "dedup", "tokens"},
     "examples": {"core", "stages", "formats", "pipelines"},
     "execution": {"core", "slurm", "stages"},
     "report": {"core"},
-    "run": {"core", "slurm", "stages", "formats", "pipelines", "execution", "dedup"},
+    "run": {"core", "slurm", "stages", "formats", "pipelines", "execution", "dedup", "tokens"},
     "cli": {"core", "slurm", "stages", "formats", "pipelines", "execution", "report", "run"},
 }
 # Third-party packages a layer must not import (core: anything outside the standard library).
 FORBIDDEN = {
     "text": {"ray", "pyarrow"},
+    "tokens": {"ray", "pyarrow"},
     "slurm": {"ray", "pyarrow", "numpy", "pandas"},
     "stages": {"ray"},
     "formats": {"ray"},

@@ -34,6 +34,7 @@ from curator_array.run.precedence import ENVIRONMENT, FLAG, SITE, settings_for_s
 from curator_array.run.submission import run_request_id
 from tests.conftest import REPO, SAMPLE
 from tests.support.fake_runtimes import install_fakes, install_recording_image
+from tests.support.tokenizer import train_tokenizer
 
 RUNTIMES = ("pyxis", "apptainer", "charliecloud", "baremetal")
 WAYS = ("submit flag", "submit variable", "site env", "sbatch variable")
@@ -42,7 +43,7 @@ NOT_GIVEN = {"cluster", "request"}
 IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/opt/curator-array/venv",
              "CURATOR_ARRAY_PYTHON": "/opt/curator-array/venv/bin/python", "RAY_USAGE_STATS_ENABLED": "0"}
 TEXT_VALUES = {"text_field": "body", "pipeline_ref": "commoncrawl", "node_ip": "10.9.8.7",
-               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "phase": "curation"}
+               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "phase": "curation", "eos_token": "<|endoftext|>"}
 CRAWLS = ("CC-TEST-1", "CC-TEST-2")
 
 
@@ -52,7 +53,7 @@ def value_of(option: RunOption, paths: dict[str, object]):
         return paths[option.name]
     if option.kind in ("flag", "switch"):
         return True
-    if option.kind == "int":
+    if option.kind in ("int", "size"):
         return int(option.minimum or 0) + 3
     if option.kind == "float":
         return 0.5 if option.maximum == 1 else float(option.minimum or 0) + 2.5
@@ -89,6 +90,7 @@ def world(tmp_path_factory):
     shutil.copytree(SAMPLE / "jsonl", root / "input")
     (root / "urls.txt").write_text(f"file://{root / 'input' / 'part-000.jsonl'}\n")
     (root / "quality.toml").write_text("[ja]\nmin_words = 30\n")
+    train_tokenizer(["words for a tokenizer, again and again"] * 20, root / "tokenizer.json", 300)
     for crawl in CRAWLS:  # a crawl-data/ tree served from disk, as a site-local copy would be
         (root / "mirror" / "crawl-data" / crawl).mkdir(parents=True)
         (root / "mirror" / "crawl-data" / crawl / "warc.paths.gz").write_bytes(
@@ -107,7 +109,8 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
              "input_urls": (str(root / "urls.txt"),), "download_dir": str(case / "downloads"),
              "ray_temp_dir": str(case / "raytmp"), "rendezvous_dir": str(case / "meet"),
              "quality_settings": str(root / "quality.toml"), "crawl": CRAWLS,
-             "crawl_base_url": f"file://{root / 'mirror'}/", "dedup_against": (str(root / "earlier"),)}
+             "crawl_base_url": f"file://{root / 'mirror'}/", "dedup_against": (str(root / "earlier"),),
+             "tokenize": str(root / "tokenizer.json")}
     return {o.name: value_of(o, paths) for o in RUN_OPTIONS
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 
@@ -151,7 +154,7 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     settings = settings_for_start(flags, element["env"])
     checkpoint = values.get("checkpoint_path", values["output_dir"])
     if way != "sbatch variable":  # a file option arrives as its copy in the checkpoint
-        for option in (o for o in RUN_OPTIONS if o.kind == "file"):
+        for option in (o for o in RUN_OPTIONS if o.kind in ("file", "file-or-name")):
             copy = Path(settings[option.name].value)
             assert CheckpointLayout(checkpoint).holds(copy) and copy.read_bytes() == Path(values[option.name]).read_bytes()
             values[option.name] = str(copy)
@@ -165,7 +168,7 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     if way != "sbatch variable":
         assert flags.keys() == {"checkpoint_path", "request"}, "a submitted element gets only where to read its request"
         phases = [parse_run_args(e["argv"]) for e in recorded[1:]]
-        assert [p.get("phase") for p in phases] == ["signatures", "buckets", "clusters", "removal"]
+        assert [p.get("phase") for p in phases] == ["signatures", "buckets", "clusters", "removal", "tokenize", "tokens"]
         assert all(p.keys() == {"checkpoint_path", "request", "phase"} for p in phases)
         alone = settings_for_start(flags, {})
         assert all(alone[name].value == value for name, value in values.items()), \

@@ -23,6 +23,8 @@ from .clusters import Clusters
 from .curation import Curation
 from .removal import Removal
 from .signatures import Signatures
+from .tokenize import Tokenize
+from .tokens import TokenFiles
 
 
 class PhaseRegistry:
@@ -62,6 +64,11 @@ class PhaseRegistry:
                 planned.append(PlannedPhase(phase, elements))
         return planned
 
+    def check(self, settings: PhaseSettings, shards: ShardRange) -> None:
+        """Refuse settings a phase of the run cannot work with, before any of its elements starts."""
+        for planned in self.plan(settings, shards):
+            planned.phase.check(settings)
+
     def plan_of(self, run: RunConfig) -> list[PlannedPhase]:
         """The phases of a run as its ``run.json`` pins them."""
         return self.plan(PhaseSettings.of_fingerprint(run.pipeline), run.shards)
@@ -78,4 +85,6 @@ PHASES = PhaseRegistry([
     Buckets(),
     Clusters(),
     Removal(),
+    Tokenize(),
+    TokenFiles(),
 ])

@@ -9,10 +9,11 @@ The settings in force are part of each filter's fingerprint, so they are pinned 
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from ...core.errors import ConfigError
 from ...text.segmenters import KINDS

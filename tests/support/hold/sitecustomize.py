@@ -2,9 +2,10 @@
 
 On ``PYTHONPATH`` (fault tests put this directory there), Python imports this module at
 start-up. With ``CURATOR_ARRAY_TEST_HOLD_ELEMENT=PHASE:INDEX:MARKER`` it wraps the phase
-context's ``tick`` (called between the element's files): at that element's first tick it
-creates MARKER (holding its pid) and sleeps, so the test knows the element is mid-work
-and kills it. Production code knows nothing of this.
+context's ``tick`` (called between the element's files): at that element's first tick (or
+its tick number ``CURATOR_ARRAY_TEST_HOLD_AT``) it creates MARKER (holding its pid) and
+sleeps, so the test knows the element is mid-work and kills it. Production code knows
+nothing of this.
 """
 
 import os
@@ -18,11 +19,12 @@ if HOLD:
     from curator_array.run.lifecycle import PhaseContext
 
     phase, index, marker = HOLD.split(":", 2)
+    at = int(os.environ.get("CURATOR_ARRAY_TEST_HOLD_AT", "0"))
     ticking = PhaseContext.tick
 
     def held_tick(self, done=0, of=0):
         ticking(self, done, of)
-        if self.current == (phase, int(index)) and not Path(marker).exists():
+        if self.current == (phase, int(index)) and done >= at and not Path(marker).exists():
             Path(marker).write_text(str(os.getpid()))
             time.sleep(3600)
 

@@ -1,0 +1,65 @@
+"""Tokenize, phase 2: one element, the shards' token files merged for training.
+
+It writes ``OUTPUT_DIR/tokens/``: files of at most ``--token-file-size`` bytes of tokens
+each (a valid file each, documents never split, in shard order), then ``manifest.json``
+listing each file with its documents and tokens, the tokenizer's digest and the
+end-of-text token: Megatron's ``--data-path`` list and datatrove's readers take the files
+as they are. A rerun writes the same bytes; parts a rerun no longer needs are removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...core.atomic import dump_json, write_bytes_atomic
+from ...core.phase import Counts, Phase, PhaseResult
+from ...core.sharding import ShardRange
+from ...pipelines.phase_settings import PhaseSettings
+from .tokenize import Tokenize, token_file, tokenizer_of
+
+if TYPE_CHECKING:
+    from ..lifecycle import PhaseContext
+
+DIRECTORY = "tokens"
+MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class TokenFileCounts(Counts):
+    files: int = 0
+    documents: int = 0
+    tokens: int = 0
+    bytes: int = 0
+
+
+class TokenFiles(Phase):
+    name = "tokens"
+    needs = ("tokenize",)
+    counts = TokenFileCounts
+    added_by = "--tokenize"
+
+    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
+        return ShardRange(1) if settings.tokenize is not None else None
+
+    def work(self, context: PhaseContext, index: int) -> PhaseResult:
+        from ...tokens.files import TOKEN_FORMATS, merge
+
+        settings = context.request.options.tokenize
+        fmt = TOKEN_FORMATS[settings.format]
+        directory = context.output_dir / DIRECTORY
+        directory.mkdir(parents=True, exist_ok=True)
+        inputs = [token_file(context.layout, shard) for shard in context.elements(Tokenize())]
+        parts = merge(fmt, inputs, directory, settings.file_size)
+        tokenizer = tokenizer_of(settings)
+        manifest = {
+            "format": fmt.name, "suffixes": [fmt.data_suffix, fmt.index_suffix],
+            "tokenizer_sha256": settings.digest, "eos_token": tokenizer.eos_token, "eos_id": tokenizer.eos_id,
+            "vocab_size": tokenizer.vocab_size, "files": [part.to_json() for part in parts],
+            "documents": sum(p.documents for p in parts), "tokens": sum(p.tokens for p in parts),
+            "data_path": [str(Path(DIRECTORY) / part.name) for part in parts],
+        }
+        write_bytes_atomic(directory / MANIFEST, dump_json(manifest))
+        return PhaseResult(TokenFileCounts(len(parts), manifest["documents"], manifest["tokens"],
+                                           sum(p.bytes for p in parts)))

@@ -1,0 +1,49 @@
+"""``token_count`` per document, as FineWeb's ``TokensCounter`` adds it (no end-of-text
+token), with the shard's total in its manifest. A run with ``--tokenize`` ends its first
+phase with it, so every kept document says how many tokens it will train on."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..tokens.tokenizer import load_tokenizer
+from .base import ProcessingStage
+from .defaults import TEXT_FIELD
+from .tasks import DocumentBatch, Task
+
+COLUMN = "token_count"
+
+
+class TokenCounter(ProcessingStage):
+    """The tokenizer is read from ``tokenizer`` (a path, so not part of the fingerprint) and
+    pinned by its ``digest`` (which is)."""
+
+    name = "token_count"
+
+    def __init__(self, tokenizer: str | Path, digest: str, eos_token: str | None = None,
+                 text_field: str = TEXT_FIELD):
+        self.tokenizer_file = Path(tokenizer)
+        self.tokenizer_digest = digest
+        self.eos_token = eos_token
+        self.text_field = text_field
+        super().__init__()
+
+    def process(self, task: DocumentBatch) -> Task:
+        table = task.table
+        if table.num_rows == 0:
+            return task
+        if self.text_field not in table.column_names:
+            where = ", ".join(task.metadata.get("source_files", [])) or "input"
+            return task.failed(f"no {self.text_field!r} field in {where} to count tokens of", self.stage_name)
+        texts = pc.fill_null(table.column(self.text_field).cast(pa.string()), "").to_pylist()
+        tokenizer = load_tokenizer(str(self.tokenizer_file), self.eos_token)
+        counts = np.fromiter(map(len, tokenizer.encode(texts)), dtype=np.int64, count=len(texts))
+        column = pa.array(counts)
+        index = table.schema.get_field_index(COLUMN)
+        table = table.set_column(index, COLUMN, column) if index >= 0 else table.append_column(COLUMN, column)
+        return replace(task, table=table, counters=replace(task.counters, tokens=task.counters.tokens + int(counts.sum())))

@@ -7,7 +7,7 @@ files they come from and go to is the phases' business (``run.phases``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -21,15 +21,18 @@ SIGNATURE_SCHEMA = pa.schema([("key", pa.string()), ("band", pa.int16()), ("band
 PAIR_SCHEMA = pa.schema([("first", pa.string()), ("second", pa.string())])
 
 
-def signature_rows(keys: list[str], texts: pa.Array, settings: MinHashSettings | None) -> pa.Table:
-    """The band keys of ``texts`` (``settings`` None: exact dedup, one key of the whole text)."""
+def signature_rows(keys: list[str], texts: pa.Array, settings: MinHashSettings | None,
+                   segmenters: Sequence[tuple[str, str]] | None = None) -> pa.Table:
+    """The band keys of ``texts`` (``settings`` None: exact dedup, one key of the whole text),
+    their words split by ``segmenters`` (``minhash.words``)."""
     if settings is None:
         return pa.table({"key": pa.array(keys, pa.string()), "band": pa.array(np.zeros(len(keys), np.int16)),
                          "band_key": pa.array(text_keys(texts))}, schema=SIGNATURE_SCHEMA)
     parts = []
     for start in range(0, len(keys), BATCH):
         chunk = texts.slice(start, BATCH)
-        bands = band_keys(signatures(chunk, settings), settings)
+        split = segmenters[start:start + BATCH] if segmenters is not None else None
+        bands = band_keys(signatures(chunk, settings, split), settings)
         documents = np.repeat(np.arange(start, start + len(chunk)), settings.bands)
         parts.append(pa.table({"key": pa.array(keys, pa.string()).take(pa.array(documents)),
                                "band": pa.array(np.tile(np.arange(settings.bands, dtype=np.int16), len(chunk))),
@@ -59,24 +62,26 @@ def candidate_pairs(table: pa.Table) -> pa.Table:
                      "second": distinct.take(pa.array(paired & 0xFFFFFFFF))}, schema=PAIR_SCHEMA)
 
 
-def confirmed_pairs(pairs: pa.Table, texts_of: Callable[[list[str]], Mapping[str, str]], threshold: float,
-                    settings: MinHashSettings | None) -> pa.Table:
+def confirmed_pairs(pairs: pa.Table, texts_of: Callable[[list[str]], Mapping[str, tuple[str, tuple[str, str]]]],
+                    threshold: float, settings: MinHashSettings | None) -> pa.Table:
     """The pairs whose true Jaccard similarity of shingles reaches ``threshold`` (``settings``
     None, exact dedup: whose normalised texts are equal, so no hash collision removes one).
 
-    ``texts_of`` returns the text of each key it can read; a pair with a key it cannot (an
-    earlier run's document, whose text is not reread) is kept as the signatures found it.
+    ``texts_of`` returns the text and segmenter of each key it can read; a pair with a key it
+    cannot (an earlier run's document, whose text is not reread) is kept as the signatures
+    found it.
     """
     firsts, seconds = pairs["first"].to_pylist(), pairs["second"].to_pylist()
     wanted = sorted(set(firsts) | set(seconds))
     texts = texts_of(wanted)
     known = [k for k in wanted if k in texts]
     if settings is None:
-        normalised = dict(zip(known, simplify(pa.array([texts[k] for k in known], pa.string())).to_pylist()))
+        normalised = dict(zip(known, simplify(pa.array([texts[k][0] for k in known], pa.string())).to_pylist()))
         keep = [a not in normalised or b not in normalised or normalised[a] == normalised[b]
                 for a, b in zip(firsts, seconds)]
         return pairs.filter(pa.array(keep, pa.bool_()))
-    values, owners = shingles(pa.array([texts[k] for k in known], pa.string()), settings)
+    values, owners = shingles(pa.array([texts[k][0] for k in known], pa.string()), settings,
+                              [texts[k][1] for k in known])
     bounds = np.searchsorted(owners, np.arange(len(known) + 1))
     sets = {key: values[bounds[i]:bounds[i + 1]] for i, key in enumerate(known)}
     keep = [a not in sets or b not in sets or jaccard(sets[a], sets[b]) >= threshold for a, b in zip(firsts, seconds)]

@@ -41,7 +41,8 @@ class DedupSettings:
     ``buckets`` None means one bucket element per curation shard; ``verify`` confirms each
     candidate pair (fuzzy: by a true Jaccard similarity of at least ``threshold``);
     ``against`` names earlier runs' checkpoints whose documents this run's copies must not
-    duplicate.
+    duplicate; ``language`` is the language of documents without a ``language`` field,
+    whose words are split as the quality filters split that language's.
     """
 
     mode: str
@@ -50,6 +51,7 @@ class DedupSettings:
     verify: bool = False
     threshold: float = 0.75
     against: tuple[str, ...] = ()
+    language: str = "en"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -98,8 +100,10 @@ class DedupSettings:
 
     def signature_settings(self) -> dict[str, Any]:
         """What must be equal for two runs' signatures to be compared (``--dedup-against``)."""
-        return {"mode": self.mode, **({} if self.fuzzy is None else
-                                      {f.name: getattr(self.minhash, f.name) for f in fields(self.minhash)})}
+        if self.fuzzy is None:
+            return {"mode": self.mode}
+        return {"mode": self.mode, "language": self.language,
+                **{f.name: getattr(self.minhash, f.name) for f in fields(self.minhash)}}
 
     def bucket_count(self, shards_total: int) -> int:
         return self.buckets or shards_total

@@ -244,6 +244,9 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               minimum=0, maximum=1),
     RunOption("dedup_against", "Checkpoint(s) of earlier runs with the same dedup settings: also remove copies of "
               "their documents (from their saved signatures).", "existing-paths", "dedup"),
+    RunOption("dedup_language", "fuzzy: the language of documents without a `language` field; words are split as "
+              "the quality filters split that language (SudachiPy for ja, jieba for zh).", group="dedup",
+              metavar="CODE"),
     # training-ready output: token files (docs/tokens.md)
     RunOption("tokenize", "Tokenize the output for training, as phases after the last one: a tokenizer.json file, "
               "or a tokenizer's name on the Hugging Face Hub (fetched by submit on the login node). Documents also "

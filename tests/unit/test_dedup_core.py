@@ -78,8 +78,8 @@ def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[str]
     for shard in range(shards):
         mine = [i for i in range(len(texts)) if i % shards == shard]
         path = tmp_path / f"s{shards}-b{buckets}" / f"signatures-{shard}.parquet"
-        write_signatures([([keys[i] for i in mine], pa.array([texts[i] for i in mine]))], path, MinHashSettings(),
-                         buckets=buckets)
+        write_signatures([([keys[i] for i in mine], pa.array([texts[i] for i in mine]), None)], path,
+                         MinHashSettings(), buckets=buckets)
         groups = pq.ParquetFile(path).metadata
         for group in range(groups.num_row_groups):  # a bucket element reads its own row groups only
             stats = groups.row_group(group).column(3).statistics
@@ -115,7 +115,7 @@ def test_verification_drops_pairs_that_only_the_hashes_joined():
         edited[position] = rng.choice(words)
     texts = {"a#1": base, "b#1": "  " + base.upper(), "c#1": " ".join(edited), "z#1": "from an earlier run"}
     pairs = pa.table({"first": ["a#1", "a#1", "a#1"], "second": ["b#1", "c#1", "z#1"]}, schema=PAIR_SCHEMA)
-    readable = lambda keys: {k: texts[k] for k in keys if not k.startswith("z")}  # noqa: E731
+    readable = lambda keys: {k: (texts[k], ("spaced", "en")) for k in keys if not k.startswith("z")}  # noqa: E731
     fuzzy = confirmed_pairs(pairs, readable, 0.75, MinHashSettings())
     assert fuzzy["second"].to_pylist() == ["b#1", "z#1"], "a pair with an unreadable text is kept as found"
     exact = confirmed_pairs(pairs, readable, 0.75, None)

@@ -21,7 +21,14 @@ from ...core.sharding import ShardRange
 from ...dedup.keys import document_key, is_against, split_key
 from ...pipelines.phase_settings import PhaseSettings
 from ..lifecycle import refuse_beyond_memory
-from .signatures import BUCKETS_KEY, Signatures, against_signature_files, signatures_file, texts_of
+from .signatures import (
+    BUCKETS_KEY,
+    Segmenting,
+    Signatures,
+    against_signature_files,
+    signatures_file,
+    texts_of,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -110,8 +117,9 @@ def bucket_pairs(signature_files: Iterable[tuple[Path, str]], bucket: int, bucke
     return candidate_pairs(table), table.num_rows
 
 
-def _read_texts(context: PhaseContext, keys: list[str]) -> dict[str, str]:
-    """The texts of ``keys`` (this run's only), read file by file from the curation outputs."""
+def _read_texts(context: PhaseContext, keys: list[str]) -> dict[str, tuple[str, tuple[str, str]]]:
+    """The texts of ``keys`` (this run's only), with their segmenters, read file by file from
+    the curation outputs."""
     import pyarrow as pa
 
     from ...formats import reader_for
@@ -121,10 +129,11 @@ def _read_texts(context: PhaseContext, keys: list[str]) -> dict[str, str]:
         if not is_against(key):
             path, row = split_key(key)
             by_file.setdefault(path, []).append(row)
-    reader, texts = reader_for(context.output_format), {}
+    reader, texts, split = reader_for(context.output_format), {}, Segmenting(context)
     for relative, rows in by_file.items():
         context.tick()
         path = context.staged / relative
-        column = texts_of(reader.read_file(str(path)).table, context.text_field, path).take(pa.array(rows))
-        texts.update(zip((document_key(relative, r) for r in rows), column.to_pylist()))
+        table = reader.read_file(str(path)).table.take(pa.array(rows))
+        texts.update(zip((document_key(relative, r) for r in rows),
+                         zip(texts_of(table, context.text_field, path).to_pylist(), split.of(table))))
     return texts

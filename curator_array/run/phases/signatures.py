@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ...dedup.settings import DedupSettings
     from ..lifecycle import PhaseContext
 
+LANGUAGE = "language"
 FLUSH_ROWS = 1_000_000  # band-key rows sorted into bucket row groups at once (~70 MB)
 BUCKETS_KEY = b"buckets"  # the file's metadata: how many buckets its row groups are for
 
@@ -60,17 +61,19 @@ class Signatures(Phase):
         from ...formats import reader_for
 
         reader, field = reader_for(context.output_format), context.text_field
+        dedup = context.settings.dedup
+        split = Segmenting(context) if dedup.fuzzy else None
 
-        def batches() -> Iterator[tuple[list[str], pa.Array]]:
+        def batches() -> Iterator[tuple[list[str], pa.Array, list[tuple[str, str]] | None]]:
             files = curated_files(context, index)
             for done, relative in enumerate(files):
                 context.tick(done, len(files))
                 path = context.staged / relative
                 table = reader.read_file(str(path)).table
                 if table.num_rows:
-                    yield [document_key(relative, row) for row in range(table.num_rows)], texts_of(table, field, path)
+                    yield ([document_key(relative, row) for row in range(table.num_rows)], texts_of(table, field, path),
+                           split.of(table) if split else None)
 
-        dedup = context.settings.dedup
         documents = write_signatures(batches(), signatures_file(context.layout, index), dedup.fuzzy,
                                      dedup.bucket_count(context.run.shards.total))
         return PhaseResult(SignatureCounts(documents))
@@ -78,6 +81,26 @@ class Signatures(Phase):
 
 def signatures_file(layout: CheckpointLayout, shard: int) -> Path:
     return PhaseLayout(layout, Signatures()).data_path(shard)
+
+
+class Segmenting:
+    """How each document's words are split: by the segmenter the quality filters use for its
+    language (its ``language`` field, else ``--dedup-language``), from the run's language table."""
+
+    def __init__(self, context: PhaseContext):
+        from ...stages.web.languages import language_settings
+
+        self.table = language_settings(context.request.options.quality_settings)
+        self.default = context.settings.dedup.language
+
+    def of(self, table: pa.Table) -> list[tuple[str, str]]:
+        import pyarrow as pa
+
+        from ...stages.web.languages import for_language
+
+        codes = (table[LANGUAGE].cast(pa.string()).to_pylist() if LANGUAGE in table.column_names
+                 else [None] * table.num_rows)
+        return [(for_language(self.table, code or self.default).tokenizer, code or self.default) for code in codes]
 
 
 def texts_of(table: pa.Table, field: str, path: Path) -> pa.Array:
@@ -116,8 +139,8 @@ def write_signatures(batches, path: Path, settings, buckets: int = 1) -> int:
                 writer.write_table(table.slice(first, last - first).cast(schema))
 
     with replacing(path) as partial, pq.ParquetWriter(partial, schema) as writer:
-        for keys, texts in batches:
-            pending.append(signature_rows(keys, texts, settings))
+        for keys, texts, segmenters in batches:
+            pending.append(signature_rows(keys, texts, settings, segmenters))
             documents += len(keys)
             if sum(t.num_rows for t in pending) >= FLUSH_ROWS:
                 flush()

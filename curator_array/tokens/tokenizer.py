@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # End-of-text tokens of common tokenizers, in the order they are looked for: GPT-2 and
 # Qwen, Llama 2 / Mistral / T5, Llama 3, Gemma.
@@ -40,6 +41,8 @@ class LoadedTokenizer:
         """The texts as training documents: all their ids, each non-empty text's followed by
         the end-of-text token, and each text's length in tokens without it (0: nothing to
         train on, so left out)."""
+        import numpy as np
+
         encoded = self.encode(texts)
         lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
         ids = np.fromiter(chain.from_iterable(encoded), dtype=np.int64, count=int(lengths.sum()))

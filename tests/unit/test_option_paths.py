@@ -43,7 +43,8 @@ NOT_GIVEN = {"cluster", "request"}
 IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/opt/curator-array/venv",
              "CURATOR_ARRAY_PYTHON": "/opt/curator-array/venv/bin/python", "RAY_USAGE_STATS_ENABLED": "0"}
 TEXT_VALUES = {"text_field": "body", "pipeline_ref": "commoncrawl", "node_ip": "10.9.8.7",
-               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "phase": "curation", "eos_token": "<|endoftext|>"}
+               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "phase": "curation", "eos_token": "<|endoftext|>",
+               "dedup_language": "de"}
 CRAWLS = ("CC-TEST-1", "CC-TEST-2")
 
 

@@ -16,10 +16,18 @@ SITE = REPO / ".cache" / "bench-site"
 CACHE.mkdir(parents=True, exist_ok=True)
 DATATROVE_PACKAGES = ("datatrove>=0.4", "regex", "orjson", "warcio", "faust-cchardet", "python-magic")
 
-# Appended to every measured snippet: the process's own peak RSS and its children's.
+# Appended to every measured snippet: the process's own peak RSS and its children's. Its own
+# is VmHWM: ru_maxrss would carry over the peak of the bench process it was forked from.
 _REPORT = """
 import json as _json, resource as _resource
-print("@@" + _json.dumps({"peak_rss": _resource.getrusage(_resource.RUSAGE_SELF).ru_maxrss * 1024,
+
+
+def _peak_rss():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+
+
+print("@@" + _json.dumps({"peak_rss": _peak_rss(),
                           "children_peak_rss": _resource.getrusage(_resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
                           **globals().get("REPORT", {})}))
 """

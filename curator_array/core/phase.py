@@ -120,7 +120,7 @@ class Phase:
     phase that reads the output of whichever phase came last may name several);
     ``matching_elements`` says that element ``i`` reads element ``i`` of each of them (they
     share the curation shards), else it reads all their elements. ``noun`` names what one
-    element's data is (``bucket_3.parquet``); ``added_by`` is the option that adds the phase
+    element's data is (``bucket_3.pairs``); ``added_by`` is the option that adds the phase
     to a run, for messages.
     """
 

@@ -11,55 +11,51 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .minhash import band_keys, jaccard, shingles, signatures, simplify, text_keys
 from .settings import MinHashSettings
 
 BATCH = 1000  # documents per signature batch: bounds the hash matrix to about 100 MB
-SIGNATURE_SCHEMA = pa.schema([("key", pa.string()), ("band", pa.int16()), ("band_key", pa.uint64())])
-PAIR_SCHEMA = pa.schema([("first", pa.string()), ("second", pa.string())])
+SIGNATURE_SCHEMA = pa.schema([("id", pa.uint64()), ("band", pa.int16()), ("band_key", pa.uint64())])
+PAIR_SCHEMA = pa.schema([("first", pa.uint64()), ("second", pa.uint64())])
 
 
-def signature_rows(keys: list[str], texts: pa.Array, settings: MinHashSettings | None,
+def signature_rows(ids: np.ndarray, texts: pa.Array, settings: MinHashSettings | None,
                    segmenters: Sequence[tuple[str, str]] | None = None) -> pa.Table:
     """The band keys of ``texts`` (``settings`` None: exact dedup, one key of the whole text),
-    their words split by ``segmenters`` (``minhash.words``)."""
+    their words split by ``segmenters`` (``minhash.words``); ``ids`` are the documents'
+    identities (``keys``)."""
     if settings is None:
-        return pa.table({"key": pa.array(keys, pa.string()), "band": pa.array(np.zeros(len(keys), np.int16)),
+        return pa.table({"id": pa.array(ids, pa.uint64()), "band": pa.array(np.zeros(len(ids), np.int16)),
                          "band_key": pa.array(text_keys(texts))}, schema=SIGNATURE_SCHEMA)
     parts = []
-    for start in range(0, len(keys), BATCH):
+    for start in range(0, len(ids), BATCH):
         chunk = texts.slice(start, BATCH)
         split = segmenters[start:start + BATCH] if segmenters is not None else None
         bands = band_keys(signatures(chunk, settings, split), settings)
-        documents = np.repeat(np.arange(start, start + len(chunk)), settings.bands)
-        parts.append(pa.table({"key": pa.array(keys, pa.string()).take(pa.array(documents)),
+        parts.append(pa.table({"id": pa.array(np.repeat(ids[start:start + len(chunk)], settings.bands)),
                                "band": pa.array(np.tile(np.arange(settings.bands, dtype=np.int16), len(chunk))),
                                "band_key": pa.array(bands.reshape(-1))}, schema=SIGNATURE_SCHEMA))
     return pa.concat_tables(parts) if parts else SIGNATURE_SCHEMA.empty_table()
 
 
 def candidate_pairs(table: pa.Table) -> pa.Table:
-    """Each document paired with the smallest key that shares one of its band keys, once.
-
-    Keys become their rank among the bucket's distinct keys, so the grouping is a sort of
-    integers, not of strings.
-    """
+    """Each document paired with the smallest identity that shares one of its band keys, once."""
     if table.num_rows == 0:
         return PAIR_SCHEMA.empty_table()
-    distinct = pc.unique(table["key"].combine_chunks())
-    distinct = distinct.take(pc.array_sort_indices(distinct))
-    rank = pc.index_in(table["key"], value_set=distinct).to_numpy().astype(np.int64)
-    band, band_key = table["band"].to_numpy(), table["band_key"].to_numpy()
-    order = np.lexsort((rank, band_key, band))
-    band, band_key, rank = band[order], band_key[order], rank[order]
-    starts = np.ones(len(rank), dtype=bool)
+    ids, band, band_key = (table[name].to_numpy() for name in ("id", "band", "band_key"))
+    order = np.lexsort((ids, band_key, band))
+    band, band_key, ids = band[order], band_key[order], ids[order]
+    starts = np.ones(len(ids), dtype=bool)
     starts[1:] = (band[1:] != band[:-1]) | (band_key[1:] != band_key[:-1])
-    first = rank[np.maximum.accumulate(np.where(starts, np.arange(len(rank)), 0))]
-    paired = np.unique((first << 32 | rank)[first != rank])
-    return pa.table({"first": distinct.take(pa.array(paired >> 32)),
-                     "second": distinct.take(pa.array(paired & 0xFFFFFFFF))}, schema=PAIR_SCHEMA)
+    first = ids[np.maximum.accumulate(np.where(starts, np.arange(len(ids)), 0))]
+    paired = first != ids
+    first, second = first[paired], ids[paired]
+    order = np.lexsort((second, first))
+    first, second = first[order], second[order]
+    distinct = np.ones(len(first), dtype=bool)
+    distinct[1:] = (first[1:] != first[:-1]) | (second[1:] != second[:-1])
+    return pa.table({"first": first[distinct], "second": second[distinct]}, schema=PAIR_SCHEMA)
 
 
 def confirmed_pairs(pairs: pa.Table, texts_of: Callable[[list[str]], Mapping[str, tuple[str, tuple[str, str]]]],
@@ -71,7 +67,7 @@ def confirmed_pairs(pairs: pa.Table, texts_of: Callable[[list[str]], Mapping[str
     cannot (an earlier run's document, whose text is not reread) is kept as the signatures
     found it.
     """
-    firsts, seconds = pairs["first"].to_pylist(), pairs["second"].to_pylist()
+    firsts, seconds = pairs["first"].to_pylist(), pairs["second"].to_pylist()  # identities
     wanted = sorted(set(firsts) | set(seconds))
     texts = texts_of(wanted)
     known = [k for k in wanted if k in texts]

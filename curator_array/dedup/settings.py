@@ -42,7 +42,8 @@ class DedupSettings:
     candidate pair (fuzzy: by a true Jaccard similarity of at least ``threshold``);
     ``against`` names earlier runs' checkpoints whose documents this run's copies must not
     duplicate; ``language`` is the language of documents without a ``language`` field,
-    whose words are split as the quality filters split that language's.
+    whose words are split as the quality filters split that language's; ``keep_removed``
+    writes the removed documents aside for an audit.
     """
 
     mode: str
@@ -52,6 +53,7 @@ class DedupSettings:
     threshold: float = 0.75
     against: tuple[str, ...] = ()
     language: str = "en"
+    keep_removed: bool = False
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

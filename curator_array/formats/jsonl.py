@@ -6,7 +6,7 @@ import gzip
 import io
 import json
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -16,7 +16,7 @@ import pyarrow.json as pa_json
 
 from ..core.atomic import replacing
 from ..core.records import MALFORMED_LINES
-from ..stages.io import FileContents, MalformedRecordError, ReaderStage, WriterStage
+from ..stages.io import Added, FileContents, MalformedRecordError, ReaderStage, WriterStage
 
 
 def _open_text(path: str):
@@ -91,19 +91,29 @@ class JsonlWriter(WriterStage):
                     json.dumps(row, ensure_ascii=False, default=_json_default) + "\n" for row in batch.to_pylist()
                 )
 
-    def write_without(self, source: Path, target: Path, removed: Collection[int], reader=None) -> tuple[int, int]:
-        """Line by line: a kept record keeps its bytes (rows are the non-blank lines, as the reader counts)."""
-        rows = kept = 0
+    def rewrite(self, source: Path, target: Path, reader, rows: Collection[int], *, only: bool = False,
+                added: Mapping[str, Added] | None = None) -> tuple[int, int]:
+        """Line by line: a written record keeps its bytes, the ``added`` fields appended to its
+        object (rows are the non-blank lines, as the reader counts)."""
+        read = written = 0
+        names = [json.dumps(name, ensure_ascii=False).encode() for name in (added or {})]
+        columns = list((added or {}).values())
         target.parent.mkdir(parents=True, exist_ok=True)
         with self._read_bytes(source) as lines, replacing(target) as partial, self._open_bytes(partial) as out:
             for line in lines:
                 if not line.strip():
                     continue
-                if rows not in removed:
+                if (read in rows) == only:
+                    if names:
+                        record = line.rstrip()[:-1]  # the object without its closing brace
+                        fields = b", ".join(name + b": " + json.dumps(values.get(read, default), ensure_ascii=False,
+                                                                      default=_json_default).encode()
+                                            for name, (values, default) in zip(names, columns))
+                        line = record + (b", " if record.strip() != b"{" else b"") + fields + b"}\n"
                     out.write(line if line.endswith(b"\n") else line + b"\n")
-                    kept += 1
-                rows += 1
-        return rows, kept
+                    written += 1
+                read += 1
+        return read, written
 
 
 class GzipJsonlWriter(JsonlWriter):

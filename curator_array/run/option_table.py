@@ -244,6 +244,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               minimum=0, maximum=1),
     RunOption("dedup_against", "Checkpoint(s) of earlier runs with the same dedup settings: also remove copies of "
               "their documents (from their saved signatures).", "existing-paths", "dedup"),
+    RunOption("dedup_keep_removed", "Write every removed document (all its fields, with the identity and id of the "
+              "copy kept) under OUTPUT_DIR/.removed/dedup/.", "flag", "dedup"),
     RunOption("dedup_language", "fuzzy: the language of documents without a `language` field; words are split as "
               "the quality filters split that language (SudachiPy for ja, jieba for zh).", group="dedup",
               metavar="CODE"),

@@ -11,10 +11,10 @@ reader and writer.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -124,6 +124,9 @@ class ReaderStage(ProcessingStage):
         yield replace(held, final=True)
 
 
+Added = tuple[Mapping[int, Any], Any]  # a field a rewrite adds: its value by row number, and for other rows
+
+
 class WriterStage(ProcessingStage):
     """Writes each DocumentBatch to ``<output_dir>/<task id><suffix>``, atomically.
 
@@ -146,18 +149,24 @@ class WriterStage(ProcessingStage):
         """Write ``table`` at ``path`` (a temporary name; the base syncs it and renames it)."""
         raise NotImplementedError
 
-    def write_without(self, source: Path, target: Path, removed: Collection[int],
-                      reader: ReaderStage) -> tuple[int, int]:
-        """``source``, a file this writer wrote, without the rows numbered in ``removed``, at
-        ``target``; returns (rows, rows kept). Rows are numbered as ``reader`` (this format's)
-        numbers them. Atomic, and a rerun writes the same bytes again."""
+    def rewrite(self, source: Path, target: Path, reader: ReaderStage, rows: Collection[int], *,
+                only: bool = False, added: Mapping[str, Added] | None = None) -> tuple[int, int]:
+        """``source``, a file this writer wrote, at ``target`` without the rows numbered in
+        ``rows`` (or, with ``only``, with those rows alone), each row written given the fields
+        ``added`` (name → (value by row number, the value of other rows)); returns (rows read,
+        rows written). Rows are numbered as ``reader`` (this format's) numbers them. Atomic,
+        and a rerun writes the same bytes again."""
         table = reader.read_file(str(source)).table
-        keep = np.ones(table.num_rows, dtype=bool)
-        keep[[row for row in removed if row < table.num_rows]] = False
+        chosen = np.zeros(table.num_rows, dtype=bool)
+        chosen[[row for row in rows if row < table.num_rows]] = True
+        written = np.flatnonzero(chosen if only else ~chosen)
+        table = table.take(pa.array(written))
+        for name, (values, default) in (added or {}).items():
+            table = table.append_column(name, pa.array([values.get(row, default) for row in written.tolist()]))
         target.parent.mkdir(parents=True, exist_ok=True)
         with replacing(target) as partial:
-            self.write_table(table.filter(pa.array(keep)), partial)
-        return table.num_rows, int(keep.sum())
+            self.write_table(table, partial)
+        return len(chosen), table.num_rows
 
     def process(self, task: DocumentBatch) -> WrittenFiles:
         self.output_dir.mkdir(parents=True, exist_ok=True)

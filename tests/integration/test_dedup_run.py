@@ -8,6 +8,7 @@ holds only the kept documents, and bad input is refused with exit 2 without losi
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
@@ -67,7 +68,11 @@ def test_fuzzy_dedup_removes_the_planted_copies_and_nothing_else(corpus, one_sha
     assert len(records) == len(kept) == len(planted.ids) - len(planted.original_of)
     originals = {json.loads(line)["id"]: json.loads(line) for f in sorted(corpus[0].iterdir())
                  for line in f.read_text().splitlines()}
+    sizes = {r["id"]: r.pop("minhash_cluster_size") for r in records}
     assert all(r == originals[r["id"]] for r in records), "every field of a kept document is kept as read"
+    copies = collections.Counter(planted.original_of.values())
+    group = {i: planted.original_of.get(i, i) for i in kept}  # whichever of a planted group is kept
+    assert sizes == {i: 1 + copies[group[i]] for i in kept}, "each kept document carries its cluster's size"
     assert not [p for p in one_shard.rglob("*") if ".tmp-" in p.name], "no partial file left"
     status = curator("status", "--checkpoint-path", str(one_shard), "--json")
     phases = {p["phase"]: p for p in json.loads(status.stdout)["phases"]}
@@ -86,7 +91,26 @@ def test_seven_shards_and_three_buckets_give_the_same_output(corpus, one_shard, 
     assert visible(out) == visible(one_shard), "byte for byte the files of a one-shard run"
     layout = CheckpointLayout(out)
     assert sorted(p.name for p in PhaseLayout(layout, Buckets()).data_dir.iterdir()) == \
-        ["bucket_0.parquet", "bucket_1.parquet", "bucket_2.parquet"]
+        ["bucket_0.pairs", "bucket_1.pairs", "bucket_2.pairs"]
+
+
+def test_removed_documents_can_be_kept_for_an_audit(corpus, tmp_path):
+    inputs, planted = corpus
+    out = tmp_path / "out"
+    run(inputs, out, "--dedup", "fuzzy", "--dedup-keep-removed")
+    originals = {json.loads(line)["id"]: json.loads(line) for f in sorted(inputs.iterdir())
+                 for line in f.read_text().splitlines()}
+    removed = read_records(out / ".removed" / "dedup")
+    kept = {r["id"] for r in read_records(out)}
+    assert {r["id"] for r in removed} == set(planted.ids) - kept, "every removed copy, and only those"
+    for record in removed:
+        kept_id = record.pop("minhash_kept_id")
+        file, row = record.pop("minhash_kept").rsplit("#", 1)
+        assert planted.original_of.get(kept_id, kept_id) == planted.original_of.get(record["id"], record["id"]), \
+            "the id of the copy kept, of the same planted group"
+        assert json.loads((out / ".curated" / file).read_text().splitlines()[int(row)])["id"] == kept_id, \
+            "and where it is (its row of the curated file)"
+        assert record == originals[record["id"]], "every field, as curated"
 
 
 def test_exact_mode_and_verified_pairs(corpus, tmp_path):
@@ -129,7 +153,7 @@ def test_bad_input_is_refused_with_exit_2_and_loses_nothing(corpus, one_shard, t
     phase = run(inputs, out, "--dedup", "fuzzy", "--phase", "signatures", shard=(1, 2), check=False)
     assert phase.returncode == 2 and "signatures element 1 cannot start: curation shard(s) 1" in phase.stderr
     phase = run(inputs, out, "--dedup", "fuzzy", "--phase", "buckets", shard=(0, 2), check=False)
-    assert phase.returncode == 2 and "signatures shard(s) 1" in phase.stderr
+    assert phase.returncode == 2 and "signatures shard(s) 0-1" in phase.stderr, "signatures wait for every curation shard"
     status = curator("status", "--checkpoint-path", str(out)).stdout
     assert "buckets    0/2; missing 0-1; blocked by curation (missing 1)" in status
     assert "element 0 failed: buckets element 0 cannot start" in status

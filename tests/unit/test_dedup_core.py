@@ -8,8 +8,10 @@ from collections import defaultdict
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
-from curator_array.dedup.clusters import DuplicateClusters
+from curator_array.dedup.clusters import components, components_of
+from curator_array.dedup.keys import identities
 from curator_array.dedup.minhash import MinHashSettings, band_keys, signatures, simplify
 from tests.support.planted import planted, sentences, vocabulary
 
@@ -30,8 +32,9 @@ def test_planted_duplicates_are_found_and_distinct_pages_kept():
     settings = MinHashSettings()
     rows = signatures(pa.array(texts), settings)
     assert rows.shape == (len(texts), 112) and rows.dtype == np.uint64
-    clusters = DuplicateClusters().join_all(candidate_pairs(band_keys(rows, settings)))
-    removed = clusters.removed()
+    pairs = np.array(sorted(candidate_pairs(band_keys(rows, settings))), dtype=np.uint64)
+    clusters = components_of(pairs[:, 0], pairs[:, 1])
+    removed = set(clusters.nodes[~clusters.kept].tolist())
     planted_copies = {i for i, original in enumerate(original_of) if original is not None}
     true_positive = len(removed & planted_copies)
     precision, recall = true_positive / max(1, len(removed)), true_positive / len(planted_copies)
@@ -39,7 +42,7 @@ def test_planted_duplicates_are_found_and_distinct_pages_kept():
     assert not removed & set(range(120)), "the originals (the smallest keys) are never removed"
     boilerplate_pages = set(range(len(texts) - 30, len(texts)))
     assert not removed & boilerplate_pages, "shared boilerplate alone does not make a duplicate"
-    assert clusters.sizes() == {2: len(removed)}, "every planted copy pairs with its own original"
+    assert clusters.size_histogram() == {2: len(removed)}, "every planted copy pairs with its own original"
 
 
 def test_signatures_do_not_depend_on_the_batch():
@@ -58,27 +61,65 @@ def test_simplify_and_short_texts():
     assert (rows[2] == np.uint64((1 << 61) - 1)).all() and not (rows[0] == rows[3]).all()
 
 
-def test_the_kept_copy_is_the_smallest_key_whatever_the_order():
-    pairs = [("c", "b"), ("d", "c"), ("x", "y"), ("b", "a")]
+def test_the_kept_copy_is_the_smallest_identity_whatever_the_order():
+    pairs = [(3, 2), (4, 3), (24, 25), (2, 1), (90, 91), (91, 92), (92, 90)]
     for order in (pairs, pairs[::-1], sorted(pairs)):
-        clusters = DuplicateClusters().join_all(order)
-        assert clusters.removed() == {"b", "c", "d", "y"}
-        assert clusters.sizes() == {2: 1, 4: 1}
+        clusters = components_of(*(np.array(side, dtype=np.uint64) for side in zip(*order)))
+        assert set(clusters.nodes[~clusters.kept].tolist()) == {2, 3, 4, 25, 91, 92}
+        assert clusters.cluster_sizes()[clusters.roots][clusters.nodes.tolist().index(90)] == 3
+        assert clusters.size_histogram() == {2: 1, 3: 1, 4: 1}
 
 
-def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[str], dict[int, int]]:
+@pytest.mark.parametrize("chunk", [1 << 20, 7])
+def test_clusters_agree_with_a_plain_union_find_on_random_graphs(monkeypatch, chunk):
+    """With a chunk of 7 pairs, pairs are read in many chunks and identities collected in
+    several passes over ranges of files: the answer is the same."""
+    import curator_array.dedup.clusters as clusters_module
+
+    monkeypatch.setattr(clusters_module, "CHUNK", chunk)
+    rng = random.Random(3)
+    for _ in range(40):
+        n = rng.randint(2, 200)
+        pairs = [(a, b) for a, b in ((rng.randrange(n), rng.randrange(n)) for _ in range(rng.randint(1, 300))) if a != b]
+        if not pairs:
+            continue
+        parent: dict[int, int] = {}
+
+        def root(x: int) -> int:
+            while parent.setdefault(x, x) != x:
+                x = parent[x]
+            return x
+
+        for a, b in pairs:
+            ra, rb = root(a), root(b)
+            parent[max(ra, rb)] = min(ra, rb)
+
+        def identity(x: int) -> int:  # spread over 13 curated files, out of order
+            return int(identities((x * 5) % 13, np.array([x]))[0])
+
+        first, second = (np.array([identity(x) for x in side], dtype=np.uint64) for side in zip(*pairs))
+        chunks = [(first[i:i + 11], second[i:i + 11]) for i in range(0, len(first), 11)]
+        clusters = components(lambda: iter(chunks))
+        found = dict(zip(clusters.nodes.tolist(), clusters.nodes[clusters.roots].tolist()))
+        smallest: dict[int, int] = {}
+        for x in parent:
+            smallest[root(x)] = min(smallest.get(root(x), identity(x)), identity(x))
+        assert found == {identity(x): smallest[root(x)] for x in parent}
+
+
+def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[int], dict[int, int]]:
     """Signatures per shard, pairs per bucket, clusters: the phases' file-level work."""
-    from curator_array.formats.parquet import write_parquet
     from curator_array.run.phases.buckets import bucket_pairs
-    from curator_array.run.phases.clusters import removed_keys
+    from curator_array.dedup.pairfile import write_pairs
+    from curator_array.run.phases.clusters import streamed_pairs
     from curator_array.run.phases.signatures import write_signatures
 
-    keys = [f"part-{i % 5}.parquet#{i:05d}" for i in range(len(texts))]
+    keys = np.concatenate([identities(i % 5, np.array([i])) for i in range(len(texts))])
     signature_files = []
     for shard in range(shards):
         mine = [i for i in range(len(texts)) if i % shards == shard]
         path = tmp_path / f"s{shards}-b{buckets}" / f"signatures-{shard}.parquet"
-        write_signatures([([keys[i] for i in mine], pa.array([texts[i] for i in mine]), None)], path,
+        write_signatures([(keys[mine], pa.array([texts[i] for i in mine]), None)], path,
                          MinHashSettings(), buckets=buckets)
         groups = pq.ParquetFile(path).metadata
         for group in range(groups.num_row_groups):  # a bucket element reads its own row groups only
@@ -87,10 +128,13 @@ def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[str]
         signature_files.append(path)
     pair_files = []
     for bucket in range(buckets):
-        path = tmp_path / f"s{shards}-b{buckets}" / f"pairs-{bucket}.parquet"
-        write_parquet(bucket_pairs([(file, "") for file in signature_files], bucket, buckets)[0], path)
+        path = tmp_path / f"s{shards}-b{buckets}" / f"bucket-{bucket}.pairs"
+        pairs = bucket_pairs([(file, None) for file in signature_files], bucket, buckets)[0]
+        write_pairs(path, pairs["first"].to_numpy(), pairs["second"].to_numpy(), "run-1")
         pair_files.append(path)
-    return removed_keys(pair_files)
+    total = sum((path.stat().st_size - 32) // 16 for path in pair_files)
+    clusters = components(streamed_pairs(pair_files, total, "run-1"))
+    return set(clusters.nodes[~clusters.kept].tolist()), clusters.size_histogram()
 
 
 def test_the_answer_does_not_depend_on_shards_or_buckets(tmp_path):
@@ -99,7 +143,8 @@ def test_the_answer_does_not_depend_on_shards_or_buckets(tmp_path):
     many = dedup_in_files(tmp_path, texts, 7, 3)
     assert one == many
     removed, sizes = one
-    planted_copies = {f"part-{i % 5}.parquet#{i:05d}" for i, original in enumerate(original_of) if original is not None}
+    planted_copies = {int(identities(i % 5, np.array([i]))[0]) for i, original in enumerate(original_of)
+                      if original is not None}
     assert removed == planted_copies and sizes == {2: 80}
     assert not list(tmp_path.rglob("*.tmp*")), "no partial file left behind"
 
@@ -113,10 +158,33 @@ def test_verification_drops_pairs_that_only_the_hashes_joined():
     edited = base.split(" ")
     for position in range(0, len(edited), 3):  # a third of the words changed: Jaccard far below 0.75
         edited[position] = rng.choice(words)
-    texts = {"a#1": base, "b#1": "  " + base.upper(), "c#1": " ".join(edited), "z#1": "from an earlier run"}
-    pairs = pa.table({"first": ["a#1", "a#1", "a#1"], "second": ["b#1", "c#1", "z#1"]}, schema=PAIR_SCHEMA)
-    readable = lambda keys: {k: (texts[k], ("spaced", "en")) for k in keys if not k.startswith("z")}  # noqa: E731
+    texts = {1: base, 2: "  " + base.upper(), 3: " ".join(edited), 9: "from an earlier run"}
+    pairs = pa.table({"first": [1, 1, 1], "second": [2, 3, 9]}, schema=PAIR_SCHEMA)
+    readable = lambda ids: {i: (texts[i], ("spaced", "en")) for i in ids if i != 9}  # noqa: E731
     fuzzy = confirmed_pairs(pairs, readable, 0.75, MinHashSettings())
-    assert fuzzy["second"].to_pylist() == ["b#1", "z#1"], "a pair with an unreadable text is kept as found"
+    assert fuzzy["second"].to_pylist() == [2, 9], "a pair with an unreadable text is kept as found"
     exact = confirmed_pairs(pairs, readable, 0.75, None)
-    assert exact["second"].to_pylist() == ["b#1", "z#1"]
+    assert exact["second"].to_pylist() == [2, 9]
+
+
+def test_a_pair_file_truncated_or_of_another_run_is_refused_by_name(tmp_path):
+    from curator_array.core.errors import CorruptCheckpointError
+    from curator_array.dedup.pairfile import write_pairs
+    from curator_array.run.phases.clusters import streamed_pairs
+
+    good, bad = tmp_path / "bucket_0.pairs", tmp_path / "bucket_1.pairs"
+    ids = identities(0, np.arange(6))
+    write_pairs(good, ids[:3], ids[3:], "run-1")
+    assert components(streamed_pairs([good], 3, "run-1")).size_histogram() == {2: 3}
+    write_pairs(bad, ids[:3], ids[3:], "run-2")
+    with pytest.raises(CorruptCheckpointError, match=r"bucket_1.pairs: the pairs of another run \(run-2\)"):
+        streamed_pairs([good, bad], 6, "run-1")
+    write_pairs(bad, ids[:3], ids[3:], "run-1")
+    bad.write_bytes(bad.read_bytes()[:-5])
+    with pytest.raises(CorruptCheckpointError, match=r"bucket_1.pairs: .* \(truncated\?\)"):
+        streamed_pairs([good, bad], 6, "run-1")
+    bad.write_bytes(b"not pairs at all")
+    with pytest.raises(CorruptCheckpointError, match="bucket_1.pairs: not a pair file"):
+        streamed_pairs([good, bad], 6, "run-1")
+    with pytest.raises(CorruptCheckpointError, match="hold 3 pairs, their manifests 4"):
+        streamed_pairs([good], 4, "run-1")

@@ -10,10 +10,11 @@ import json
 import random
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
-from curator_array.dedup.clusters import DuplicateClusters
+from curator_array.dedup.clusters import components_of
 from curator_array.dedup.lsh import candidate_pairs, signature_rows
 from curator_array.dedup.settings import MinHashSettings
 from curator_array.stages.web.languages import for_language, language_settings
@@ -50,9 +51,11 @@ def planted(language: str):
 
 
 def removed(keys: list[str], texts: list[str], segmenters) -> set[str]:
-    rows = signature_rows(keys, pa.array(texts, pa.string()), MinHashSettings(), segmenters)
+    rows = signature_rows(np.arange(len(keys), dtype=np.uint64), pa.array(texts, pa.string()), MinHashSettings(),
+                          segmenters)
     pairs = candidate_pairs(rows)
-    return DuplicateClusters().join_all(zip(pairs["first"].to_pylist(), pairs["second"].to_pylist())).removed()
+    clusters = components_of(pairs["first"].to_numpy(), pairs["second"].to_numpy())
+    return {keys[i] for i in clusters.nodes[~clusters.kept].tolist()}
 
 
 @pytest.mark.parametrize("language", ["ja", "zh"])

@@ -82,8 +82,8 @@ def test_an_element_that_cannot_fit_is_refused_naming_what_to_change():
     refuse_beyond_memory("clusters", 1_000_000, "pairs", BYTES_PER_PAIR, 4096)
     refuse_beyond_memory("clusters", 10**9, "pairs", BYTES_PER_PAIR, None)
     with pytest.raises(ConfigError, match=r"give it more memory \(memory = .* in the site file") as refused:
-        refuse_beyond_memory("clusters", 10_000_000, "pairs", BYTES_PER_PAIR, 4096)
-    assert f"the clusters element would hold 10,000,000 pairs, about {10_000_000 * BYTES_PER_PAIR / 2**20:,.0f} MiB" \
+        refuse_beyond_memory("clusters", 100_000_000, "pairs", BYTES_PER_PAIR, 4096)
+    assert f"the clusters element would hold 100,000,000 pairs, about {100_000_000 * BYTES_PER_PAIR / 2**20:,.0f} MiB" \
         in str(refused.value)
 
 

@@ -18,11 +18,11 @@ from ...core.layout import CheckpointLayout
 from ...core.phase import Counts, Phase, PhaseResult
 from ...core.phase_records import PhaseLayout
 from ...core.sharding import ShardRange
-from ...dedup.keys import document_key, is_against, split_key
 from ...pipelines.phase_settings import PhaseSettings
 from ..lifecycle import refuse_beyond_memory
 from .signatures import (
     BUCKETS_KEY,
+    CuratedFiles,
     Segmenting,
     Signatures,
     against_signature_files,
@@ -57,25 +57,25 @@ class Buckets(Phase):
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         from ...dedup.lsh import confirmed_pairs
-        from ...formats.parquet import write_parquet
+        from ...dedup.pairfile import write_pairs
 
         dedup, buckets = context.settings.dedup, len(context.elements(self))
         documents = sum(m.counts.documents for m in context.manifests(Signatures()).values())
         rows = documents * (dedup.minhash.bands if dedup.fuzzy else 1) // buckets
         refuse_beyond_memory(self.name, rows, "band keys", BYTES_PER_BAND_KEY, context.memory_limit_mb())
-        files = [(signatures_file(context.layout, s), "") for s in context.run.shards]
+        files: list[tuple[Path, int | None]] = [(signatures_file(context.layout, s), None) for s in context.run.shards]
         files += against_signature_files(dedup)
         target = pairs_file(context.layout, index)
         pairs, held = bucket_pairs(_ticking(files, context.tick), index, buckets)
         candidates = pairs.num_rows
         if dedup.verify and pairs.num_rows:
             pairs = confirmed_pairs(pairs, lambda keys: _read_texts(context, keys), dedup.threshold, dedup.fuzzy)
-        write_parquet(pairs, target)
+        write_pairs(target, pairs["first"].to_numpy(), pairs["second"].to_numpy(), context.run.run_id)
         return PhaseResult(BucketCounts(held, candidates, pairs.num_rows))
 
 
 def pairs_file(layout: CheckpointLayout, bucket: int) -> Path:
-    return PhaseLayout(layout, Buckets()).data_path(bucket)
+    return PhaseLayout(layout, Buckets()).data_path(bucket, ".pairs")
 
 
 def _ticking(items: list, tick) -> Iterable:
@@ -92,48 +92,50 @@ def bucket_rows(path: Path, bucket: int, buckets: int) -> pa.Table:
     import pyarrow.parquet as pq
 
     metadata = pq.read_schema(path).metadata or {}
-    columns = ["key", "band", "band_key"]
+    columns = ["id", "band", "band_key"]
     if metadata.get(BUCKETS_KEY) == str(buckets).encode():
         return pq.read_table(path, columns=columns, filters=[("bucket", "=", bucket)])
     table = pq.read_table(path, columns=columns)
     return table.filter(pa.array((table["band_key"].to_numpy() % np.uint64(buckets)) == np.uint64(bucket)))
 
 
-def bucket_pairs(signature_files: Iterable[tuple[Path, str]], bucket: int, buckets: int) -> tuple[pa.Table, int]:
+def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int,
+                 buckets: int) -> tuple[pa.Table, int]:
     """The candidate pairs of one bucket, and how many band keys it held; a signature file
-    may come with a key prefix (an earlier run's, for ``--dedup-against``)."""
+    may come with the source its documents take (an earlier run's, for ``--dedup-against``)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
+    from ...dedup.keys import with_source
     from ...dedup.lsh import SIGNATURE_SCHEMA, candidate_pairs
 
     mine = []
-    for file, prefix in signature_files:
+    for file, source in signature_files:
         table = bucket_rows(file, bucket, buckets)
-        if prefix:
-            table = table.set_column(0, "key", pc.binary_join_element_wise(prefix, table["key"], ""))
+        if source is not None:
+            table = table.set_column(0, "id", pa.array(with_source(table["id"].to_numpy(), source)))
         mine.append(table)
     table = pa.concat_tables(mine) if mine else SIGNATURE_SCHEMA.empty_table()
     return candidate_pairs(table), table.num_rows
 
 
-def _read_texts(context: PhaseContext, keys: list[str]) -> dict[str, tuple[str, tuple[str, str]]]:
-    """The texts of ``keys`` (this run's only), with their segmenters, read file by file from
-    the curation outputs."""
+def _read_texts(context: PhaseContext, ids: list[int]) -> dict[int, tuple[str, tuple[str, str]]]:
+    """The texts of documents ``ids`` (this run's only), with their segmenters, read file by
+    file from the curation outputs."""
+    import numpy as np
     import pyarrow as pa
 
+    from ...dedup.keys import THIS_RUN, files, identities, rows, sources
     from ...formats import reader_for
 
-    by_file: dict[str, list[int]] = {}
-    for key in keys:
-        if not is_against(key):
-            path, row = split_key(key)
-            by_file.setdefault(path, []).append(row)
+    ids = np.array(ids, dtype=np.uint64)
+    ids = ids[sources(ids) == THIS_RUN]
+    every = CuratedFiles.of(context)
     reader, texts, split = reader_for(context.output_format), {}, Segmenting(context)
-    for relative, rows in by_file.items():
+    for file in np.unique(files(ids)).tolist():
         context.tick()
-        path = context.staged / relative
-        table = reader.read_file(str(path)).table.take(pa.array(rows))
-        texts.update(zip((document_key(relative, r) for r in rows),
+        wanted = rows(ids[files(ids) == file])
+        path = context.staged / every.paths[file]
+        table = reader.read_file(str(path)).table.take(pa.array(wanted))
+        texts.update(zip(identities(file, wanted).tolist(),
                          zip(texts_of(table, context.text_field, path).to_pylist(), split.of(table))))
     return texts

@@ -1,8 +1,10 @@
 """Dedup, phase 3: one element, the pairs' connected components and the copies to remove.
 
-It joins every bucket's pairs into clusters (``dedup.clusters``), keeps each cluster's
-smallest document key, and writes, per curation shard, the rows to remove from its files,
-so each removal element reads only its own shard's list.
+It streams every bucket's pairs, finds the clusters they join (``dedup.clusters``: arrays,
+about 27 bytes per document in a cluster at the peak), keeps each cluster's smallest
+identity, and writes, per curation shard, every document of that shard that is in a
+cluster: its identity, the identity of the copy kept, and its cluster's size. Each removal
+element then reads only its own shard's file.
 """
 
 from __future__ import annotations
@@ -15,16 +17,17 @@ from ...core.layout import CheckpointLayout
 from ...core.phase import Counts, Phase, PhaseResult, histogram
 from ...core.phase_records import PhaseLayout
 from ...core.sharding import ShardRange
-from ...dedup.keys import is_against, split_key
 from ...pipelines.phase_settings import PhaseSettings
 from ..lifecycle import refuse_beyond_memory
 from .buckets import Buckets, pairs_file
-from .curation import curated_files
+from .signatures import CuratedFiles
 
 if TYPE_CHECKING:
     from ..lifecycle import PhaseContext
 
-BYTES_PER_PAIR = 600  # at the peak: the union-find table and the pair's strings (measured: docs/dedup.md)
+# At the peak, 27 bytes per document in a cluster (bench/bench_clusters.py, docs/dedup.md),
+# and a pair brings at most two documents.
+BYTES_PER_PAIR = 56
 
 
 @dataclass(frozen=True)
@@ -45,41 +48,71 @@ class Clusters(Phase):
         return ShardRange(1) if settings.dedup is not None else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
-        import pyarrow as pa
 
-        from ...formats.parquet import write_parquet
 
         pairs = sum(m.counts.pairs for m in context.manifests(Buckets()).values())
         refuse_beyond_memory(self.name, pairs, "duplicate pairs", BYTES_PER_PAIR, context.memory_limit_mb())
-        removed, sizes = removed_keys(pairs_file(context.layout, b) for b in context.elements(Buckets()))
-        ours = sorted(k for k in removed if not is_against(k))
-        owner = {file: shard for shard in context.run.shards for file in curated_files(context, shard)}
-        rows: dict[int, tuple[list[str], list[int]]] = {shard: ([], []) for shard in context.run.shards}
-        for key in ours:
-            file, row = split_key(key)
-            files, numbers = rows[owner[file]]
-            files.append(file)
-            numbers.append(row)
-        for shard, (files, numbers) in rows.items():
-            context.tick()
-            write_parquet(pa.table({"file": pa.array(files, pa.string()), "row": pa.array(numbers, pa.int64())}),
-                          removed_file(context.layout, shard))
-        return PhaseResult(ClusterCounts(pairs, len(ours), sum(sizes.values()), sizes))
+        paths = [pairs_file(context.layout, b) for b in context.elements(Buckets())]
+        run_id = context.run.run_id
+        counts = cluster_files(streamed_pairs(paths, pairs, run_id, context.tick), pairs,
+                               CuratedFiles.of(context).shards,
+                               context.run.shards, lambda shard: cluster_file(context.layout, shard), context.tick)
+        return PhaseResult(counts)
 
 
-def removed_file(layout: CheckpointLayout, shard: int) -> Path:
-    """The rows curation shard ``shard``'s files lose, as (file, row)."""
-    return PhaseLayout(layout, Clusters()).data_dir / "removed" / f"shard_{shard}.parquet"
+def cluster_files(pairs_of, pairs: int, shard_of_file, shards: ShardRange, path_of, tick=lambda: None) -> ClusterCounts:
+    """The clusters of the pairs ``pairs_of`` reads (``dedup.clusters.Pairs``), written per
+    shard (``path_of(shard)``): every one of the shard's documents in a cluster, with the
+    copy kept and the size. Beside the components it holds 13 bytes a document (each one's
+    shard, the order by shard, the sizes), every other array chunk by chunk."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ...dedup.clusters import CHUNK, components, grouped
+    from ...dedup.keys import FILE_MASK, ROW_BITS, SOURCE_SHIFT, THIS_RUN
+    from ...formats.parquet import write_parquet
+
+    clusters = components(pairs_of)
+    nodes, table = clusters.nodes, np.asarray(shard_of_file, dtype=np.int32)
+    ours = nodes >= np.uint64(THIS_RUN << SOURCE_SHIFT)  # this run's documents sort last
+    group = np.zeros(len(nodes), dtype=np.int32)  # 0: another run's document; else 1 + its shard's place
+    for start in range(0, len(nodes), CHUNK):
+        mine = ours[start:start + CHUNK]
+        files = (nodes[start:start + CHUNK][mine] >> np.uint64(ROW_BITS)) & np.uint64(FILE_MASK)
+        group[start:start + CHUNK][mine] = table[files] - shards.minimum + 1
+    order, bounds = grouped(group, shards.total + 1)
+    del group
+    sizes = clusters.cluster_sizes()
+    for shard, start, stop in zip(shards, bounds[1:-1], bounds[2:]):
+        tick()
+        chosen = order[start:stop]
+        roots = clusters.roots[chosen]
+        write_parquet(pa.table({"id": nodes[chosen], "kept": nodes[roots], "size": sizes[roots]}), path_of(shard))
+    histogram_ = clusters.size_histogram(sizes)
+    return ClusterCounts(pairs, int(ours.sum()) - clusters.kept_among(ours), sum(histogram_.values()), histogram_)
 
 
-def removed_keys(pair_files) -> tuple[set[str], dict[int, int]]:
-    """The keys to remove, and how many clusters have each size."""
-    import pyarrow.parquet as pq
+def cluster_file(layout: CheckpointLayout, shard: int) -> Path:
+    """Shard ``shard``'s documents that are in a cluster: identity, the copy kept, the size."""
+    return PhaseLayout(layout, Clusters()).data_dir / "shards" / f"shard_{shard}.parquet"
 
-    from ...dedup.clusters import DuplicateClusters
 
-    clusters = DuplicateClusters()
-    for file in pair_files:
-        table = pq.read_table(file)
-        clusters.join_all(zip(table["first"].to_pylist(), table["second"].to_pylist()))
-    return clusters.removed(), clusters.sizes()
+def streamed_pairs(paths: list[Path], expected: int, run_id: str | None, tick=lambda: None):
+    """Every bucket file's pairs, a chunk at a time, each time the result is called. The
+    files are checked first (``dedup.pairfile``), and their pairs against the manifests'
+    count, so a bad file is refused before any work."""
+    from ...core.errors import CorruptCheckpointError
+    from ...dedup.clusters import CHUNK
+    from ...dedup.pairfile import pair_chunks, pair_count
+
+    found = sum(pair_count(path, run_id) for path in paths)
+    if found != expected:
+        raise CorruptCheckpointError(f"the bucket files hold {found:,} pairs, their manifests {expected:,}: "
+                                     "rerun the buckets phase")
+
+    def read():
+        for path in paths:
+            tick()
+            yield from pair_chunks(path, run_id, CHUNK)
+
+    return read

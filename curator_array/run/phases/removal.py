@@ -1,23 +1,34 @@
 """Dedup, phase 4: one element per curation shard, its files without the removed copies.
 
 Each curated file is written into the output dir by the run's own output format
-(``WriterStage.write_without``), so the visible output only ever holds deduplicated
-documents, and a rerun writes the same bytes.
+(``WriterStage.rewrite``), so the visible output only ever holds deduplicated documents,
+and a rerun writes the same bytes. Every kept document carries its cluster's size
+(``minhash_cluster_size``, 1 when it has no copy), as FineWeb-2's re-hydration reads it.
+With ``--dedup-keep-removed`` the removed documents go to ``OUTPUT_DIR/.removed/dedup/``,
+every field as curated, with the identity (``minhash_kept``: ``file#row``) and the ``id``
+of the copy kept (``minhash_kept_id``), so a decision can be audited or undone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.phase import SHARD, Counts, Phase, PhaseResult
 from ...core.sharding import ShardRange
 from ...pipelines.phase_settings import PhaseSettings
-from .clusters import removed_file
+from .clusters import cluster_file
 from .curation import curated_files
+from .signatures import CuratedFiles
 
 if TYPE_CHECKING:
+    from ...stages.io import Added
     from ..lifecycle import PhaseContext
+
+CLUSTER_SIZE = "minhash_cluster_size"
+KEPT, KEPT_ID = "minhash_kept", "minhash_kept_id"
+REMOVED_DIR = Path(".removed") / "dedup"
 
 
 @dataclass(frozen=True)
@@ -38,20 +49,59 @@ class Removal(Phase):
         return shards if settings.dedup is not None else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
+        import numpy as np
         import pyarrow.parquet as pq
 
+        from ...dedup.keys import files, rows
         from ...formats import reader_for, writer_for
 
-        table = pq.read_table(removed_file(context.layout, index))
-        removed: dict[str, set[int]] = {}
-        for file, row in zip(table["file"].to_pylist(), table["row"].to_pylist()):
-            removed.setdefault(file, set()).add(row)
+        clustered = pq.read_table(cluster_file(context.layout, index))
+        ids, kept, sizes = (clustered[name].to_numpy() for name in ("id", "kept", "size"))
+        every = CuratedFiles.of(context)
         writer, reader = writer_for(context.output_format, context.output_dir), reader_for(context.output_format)
+        audit = writer_for(context.output_format, context.output_dir / REMOVED_DIR)
+        keep_removed = context.settings.dedup.keep_removed
+        order = np.argsort(files(ids), kind="stable")
+        ids, kept, sizes = ids[order], kept[order], sizes[order]
+        file_of = files(ids)
         rows_in = rows_out = 0
-        files = curated_files(context, index)
-        for done, relative in enumerate(files):
-            context.tick(done, len(files))
-            rows, kept = writer.write_without(context.staged / relative, context.output_dir / relative,
-                                              removed.get(relative, set()), reader)
-            rows_in, rows_out = rows_in + rows, rows_out + kept
+        names = curated_files(context, index)
+        for done, relative in enumerate(names):
+            context.tick(done, len(names))
+            file = every.index(relative)
+            start, stop = np.searchsorted(file_of, [file, file + 1])
+            gone = ids[start:stop] != kept[start:stop]
+            row = rows(ids[start:stop])
+            cluster_sizes = dict(zip(row[~gone].tolist(), sizes[start:stop][~gone].tolist()))
+            source, target = context.staged / relative, context.output_dir / relative
+            read, written = writer.rewrite(source, target, reader, set(row[gone].tolist()),
+                                           added={CLUSTER_SIZE: (cluster_sizes, 1)})
+            if keep_removed:
+                chosen = kept[start:stop][gone]
+                audit.rewrite(source, context.output_dir / REMOVED_DIR / relative, reader, set(row[gone].tolist()),
+                              only=True, added=kept_fields(context, every, row[gone], chosen))
+            rows_in, rows_out = rows_in + read, rows_out + written
         return PhaseResult(RemovalCounts(rows_in, rows_out, rows_in - rows_out))
+
+
+def kept_fields(context: PhaseContext, every: CuratedFiles, removed_rows, kept_ids) -> dict[str, Added]:
+    """For each removed row, the identity (``file#row``) and the ``id`` field of the copy
+    kept, read from the kept copies' curated files."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ...dedup.keys import THIS_RUN, describe, files, identities, rows, sources
+    from ...formats import reader_for
+
+    reader, document_ids = reader_for(context.output_format), {}
+    ours = kept_ids[sources(kept_ids) == THIS_RUN]
+    for file in np.unique(files(ours)).tolist():
+        wanted = np.unique(rows(ours[files(ours) == file]))
+        table = reader.read_file(str(context.staged / every.paths[file])).table
+        values = table["id"].take(pa.array(wanted)).to_pylist() if "id" in table.column_names else [None] * len(wanted)
+        document_ids.update(zip(identities(file, wanted).tolist(), values))
+    labels, kept_document_ids = {}, {}
+    for row, kept, source in zip(removed_rows.tolist(), kept_ids.tolist(), sources(kept_ids).tolist()):
+        labels[row] = describe(kept, every.paths) if source == THIS_RUN else "an earlier run (--dedup-against)"
+        kept_document_ids[row] = document_ids.get(kept)
+    return {KEPT: (labels, None), KEPT_ID: (kept_document_ids, None)}

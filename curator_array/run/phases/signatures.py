@@ -1,16 +1,18 @@
 """Dedup, phase 1: one element per curation shard, its documents' band keys.
 
-Each of the shard's curated files is read in turn (memory: one file) and its documents'
-band keys (MinHash LSH, or one key of the normalised text for exact dedup) go into one
-Parquet file of ``key``, ``band``, ``band_key``, in row groups of one bucket each
-(``band_key % buckets``, kept in a ``bucket`` column), so a buckets element reads its share
-and skips the rest. At most ``FLUSH_ROWS`` rows wait in memory before they are sorted into
-their row groups.
+The first element to start (once every curation shard is complete) freezes the run's list
+of curated files, sorted by path: a document's identity is its file's index there and its
+row (``dedup.keys``), the same however the run was sharded. Each of the shard's curated
+files is then read in turn (memory: one file) and its documents' band keys (MinHash LSH,
+or one key of the normalised text for exact dedup) go into one Parquet file of ``id``,
+``band``, ``band_key``, in row groups of one bucket each (``band_key % buckets``, kept in a
+``bucket`` column), so a buckets element reads its share and skips the rest. At most
+``FLUSH_ROWS`` rows wait in memory before they are sorted into their row groups.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,18 +24,19 @@ from ...core.phase import SHARD, Counts, Phase, PhaseResult
 from ...core.phase_records import PhaseLayout, phase_manifests
 from ...core.run_contract import read_run_config
 from ...core.sharding import ShardRange
-from ...dedup.keys import against_prefix, document_key
 from ...pipelines.phase_settings import PhaseSettings
 from .curation import curated_files
 
 if TYPE_CHECKING:
+    import numpy as np
     import pyarrow as pa
 
     from ...dedup.settings import DedupSettings
     from ..lifecycle import PhaseContext
 
 LANGUAGE = "language"
-FLUSH_ROWS = 1_000_000  # band-key rows sorted into bucket row groups at once (~70 MB)
+FLUSH_ROWS = 1_000_000  # band-key rows sorted into bucket row groups at once (~30 MB)
+CURATED_FILES = "curated_files.parquet"
 BUCKETS_KEY = b"buckets"  # the file's metadata: how many buckets its row groups are for
 
 
@@ -47,8 +50,7 @@ class Signatures(Phase):
     needs = ("curation",)
     noun = SHARD
     counts = SignatureCounts
-    matching_elements = True
-    added_by = "--dedup"
+    added_by = "--dedup"  # each element needs every curation shard: identities index every curated file
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
         return shards if settings.dedup is not None else None
@@ -58,21 +60,25 @@ class Signatures(Phase):
             against_signature_files(settings.dedup)
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
+        import numpy as np
+
+        from ...dedup.keys import identities
         from ...formats import reader_for
 
         reader, field = reader_for(context.output_format), context.text_field
         dedup = context.settings.dedup
         split = Segmenting(context) if dedup.fuzzy else None
+        every = CuratedFiles.of(context)
 
-        def batches() -> Iterator[tuple[list[str], pa.Array, list[tuple[str, str]] | None]]:
+        def batches() -> Iterator[tuple[np.ndarray, pa.Array, list[tuple[str, str]] | None]]:
             files = curated_files(context, index)
             for done, relative in enumerate(files):
                 context.tick(done, len(files))
                 path = context.staged / relative
                 table = reader.read_file(str(path)).table
                 if table.num_rows:
-                    yield ([document_key(relative, row) for row in range(table.num_rows)], texts_of(table, field, path),
-                           split.of(table) if split else None)
+                    ids = identities(every.index(relative), np.arange(table.num_rows))
+                    yield ids, texts_of(table, field, path), split.of(table) if split else None
 
         documents = write_signatures(batches(), signatures_file(context.layout, index), dedup.fuzzy,
                                      dedup.bucket_count(context.run.shards.total))
@@ -81,6 +87,41 @@ class Signatures(Phase):
 
 def signatures_file(layout: CheckpointLayout, shard: int) -> Path:
     return PhaseLayout(layout, Signatures()).data_path(shard)
+
+
+@dataclass(frozen=True)
+class CuratedFiles:
+    """The run's curated files, sorted by path, and the curation shard that wrote each: the
+    frozen list identities index (written once, by the first signatures element)."""
+
+    paths: tuple[str, ...]
+    shards: np.ndarray  # the shard of each file
+
+    def index(self, path: str) -> int:
+        import bisect
+
+        position = bisect.bisect_left(self.paths, path)
+        if position == len(self.paths) or self.paths[position] != path:
+            raise CuratorArrayError(f"{path} is not in the run's frozen list of curated files")
+        return position
+
+    @classmethod
+    def of(cls, context: PhaseContext) -> CuratedFiles:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from ...core.atomic import create_bytes_exclusive
+
+        path = PhaseLayout(context.layout, Signatures()).data_dir / CURATED_FILES
+        if not path.is_file():
+            listed = sorted((name, shard) for shard in context.run.shards for name in curated_files(context, shard))
+            buffer = pa.BufferOutputStream()
+            pq.write_table(pa.table({"path": pa.array([name for name, _ in listed], pa.string()),
+                                     "shard": pa.array([shard for _, shard in listed], pa.int64())}), buffer)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            create_bytes_exclusive(path, buffer.getvalue().to_pybytes())  # another element may have been first
+        table = pq.read_table(path)
+        return cls(tuple(table["path"].to_pylist()), table["shard"].to_numpy())
 
 
 class Segmenting:
@@ -114,7 +155,8 @@ def texts_of(table: pa.Table, field: str, path: Path) -> pa.Array:
     return (pc.cast(column, pa.string()) if column.type != pa.string() else column).combine_chunks()
 
 
-def write_signatures(batches, path: Path, settings, buckets: int = 1) -> int:
+def write_signatures(batches: Iterable[tuple[np.ndarray, pa.Array, list | None]], path: Path, settings,
+                     buckets: int = 1) -> int:
     """The band keys of every batch's documents, in one file of bucket row groups; returns how many documents."""
     import numpy as np
     import pyarrow as pa
@@ -139,9 +181,9 @@ def write_signatures(batches, path: Path, settings, buckets: int = 1) -> int:
                 writer.write_table(table.slice(first, last - first).cast(schema))
 
     with replacing(path) as partial, pq.ParquetWriter(partial, schema) as writer:
-        for keys, texts, segmenters in batches:
-            pending.append(signature_rows(keys, texts, settings, segmenters))
-            documents += len(keys)
+        for ids, texts, segmenters in batches:
+            pending.append(signature_rows(ids, texts, settings, segmenters))
+            documents += len(ids)
             if sum(t.num_rows for t in pending) >= FLUSH_ROWS:
                 flush()
         if pending:
@@ -149,9 +191,14 @@ def write_signatures(batches, path: Path, settings, buckets: int = 1) -> int:
     return documents
 
 
-def against_signature_files(settings: DedupSettings) -> list[tuple[Path, str]]:
-    """The signature files of the earlier runs given with ``--dedup-against``, each with its key
-    prefix; a run that is missing, incomplete or made with other settings is refused (exit 2)."""
+def against_signature_files(settings: DedupSettings) -> list[tuple[Path, int]]:
+    """The signature files of the earlier runs given with ``--dedup-against``, each with the
+    source its documents take in this run (their number: they sort before this run's); a run
+    that is missing, incomplete or made with other settings is refused (exit 2)."""
+    from ...dedup.keys import THIS_RUN
+
+    if len(settings.against) >= THIS_RUN:
+        raise ConfigError(f"--dedup-against names {len(settings.against)} runs; at most {THIS_RUN - 1} can be read")
     files = []
     mine = settings.signature_settings()
     for number, checkpoint in enumerate(settings.against):
@@ -169,5 +216,5 @@ def against_signature_files(settings: DedupSettings) -> list[tuple[Path, str]]:
         if missing:
             raise ConfigError(f"--dedup-against {checkpoint}: its signatures of shard(s) "
                               f"{format_array_expression(missing)} are not complete")
-        files += [(signatures_file(layout, s), against_prefix(number)) for s in earlier.shards]
+        files += [(signatures_file(layout, s), number) for s in earlier.shards]
     return files

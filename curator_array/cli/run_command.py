@@ -64,7 +64,8 @@ def run(ctx: click.Context, **kwargs) -> None:
     logging.getLogger("curator_array").setLevel(logging.INFO)
     stop = StopController().install()
     try:
-        code = run_element_command(request, context, stop=stop)
+        with stop.surfacing():
+            code = run_element_command(request, context, stop=stop)
     finally:
         stop.uninstall()
     raise click.exceptions.Exit(code)

@@ -156,6 +156,24 @@ class StopController:
         finally:
             self._callbacks.remove(callback)
 
+    @contextmanager
+    def surfacing(self) -> Iterator[None]:
+        """Let a requested stop leave this block as :class:`ShardStopped`, whatever carried it.
+
+        A signal that lands while C code calls back into Python (a type's ``__new__``, a
+        pyarrow visitor) raises inside that callback, and the C caller may report the
+        exception as its own ``SystemError``; the user must still see the stop and its exit
+        code, not an unexpected error.
+        """
+        try:
+            yield
+        except ShardStopped:
+            raise
+        except Exception as exc:
+            if self.requested_by is None:
+                raise
+            raise ShardStopped(_message(self.requested_by)) from exc
+
     def raise_if_requested(self) -> None:
         if self.requested_by is not None:
             raise ShardStopped(_message(self.requested_by))

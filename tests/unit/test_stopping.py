@@ -53,3 +53,25 @@ def test_the_handlers_and_wakeup_fd_are_given_back():
     stop.uninstall()
     assert signal.getsignal(signal.SIGTERM) == before
     assert signal.set_wakeup_fd(-1) == -1, "no wakeup fd left behind"
+
+
+def test_a_stop_carried_out_by_another_error_still_leaves_as_the_stop():
+    """A signal landing in a C callback can come back as SystemError; the run still stops with 4."""
+    import pytest
+
+    from curator_array.run.stopping import ShardStopped, StopController
+
+    stop = StopController().install()
+    try:
+        with pytest.raises(ShardStopped) as stopped, stop.surfacing():
+            try:
+                signal.raise_signal(signal.SIGUSR1)
+            except ShardStopped as exc:
+                raise SystemError("<built-in method __new__> returned a result with an exception set") from exc
+        assert stopped.value.exit_code == 4
+        assert str(stopped.value).startswith("received SIGUSR1")
+        assert isinstance(stopped.value.__cause__, SystemError)
+        with pytest.raises(ValueError), StopController().surfacing():
+            raise ValueError("an error without a stop request stays what it is")
+    finally:
+        stop.uninstall()

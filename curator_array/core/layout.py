@@ -16,8 +16,9 @@ marked "ours" are curator-array's additions, which the reference system ignores:
                                                               saved once for every element (ours)
       .failed_tasks/<attempt>/shard_<S>/failed_tasks.json     FailedTask results of one attempt
       .failed_tasks/<attempt>/shard_<S>/attempt_error.json    why an attempt ended early (ours)
-      .task_records/shard_<S>/<attempt>.jsonl                 the tasks an attempt finished, so
-                                                              a rerun skips them (ours)
+      .task_records/shard_<S>/<attempt>.jsonl                 whose records these are (ours)
+      .task_records/shard_<S>/<attempt>.parts/*.jsonl         the output parts its workers wrote,
+                                                              so a rerun skips them (ours)
       .ray_rendezvous/slurm_job_<J>_step_<T>_restart_<R>/     where the nodes of a multi-node
                                                               element meet (ours)
       .phases/<phase>/...                                     the manifests, attempt records and

@@ -1,12 +1,16 @@
-"""Finished tasks of an incomplete shard, recorded as they finish, so a rerun skips them.
+"""Finished tasks of an incomplete shard, recorded where they finish, so a rerun skips them.
 
-One append-only file per shard and attempt (``layout.task_record_path``): a header line
-naming the run, the shard and the attempt, then one compact line per task whose outputs
-are all in place, with each output's size and CRC-32. A task's line is written only after
-its writer renamed its last output into place, so a record never names a file that was not
-written; a line cut short by a crash is ignored. The file is fsynced at most once a second
-and when the attempt ends: a node that loses its power may lose the last second of
-records, never an output a record names, and those tasks simply run again.
+Each attempt of a shard has a record file (``layout.task_record_path``) whose one line, the
+header, names the run, the shard and the attempt; the driver writes it before any task
+starts. Next to it, a ``.parts`` directory holds one append-only file per worker process:
+the worker that renamed an output part into place appends that part's line (its files,
+each with size and CRC-32, and what it counted) and syncs it before it hands the part on.
+A task is finished when its final part and every part before it are on record; a line
+cut short by a crash is ignored.
+
+So a killed driver costs at most the parts in flight: an output renamed into place whose
+line was not yet written is redone under the same name, replacing itself, never doubled;
+a line never names an output that was not synced and renamed first.
 
 A rerun of the shard trusts a record only when it belongs to this run and shard, and its
 outputs are still there, with the recorded size and checksum; any other recorded task
@@ -18,7 +22,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
+import secrets
+import socket
 import zlib
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -26,13 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .atomic import fsync_directory, write_bytes_atomic
 from .layout import AttemptId, CheckpointLayout
 from .records import SCHEMA_VERSION, AttemptShare
 from .sharding import ShardConfig
 
 logger = logging.getLogger(__name__)
 
-SYNC_INTERVAL_S = 1.0
 CHUNK = 1 << 20
 
 
@@ -76,7 +81,10 @@ class TaskRecord:
 
     @classmethod
     def from_line(cls, line: str, attempt: str) -> TaskRecord:
-        payload = json.loads(line)
+        return cls.from_payload(json.loads(line), attempt)
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any], attempt: str) -> TaskRecord:
         task_id = str(payload["t"])
         rows_in, rows_out, bytes_in = payload["n"]
         files = tuple((str(entry[0]) if len(entry) == 4 else task_id + str(entry[0]), int(entry[1]), int(entry[2]))
@@ -118,42 +126,98 @@ class RecordHeader:
         return None
 
 
-class TaskRecordLog:
-    """The record file of one attempt of one shard, appended to as tasks finish."""
+def parts_dir(record_path: Path) -> Path:
+    """Where the workers of the attempt whose record file is ``record_path`` record parts."""
+    return record_path.with_suffix(".parts")
 
-    def __init__(self, layout: CheckpointLayout, attempt: AttemptId, header: RecordHeader):
-        self.path = layout.task_record_path(attempt, header.shard_index)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        if os.fstat(self._fd).st_size == 0:
-            self._write(header.to_line())
-        self._synced_at = 0.0
-        self.count = 0
 
-    def _write(self, line: str) -> None:
-        data = (line + "\n").encode()
-        while data:
-            data = data[os.write(self._fd, data):]
+def start_task_records(layout: CheckpointLayout, attempt: AttemptId, header: RecordHeader) -> Path:
+    """Write the attempt's header (synced) and return the directory its workers record parts in."""
+    path = layout.task_record_path(attempt, header.shard_index)
+    parts = parts_dir(path)
+    parts.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(path, (header.to_line() + "\n").encode())
+    return parts
 
-    def append(self, record: TaskRecord) -> None:
-        self._write(record.to_line())
-        self.count += 1
-        now = time.monotonic()
-        if now - self._synced_at >= SYNC_INTERVAL_S:
-            os.fsync(self._fd)
-            self._synced_at = now
 
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = -1
+@dataclass(frozen=True)
+class PartRecord:
+    """One output part of a task; a task written whole is its part 0, and final."""
 
-    def __enter__(self) -> TaskRecordLog:
-        return self
+    part: int
+    final: bool
+    record: TaskRecord
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def to_line(self) -> str:
+        return f'{self.record.to_line()[:-1]},"p":{self.part},"z":{int(self.final)}}}'
+
+    @classmethod
+    def from_line(cls, line: str, attempt: str) -> PartRecord:
+        payload = json.loads(line)
+        return cls(int(payload["p"]), bool(payload["z"]), TaskRecord.from_payload(payload, attempt))
+
+
+def _summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for count in counts:
+        for key, value in count.items():
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+def finished_task(parts: Mapping[int, PartRecord]) -> TaskRecord | None:
+    """The task's record when its final part and every part before it are here, else None."""
+    last = next((number for number, part in parts.items() if part.final), None)
+    if last is None or any(number not in parts for number in range(last)):
+        return None
+    records = [parts[number].record for number in range(last + 1)]
+    first = records[0]
+    return TaskRecord(first.task_id, tuple(sorted(f for r in records for f in r.files)),
+                      sum(r.rows_in for r in records), sum(r.rows_out for r in records),
+                      sum(r.bytes_in for r in records), _summed(r.dropped for r in records),
+                      _summed(r.skipped for r in records), first.attempt, sum(r.tokens for r in records))
+
+
+class PartRecordLog:
+    """This worker process's file of part records in one attempt's ``.parts`` directory.
+
+    One file per process, named with a token of its own, so no two writers ever share a
+    file (shared filesystems do not promise atomic appends across nodes) and a recycled
+    pid never continues another process's cut line.
+    """
+
+    _TOKEN = secrets.token_hex(4)
+
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / f"{socket.gethostname()}-{os.getpid()}-{self._TOKEN}.jsonl"
+
+    def append(self, part: PartRecord) -> None:
+        """Append and sync the line: once this returns, a rerun may skip the part."""
+        created = not self.path.exists()
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            data = (part.to_line() + "\n").encode()
+            while data:
+                data = data[os.write(fd, data):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if created:
+            fsync_directory(self.path.parent)
+
+
+def read_parts(directory: Path, attempt: str) -> dict[str, TaskRecord]:
+    """The finished tasks the part files in ``directory`` record."""
+    parts: dict[str, dict[int, PartRecord]] = {}
+    for path in sorted(directory.glob("*.jsonl")) if directory.is_dir() else ():
+        for line in path.read_text().splitlines():
+            try:
+                part = PartRecord.from_line(line, attempt)
+            except (ValueError, KeyError, TypeError):
+                continue  # a line cut short by a crash: that part is written again
+            parts.setdefault(part.record.task_id, {})[part.part] = part
+    finished = {task_id: finished_task(found) for task_id, found in parts.items()}
+    return {task_id: record for task_id, record in finished.items() if record is not None}
 
 
 @dataclass
@@ -185,12 +249,7 @@ def read_shard_records(layout: CheckpointLayout, shard: ShardConfig, run_id: str
             continue
         found.attempts.append(header.attempt)
         found.shard_tasks = header.shard_tasks or found.shard_tasks
-        for line in lines[1:]:
-            try:
-                record = TaskRecord.from_line(line, header.attempt)
-            except (ValueError, KeyError, TypeError):
-                continue  # a line cut short by a crash: that task runs again
-            found.tasks[record.task_id] = record
+        found.tasks.update(read_parts(parts_dir(path), header.attempt))
     return found
 
 
@@ -229,15 +288,12 @@ def count_done(layout: CheckpointLayout, shard_index: int) -> tuple[int, int, in
     shard_tasks = attempts = 0
     for path in directory.glob("*.jsonl"):
         try:
-            lines = path.read_text().splitlines()
-            shard_tasks = max(shard_tasks, RecordHeader.from_line(lines[0]).shard_tasks)
+            header = RecordHeader.from_line(path.read_text().splitlines()[0])
         except (OSError, ValueError, KeyError, IndexError):
             continue
+        shard_tasks = max(shard_tasks, header.shard_tasks)
         attempts += 1
-        for line in lines[1:]:
-            start = line.find('"t":"')
-            if start >= 0 and line.endswith("}"):
-                done.add(line[start + 5:line.index('"', start + 5)])
+        done.update(read_parts(parts_dir(path), header.attempt))
     return len(done), shard_tasks, attempts
 
 

@@ -1,10 +1,10 @@
 """Run one prepared logical shard at the driver, and record the outcome.
 
 What comes before (``prepare``): the run's contract, this shard's tasks, and those an
-earlier attempt already finished. Then, here: run the tasks left → record each task as
-soon as all its outputs are in place (``core.task_records``), and write failed_tasks.json
-as soon as a failure is seen → write the completion manifest only if nothing failed; it
-counts the tasks of every attempt.
+earlier attempt already finished. Then, here: run the tasks left, each output part
+recorded by the worker that wrote it as soon as it is in place (``recording``) → write
+failed_tasks.json as soon as a failure is seen → write the completion manifest only if
+nothing failed; it counts the tasks of every attempt.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,11 +25,12 @@ from ..core.records import (
     ShardWork,
 )
 from ..core.sharding import ShardConfig
-from ..core.task_records import RecordHeader, TaskRecord, TaskRecordLog, attempt_shares, file_check
+from ..core.task_records import RecordHeader, attempt_shares, start_task_records
 from ..slurm.jobenv import JobEnvironment
 from ..stages.tasks import FailedTask, Task, TaskCounters, WrittenFiles
 from .prepare import PreparedShard, output_root
 from .progress import ProgressReporter
+from .recording import RecordParts, TaskCompletion, relative_to
 from .timeline import Timeline
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class ShardOutcome:
     failed_tasks_path: Path | None = None
     failures: list[FailedTask] = field(default_factory=list)
     work: ShardWork = field(default_factory=ShardWork)
-    recording_s: float = 0.0  # what recording finished tasks cost the driver (checksums, record lines)
+    recording_s: float = 0.0  # what following finished tasks cost the driver (the workers record them)
 
     @property
     def exit_code(self) -> int:
@@ -79,21 +79,24 @@ def run_prepared(
     failures: list[FailedTask] = []
     failed_path: Path | None = None
     written: list[WrittenFiles] = []
-    finished = TaskCompletion(output_root(prepared.pipeline), str(attempt))
-    header = RecordHeader(prepared.run.run_id, shard.shard_index, shard.total_shards, shard.minimum_shard_index,
-                          str(attempt), prepared.shard_tasks)
+    root = output_root(prepared.pipeline)
+    finished = TaskCompletion(root, str(attempt))
     stray = 0
     recording, recording_s = record_tasks and bool(prepared.tasks), 0.0
-    with progress, TaskRecordLog(layout, attempt, header) if recording else nullcontext() as records:
-        for result in execute(prepared.pipeline.stages, prepared.tasks):
+    stages = list(prepared.pipeline.stages)
+    if recording:
+        header = RecordHeader(prepared.run.run_id, shard.shard_index, shard.total_shards, shard.minimum_shard_index,
+                              str(attempt), prepared.shard_tasks)
+        parts = start_task_records(layout, attempt, header)
+        stages.append(RecordParts(parts, root, str(attempt), like=stages[-1]))
+    with progress:
+        for result in execute(stages, prepared.tasks):
             timeline.mark("first_result", once=True)
             progress.record(result)
             stray += _record_result(result, failures, written)
             if recording:
                 began_recording = time.perf_counter()
-                record = finished.add(result)
-                if record is not None:
-                    records.append(record)
+                finished.add(result)
                 recording_s += time.perf_counter() - began_recording
             if isinstance(result, FailedTask):
                 failed = tuple(FailedTaskRecord(f.task_id, f.stage, f.reason) for f in failures)
@@ -127,53 +130,6 @@ def run_prepared(
         attempts=_attempt_shares(prepared, finished, str(attempt)),
     )
     return ShardOutcome("completed", shard, manifest_path=manifest.write(layout), work=work, recording_s=recording_s)
-
-
-class TaskCompletion:
-    """Which tasks have every output written, and their records.
-
-    A task's parts may reach the driver in any order; it is finished when the part marked
-    ``final`` and every part before it are written, and none of it failed. Its outputs are
-    then checksummed here, after the writer renamed each into place.
-    """
-
-    def __init__(self, root: Path, attempt: str):
-        self.root = Path(root).resolve()
-        self.attempt = attempt
-        self.parts: dict[str, list[WrittenFiles]] = {}
-        self.last_part: dict[str, int] = {}
-        self.failed: set[str] = set()
-        self.records: dict[str, TaskRecord] = {}
-
-    def add(self, result: Task) -> TaskRecord | None:
-        """The task's record if ``result`` finished it."""
-        if isinstance(result, FailedTask):
-            self.failed.add(result.task_id)
-            return None
-        if not isinstance(result, WrittenFiles) or result.task_id in self.failed:
-            return None
-        parts = self.parts.setdefault(result.task_id, [])
-        parts.append(result)
-        if result.final:
-            self.last_part[result.task_id] = result.part or 0
-        if self.last_part.get(result.task_id) != len(parts) - 1:
-            return None
-        record = self._record(result.task_id, self.parts.pop(result.task_id))
-        self.records[record.task_id] = record
-        return record
-
-    def _record(self, task_id: str, parts: list[WrittenFiles]) -> TaskRecord:
-        counters = sum((p.counters for p in parts), TaskCounters())
-        files = tuple((relative_to(self.root, path), *file_check(path)) for p in parts for path in p.files)
-        return TaskRecord(task_id, tuple(sorted(files)), counters.rows_read, sum(p.rows_written for p in parts),
-                          counters.bytes_read, dict(counters.dropped), dict(counters.skipped), self.attempt,
-                          counters.tokens)
-
-
-def relative_to(root: Path | None, path: str) -> str:
-    """``path`` relative to ``root`` when it lies under it (as manifests and records name outputs)."""
-    resolved = Path(path).resolve()
-    return resolved.relative_to(root).as_posix() if root is not None and resolved.is_relative_to(root) else path
 
 
 def _attempt_shares(prepared: PreparedShard, finished: TaskCompletion, attempt: str) -> tuple[AttemptShare, ...]:

@@ -91,6 +91,7 @@ class WrittenFiles(Task):
     rows_written: int = 0
     part: int | None = None
     final: bool = True
+    checks: tuple[tuple[str, int, int], ...] = ()  # (name under the output dir, size, CRC-32), once recorded
 
 
 @dataclass

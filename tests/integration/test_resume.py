@@ -30,10 +30,10 @@ def run(input_dir: Path, out: Path, seconds: float, *extra: str, wait: bool = Tr
 
 
 def recorded(out: Path) -> list[str]:
-    """Task ids on record for shard 0 (what a rerun may skip)."""
+    """Task ids on record for shard 0 (what a rerun may skip); each task here is one part."""
     ids = []
-    for path in CheckpointLayout(out).task_records_dir(0).glob("*.jsonl"):
-        ids += [json.loads(line)["t"] for line in path.read_text().splitlines()[1:] if line.endswith("}")]
+    for path in CheckpointLayout(out).task_records_dir(0).glob("*.parts/*.jsonl"):
+        ids += [json.loads(line)["t"] for line in path.read_text().splitlines() if line.endswith("}")]
     return ids
 
 
@@ -64,12 +64,30 @@ def manifest(out: Path) -> CompletionManifest:
     return CompletionManifest.read(CheckpointLayout(out).manifest_path(0))
 
 
+def settled_outputs(out: Path, quiet_s: float) -> set[str]:
+    """The outputs in place once none appeared for ``quiet_s`` seconds."""
+    names, since = set(outputs(out)), time.monotonic()
+    while time.monotonic() - since < quiet_s:
+        time.sleep(0.1)
+        now = set(outputs(out))
+        if now != names:
+            names, since = now, time.monotonic()
+    return names
+
+
 def kill_driver_after(sample_jsonl: Path, out: Path, delay: float, tasks: int) -> None:
-    """Start a shard whose tasks take ``delay`` s each; SIGKILL its driver once ``tasks`` are recorded."""
+    """Start a shard whose tasks take ``delay`` s each; once ``tasks`` are recorded, freeze its
+    driver (SIGSTOP) while the workers finish what they hold, then SIGKILL it.
+
+    Every output then in place must be on record: the workers record what they write, so
+    a driver that falls behind (or dies) loses no finished task."""
     driver = run(sample_jsonl, out, delay, wait=False)
     wait_until_recorded(out, tasks, driver)
+    os.kill(driver.pid, signal.SIGSTOP)
+    in_place = {name.removesuffix(".parquet") for name in settled_outputs(out, 4 * delay + 1)}
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
+    assert in_place == set(recorded(out)), "an output in place is not on record"
 
 
 def test_a_killed_driver_resumes_and_distrusts_changed_outputs(sample_jsonl, tmp_path, baseline):

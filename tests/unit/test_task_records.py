@@ -8,15 +8,17 @@ from pathlib import Path
 from curator_array.core.layout import AttemptId, CheckpointLayout
 from curator_array.core.sharding import ShardConfig
 from curator_array.core.task_records import (
+    PartRecord,
+    PartRecordLog,
     RecordHeader,
     TaskRecord,
-    TaskRecordLog,
     count_done,
     file_check,
     read_shard_records,
+    start_task_records,
     verify,
 )
-from curator_array.run.runner import TaskCompletion
+from curator_array.run.recording import TaskCompletion
 from curator_array.stages.tasks import FailedTask, TaskCounters, WrittenFiles
 
 SHARD = ShardConfig(3, 8)
@@ -24,6 +26,14 @@ SHARD = ShardConfig(3, 8)
 
 def header(attempt: str, run_id: str = "run-1", shard: ShardConfig = SHARD, tasks: int = 10) -> RecordHeader:
     return RecordHeader(run_id, shard.shard_index, shard.total_shards, shard.minimum_shard_index, attempt, tasks)
+
+
+def worker_records(layout: CheckpointLayout, attempt: AttemptId, head: RecordHeader, *tasks: TaskRecord) -> PartRecordLog:
+    """What a worker records for ``tasks``, each written whole (its part 0, final)."""
+    log = PartRecordLog(start_task_records(layout, attempt, head))
+    for task in tasks:
+        log.append(PartRecord(0, True, task))
+    return log
 
 
 def output(root: Path, name: str, data: bytes) -> tuple[str, int, int]:
@@ -40,17 +50,21 @@ def test_file_check_is_size_and_crc32(tmp_path):
 def test_records_of_every_attempt_are_read_back_and_a_cut_line_is_ignored(tmp_path):
     layout = CheckpointLayout(tmp_path)
     first, second = AttemptId(("slurm_job_1", "array_task_3", "restart_0")), AttemptId(("local_attempt_x",))
-    with TaskRecordLog(layout, first, header(str(first))) as log:
-        log.append(TaskRecord("a", (("a.jsonl", 3, 7),), 10, 8, 100, {"word_count": 2}))
-        log.append(TaskRecord("b", (("b.jsonl", 4, 9), ("shared/b.index", 1, 2)), 5, 5, 50))
-    with TaskRecordLog(layout, second, header(str(second))) as log:
-        log.append(TaskRecord("c", (("c.part-00000.jsonl", 1, 1), ("c.part-00001.jsonl", 2, 2)), 3, 3, 30))
-    with open(layout.task_record_path(second, 3), "a") as handle:
-        handle.write('{"t":"d","f":[["d.jsonl",1')  # the driver was killed mid-line
+    worker_records(layout, first, header(str(first)), TaskRecord("a", (("a.jsonl", 3, 7),), 10, 8, 100, {"word_count": 2}),
+           TaskRecord("b", (("b.jsonl", 4, 9), ("shared/b.index", 1, 2)), 5, 5, 50))
+    log = worker_records(layout, second, header(str(second)))
+    log.append(PartRecord(1, True, TaskRecord("c", (("c.part-00001.jsonl", 2, 2),), 1, 1, 0, {"word_count": 1})))
+    log.path.with_name("node2-7-abcd.jsonl").write_text("".join(  # another worker, on another node
+        part.to_line() + "\n" for part in (
+            PartRecord(0, False, TaskRecord("c", (("c.part-00000.jsonl", 1, 1),), 2, 2, 30, {"word_count": 3})),
+            PartRecord(0, False, TaskRecord("e", (("e.part-00000.jsonl", 1, 1),), 2, 2, 30)))))
+    with open(log.path, "a") as handle:
+        handle.write('{"t":"d","f":[["d.jsonl",1')  # the worker was killed mid-line
     found = read_shard_records(layout, SHARD, "run-1")
-    assert sorted(found.tasks) == ["a", "b", "c"] and found.ignored == []
+    assert sorted(found.tasks) == ["a", "b", "c"] and found.ignored == [], "e's final part and d are not on record"
     assert found.tasks["a"].dropped == {"word_count": 2} and found.tasks["a"].attempt == str(first)
-    assert found.tasks["c"].files[1] == ("c.part-00001.jsonl", 2, 2)
+    assert found.tasks["c"] == TaskRecord("c", (("c.part-00000.jsonl", 1, 1), ("c.part-00001.jsonl", 2, 2)), 3, 3, 30,
+                                          {"word_count": 4}, {}, str(second))
     assert found.tasks["b"].files == (("b.jsonl", 4, 9), ("shared/b.index", 1, 2))
     assert sorted(found.attempts) == sorted([str(first), str(second)]) and found.shard_tasks == 10
     assert count_done(layout, 3) == (3, 10, 2)
@@ -59,8 +73,7 @@ def test_records_of_every_attempt_are_read_back_and_a_cut_line_is_ignored(tmp_pa
 def test_records_of_another_run_or_shard_are_never_used(tmp_path):
     layout = CheckpointLayout(tmp_path)
     for attempt, head in (("old", header("old", run_id="run-0")), ("wide", header("wide", shard=ShardConfig(3, 9)))):
-        with TaskRecordLog(layout, AttemptId((attempt,)), head) as log:
-            log.append(TaskRecord("a", (), 1, 1, 1))
+        worker_records(layout, AttemptId((attempt,)), head, TaskRecord("a", (), 1, 1, 1))
     found = read_shard_records(layout, SHARD, "run-1")
     assert found.tasks == {}
     assert sorted(found.ignored) == ["old.jsonl: written for run run-0, not run run-1",
@@ -108,11 +121,12 @@ def test_a_task_with_a_failed_part_is_never_recorded(tmp_path):
 
 
 def test_a_record_line_of_a_100000_task_shard_stays_small():
-    """About 170 bytes for a one-file task with three filters: 17 MB for 100,000 tasks."""
+    """About 180 bytes for a one-file task with three filters: 18 MB for 100,000 tasks."""
     record = TaskRecord("fg-" + "0" * 32, ((f"fg-{'0' * 32}.parquet", 123_456_789, 4_000_000_000),), 12_345, 9_876,
-                        45_678_901, {"non_empty_text": 12, "word_count": 345, "exact_dedup": 6})
-    assert len(record.to_line()) + 1 <= 170
-    assert TaskRecord.from_line(record.to_line(), "") == record
+                        45_678_901, {"non_empty_text": 12, "word_count": 345, "exact_dedup": 6}, attempt="a")
+    line = PartRecord(0, True, record).to_line()
+    assert len(line) + 1 <= 182
+    assert PartRecord.from_line(line, "a") == PartRecord(0, True, record)
 
 
 def test_status_and_report_show_partial_shards_and_resumed_work(tmp_path, capsys):
@@ -130,9 +144,8 @@ def test_status_and_report_show_partial_shards_and_resumed_work(tmp_path, capsys
     CompletionManifest.of(ShardConfig(0, 8), run_id=run.run_id, work=ShardWork(source_tasks=4),
                           attempt="slurm_job_2/array_task_0/restart_0", attempts=shares).write(layout)
     for attempt, tasks in (("a1", ["x", "y"]), ("a2", ["y", "z"])):
-        with TaskRecordLog(layout, AttemptId((attempt,)), header(attempt, run_id=run.run_id, tasks=5)) as log:
-            for task in tasks:
-                log.append(TaskRecord(task, ()))
+        worker_records(layout, AttemptId((attempt,)), header(attempt, run_id=run.run_id, tasks=5),
+               *(TaskRecord(task, ()) for task in tasks))
     assert main(["status", "--checkpoint-path", str(layout.root)]) == 0
     out = capsys.readouterr().out
     assert "  shard 3: 3/5 tasks done in 2 attempt(s)" in out

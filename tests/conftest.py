@@ -20,6 +20,32 @@ SAMPLE = REPO / "sample_data"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+# The tests on the one throwaway SLURM cluster and dockerd run one after another in one
+# xdist worker (some stop a node's slurmd, some need two idle nodes, all share one image
+# build); the other modules spread over the remaining workers, each module in one worker.
+SHARED_SERVICE_DIRS = ("tests/slurm/", "tests/container/")
+SHARED_SERVICES = frozenset({"slurm_cluster", "docker_client"})
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedServicesInOneWorker(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "shared-services" if nodeid.startswith(SHARED_SERVICE_DIRS) else super()._split_scope(nodeid)
+
+    return SharedServicesInOneWorker(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test elsewhere that starts a shared service would run beside the ones that stop it."""
+    strays = [item.nodeid for item in items
+              if SHARED_SERVICES & set(item.fixturenames) and not item.nodeid.startswith(SHARED_SERVICE_DIRS)]
+    if strays:
+        raise pytest.UsageError(f"tests using the shared SLURM cluster or dockerd belong under "
+                                f"{' or '.join(SHARED_SERVICE_DIRS)}: {', '.join(strays)}")
+
+
 def need(condition: bool, reason: str) -> None:
     if condition:
         return

@@ -25,9 +25,18 @@ def manifests(checkpoint: Path) -> dict[int, dict]:
     return found
 
 
-def raylet_pids() -> set[int]:
+def raylet_pids(job: str) -> set[int]:
+    """The raylets any element of SLURM job ``job`` started (other tests may run Ray meanwhile)."""
     out = subprocess.run(["pgrep", "-f", "ray/core/src/ray/raylet/raylet"], capture_output=True, text=True)
-    return {int(p) for p in out.stdout.split()}
+    mine = set()
+    for pid in map(int, out.stdout.split()):
+        try:
+            variables = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if f"SLURM_ARRAY_JOB_ID={job}".encode() in variables or f"SLURM_JOB_ID={job}".encode() in variables:
+            mine.add(pid)
+    return mine
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +73,6 @@ def test_array_of_four_single_node_elements(slurm_cluster, sample_data_module, u
 
 
 def test_two_node_elements_form_one_ray_cluster_each(slurm_cluster, sample_data_module, unsharded, tmp_path):
-    before = raylet_pids()
     out = tmp_path / "out"
     script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line('--worker-join-timeout', '90')}")
     job = sbatch(script, "--array=0-1", "--nodes=2", env=submit_env(sample_data_module, out))
@@ -77,9 +85,9 @@ def test_two_node_elements_form_one_ray_cluster_each(slurm_cluster, sample_data_
         assert manifest["slurm_num_nodes"] == 2 and manifest["slurm_nodelist"]
     assert records_digest(read_records(out)) == records_digest(unsharded)
     deadline = time.monotonic() + 20
-    while raylet_pids() - before and time.monotonic() < deadline:
+    while raylet_pids(job) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not raylet_pids() - before, "Ray processes outlived the job"
+    assert not raylet_pids(job), "Ray processes outlived the job"
     rendezvous = CheckpointLayout(out).metadata_dir / ".ray_rendezvous"
     assert not list(rendezvous.rglob("auth_token")), "tokens are removed when the run ends"
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
+from curator_array.core.task_records import count_done, parts_dir, read_parts
 from curator_array.execution.ray_cluster import session_members
 from tests.conftest import REPO, read_records, visible_files
 from tests.slurm.conftest import (
@@ -110,7 +111,7 @@ def joined_worker(out: Path, task: str, timeout: float = 60) -> dict:
 
 def recorded_tasks(out: Path, shard: int) -> int:
     """Tasks of ``shard`` on record (finished by some attempt, so a rerun may skip them)."""
-    return sum(len(p.read_text().splitlines()) - 1 for p in CheckpointLayout(out).task_records_dir(shard).glob("*.jsonl"))
+    return count_done(CheckpointLayout(out), shard)[0]
 
 
 def wait_for_records(out: Path, shard: int, count: int, timeout: float = 120) -> int:
@@ -122,20 +123,20 @@ def wait_for_records(out: Path, shard: int, count: int, timeout: float = 120) ->
 
 
 def test_sigkill_of_the_driver_mid_shard(slurm_cluster, sample_data_module, slow_baseline, tmp_path):
-    before = raylet_pids()
     out = tmp_path / "out"
     script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}")
     job = sbatch(script, "--array=0-1", env={"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out), "SLOW_SECONDS": "2"})
     wait_for_records(out, 0, 1)
+    assert raylet_pids(job), "the running element's raylet is found by its job id"
     os.kill(driver_pid(job, "0"), signal.SIGKILL)
-    kept = recorded_tasks(out, 0)
     states = wait_for(job, 2)
+    kept = recorded_tasks(out, 0)  # the workers record what they finish after the driver died
     assert states["0"] == "FAILED" and states["1"] == "COMPLETED", states
     assert sorted(manifests(out)) == [1]
     deadline = time.monotonic() + 30
-    while raylet_pids() - before and time.monotonic() < deadline:
+    while raylet_pids(job) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert not raylet_pids() - before, "the killed driver's Ray cluster outlived it"
+    assert not raylet_pids(job), "the killed driver's Ray cluster outlived it"
     retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n")
     assert_same_as(out, slow_baseline)
     assert manifests(out)[0]["resumed_tasks"] == kept >= 1, "the retry skipped the tasks finished before the kill"
@@ -195,7 +196,7 @@ def recorded_tasks_of_killed(out: Path, kept: int) -> int:
     """What the killed attempt left on record, as the retry saw it (it may have finished one more
     task between the count and the kill)."""
     first = sorted(CheckpointLayout(out).task_records_dir(0).glob("*.jsonl"), key=lambda p: p.stat().st_mtime)[0]
-    return len(first.read_text().splitlines()) - 1
+    return len(read_parts(parts_dir(first), ""))
 
 
 def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_module, slow_baseline, tmp_path):

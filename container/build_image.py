@@ -18,6 +18,7 @@ A daemon without a bridge network builds with host networking.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shlex
@@ -97,18 +98,27 @@ def ensure_mmdebstrap() -> None:
     subprocess.run(["apt-get", "install", "-y", "-qq", "mmdebstrap"], check=True, env=env, stdout=subprocess.DEVNULL)
 
 
+BASE_RECIPE = ("--variant=minbase", "--quiet", "--include=python3,python3-venv,ca-certificates", "bookworm")
+BASE_RECIPE_LABEL = "org.curator-array.base-recipe"
+
+
+def base_recipe_digest() -> str:
+    """Names the recipe a base was built from (its label), so a cached base shows whether it is this one's."""
+    return hashlib.sha256(json.dumps(BASE_RECIPE).encode()).hexdigest()[:16]
+
+
 def build_base(tag: str) -> str:
     """A Debian bookworm base with python3 and venv, from packages: no registry needed."""
     ensure_mmdebstrap()
     client = docker_client()
     with tempfile.TemporaryDirectory() as tmp:
         rootfs = Path(tmp) / "rootfs.tar"
-        subprocess.run(["mmdebstrap", "--variant=minbase", "--quiet",
-                        "--include=python3,python3-venv,ca-certificates", "bookworm", str(rootfs)], check=True)
+        subprocess.run(["mmdebstrap", *BASE_RECIPE, str(rootfs)], check=True)
         repository, _, name = tag.partition(":")
         with open(rootfs, "rb") as data:
             client.api.import_image_from_data(data, repository=repository, tag=name or "latest",
-                                              changes=["ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"])
+                                              changes=["ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                                       f"LABEL {BASE_RECIPE_LABEL}={base_recipe_digest()}"])
     print(f"built base image {tag}")
     return tag
 

@@ -80,12 +80,12 @@ def test_fuzzy_dedup_removes_the_planted_copies_and_nothing_else(corpus, one_sha
     assert phases["removal"]["counts"]["removed"] == len(planted.original_of)
 
 
-def test_seven_shards_and_three_buckets_give_the_same_output(corpus, one_shard, tmp_path):
+def test_three_shards_and_three_buckets_give_the_same_output(corpus, one_shard, tmp_path):
     inputs, _ = corpus
     out = tmp_path / "out"
-    for shard in range(7):
-        done = run(inputs, out, "--dedup", "fuzzy", "--dedup-buckets", "3", shard=(shard, 7))
-        if shard < 6:
+    for shard in range(3):
+        done = run(inputs, out, "--dedup", "fuzzy", "--dedup-buckets", "3", shard=(shard, 3))
+        if shard < 2:
             assert "later phases: signatures waits for curation shard(s)" in done.stderr
     assert "later phases complete" in done.stderr
     assert visible(out) == visible(one_shard), "byte for byte the files of a one-shard run"

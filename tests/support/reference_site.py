@@ -29,8 +29,10 @@ def ensure_reference_site(name: str = "reference-site") -> Path:
     wanted = " ".join(PACKAGES[name])
     if not (marker.exists() and marker.read_text() == wanted):
         shutil.rmtree(site, ignore_errors=True)  # pip --target keeps packages already there
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(site),
-                               *PACKAGES[name]], capture_output=True, text=True)
+        # --no-compile: byte-compiling all of PyTorch takes longer than installing it; Python
+        # compiles the few modules a test imports.
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target",
+                               str(site), *PACKAGES[name]], capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(f"cannot install the reference environment ({wanted}): {done.stderr[-800:]}")
         marker.write_text(wanted)

@@ -40,17 +40,25 @@ def signature_rows(ids: np.ndarray, texts: pa.Array, settings: MinHashSettings |
 
 
 def candidate_pairs(table: pa.Table) -> pa.Table:
-    """Each document paired with the smallest identity that shares one of its band keys, once."""
+    """Each document paired with the smallest identity that shares one of its band keys, once.
+
+    A band at a time: the sort's temporaries are one band's share of the rows, not all of them."""
     if table.num_rows == 0:
         return PAIR_SCHEMA.empty_table()
     ids, band, band_key = (table[name].to_numpy() for name in ("id", "band", "band_key"))
-    order = np.lexsort((ids, band_key, band))
-    band, band_key, ids = band[order], band_key[order], ids[order]
-    starts = np.ones(len(ids), dtype=bool)
-    starts[1:] = (band[1:] != band[:-1]) | (band_key[1:] != band_key[:-1])
-    first = ids[np.maximum.accumulate(np.where(starts, np.arange(len(ids)), 0))]
-    paired = first != ids
-    first, second = first[paired], ids[paired]
+    firsts, seconds = [], []
+    for each in np.unique(band):
+        rows = np.flatnonzero(band == each)
+        keys, members = band_key[rows], ids[rows]
+        order = np.lexsort((members, keys))
+        keys, members = keys[order], members[order]
+        starts = np.ones(len(keys), dtype=bool)
+        starts[1:] = keys[1:] != keys[:-1]
+        first = members[np.maximum.accumulate(np.where(starts, np.arange(len(keys)), 0))]
+        paired = first != members
+        firsts.append(first[paired])
+        seconds.append(members[paired])
+    first, second = np.concatenate(firsts), np.concatenate(seconds)
     order = np.lexsort((second, first))
     first, second = first[order], second[order]
     distinct = np.ones(len(first), dtype=bool)

@@ -28,6 +28,7 @@ from ..text.segmenters import SEGMENTERS
 from .settings import MinHashSettings
 
 MERSENNE = np.uint64((1 << 61) - 1)
+SHINGLES_PER_STEP = 1 << 17  # shingles hashed at once: 8 hashes of 8 bytes each, 8 MB
 SPACED, NONE = "spaced", "none"
 
 
@@ -129,11 +130,20 @@ def signatures(texts: pa.Array, settings: MinHashSettings = MinHashSettings(),
         return result
     present, starts = np.unique(owners, return_index=True)
     a, b = hash_parameters(settings)
+    # Documents in steps of about SHINGLES_PER_STEP shingles (a longer one alone), a band at a
+    # time: the hash matrix stays a few MB however long the batch's documents are.
+    firsts = np.flatnonzero(np.diff(starts // SHINGLES_PER_STEP, prepend=-1))
+    edges = np.append(firsts, len(present))
+    ends = np.append(starts[1:], len(hashed))
     with np.errstate(over="ignore"):
-        for first in range(0, settings.hashes, settings.rows):  # a band at a time bounds the memory
-            span = slice(first, first + settings.rows)
-            values = (hashed[:, None] * a[None, span] + b[None, span]) % MERSENNE
-            result[present, span] = np.minimum.reduceat(values, starts, axis=0)
+        for low, high in zip(edges[:-1], edges[1:]):
+            chunk, local = hashed[starts[low]:ends[high - 1]], starts[low:high] - starts[low]
+            for first in range(0, settings.hashes, settings.rows):
+                span = slice(first, first + settings.rows)
+                values = np.multiply.outer(chunk, a[span])
+                values += b[span]
+                values %= MERSENNE
+                result[present[low:high], span] = np.minimum.reduceat(values, local, axis=0)
     return result
 
 

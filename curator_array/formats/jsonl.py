@@ -18,6 +18,7 @@ from ..core.atomic import replacing
 from ..core.records import MALFORMED_LINES
 from ..stages.io import Added, FileContents, MalformedRecordError, ReaderStage, WriterStage
 
+BLOCK_BYTES = 4 << 20  # JSON parsed at once by ``JsonlReader.read_columns``
 
 def _open_text(path: str):
     return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
@@ -63,6 +64,26 @@ class JsonlReader(ReaderStage):
 
     def read_file(self, path: str) -> FileContents:
         return read_jsonl(path, self.malformed)
+
+    def read_columns(self, path: str, columns: Collection[str]) -> Iterator[pa.Table]:
+        """Blocks of the file parsed as they are read, only ``columns`` kept, as strings (other
+        fields are skipped unparsed, so their types never matter); a file whose first block
+        the block reader refuses is read whole."""
+        if os.path.getsize(path) == 0:
+            return
+        options = pa_json.ParseOptions(explicit_schema=pa.schema([(name, pa.string()) for name in columns]),
+                                       unexpected_field_behavior="ignore")
+        try:
+            reader = pa_json.open_json(pa.input_stream(path), parse_options=options,
+                                       read_options=pa_json.ReadOptions(block_size=BLOCK_BYTES))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+            yield from super().read_columns(path, columns)
+            return
+        try:
+            for batch in reader:
+                yield pa.Table.from_batches([batch])
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise MalformedRecordError(f"{path}: malformed JSON record ({exc})") from None
 
 
 def _json_default(value: Any) -> Any:

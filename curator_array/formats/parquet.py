@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.atomic import replacing
-from ..stages.io import FileContents, MalformedRecordError, ReaderStage, WriterStage
+from ..stages.io import COLUMN_BATCH_ROWS, FileContents, MalformedRecordError, ReaderStage, WriterStage, with_columns
 
 
 class ParquetReader(ReaderStage):
@@ -21,6 +22,17 @@ class ParquetReader(ReaderStage):
             return FileContents(pa.table({}))
         try:
             return FileContents(pq.read_table(path))
+        except pa.ArrowException as exc:
+            raise MalformedRecordError(f"{path}: unreadable Parquet file ({exc})") from None
+
+    def read_columns(self, path: str, columns: Collection[str]) -> Iterator[pa.Table]:
+        if os.path.getsize(path) == 0:
+            return
+        try:
+            reader = pq.ParquetFile(path)
+            wanted = [name for name in reader.schema_arrow.names if name in columns]
+            for batch in reader.iter_batches(batch_size=COLUMN_BATCH_ROWS, columns=wanted):
+                yield with_columns(pa.Table.from_batches([batch]), columns)
         except pa.ArrowException as exc:
             raise MalformedRecordError(f"{path}: unreadable Parquet file ({exc})") from None
 

@@ -31,6 +31,7 @@ class MalformedRecordError(ValueError):
 
 
 READ_ERRORS = (MalformedRecordError, OSError, pa.ArrowException)
+COLUMN_BATCH_ROWS = 8192  # rows per table of ``ReaderStage.read_columns``
 
 
 @dataclass
@@ -46,6 +47,12 @@ def concat_tables(tables: list[pa.Table]) -> pa.Table:
     if not non_empty:
         return pa.table({})
     return pa.concat_tables(non_empty, promote_options="permissive")
+
+
+def with_columns(table: pa.Table, columns: Collection[str]) -> pa.Table:
+    """``table``'s ``columns`` in that order, a column it lacks as nulls."""
+    return pa.table({name: table[name] if name in table.column_names else pa.nulls(table.num_rows, pa.string())
+                     for name in columns})
 
 
 class ReaderStage(ProcessingStage):
@@ -77,6 +84,16 @@ class ReaderStage(ProcessingStage):
 
     def read_parts(self, path: str) -> Iterator[FileContents]:
         yield self.read_file(path)
+
+    def read_columns(self, path: str, columns: Collection[str]) -> Iterator[pa.Table]:
+        """The file's rows in order, a batch at a time, with each of ``columns`` (null where
+        the file lacks it): for phases that read a run's outputs again (dedup signatures),
+        which then hold a batch, not a file. Formats that can read a few columns a batch at
+        a time override it; this default reads the whole file."""
+        table = with_columns(self.read_file(path).table, columns)
+        for start in range(0, table.num_rows, COLUMN_BATCH_ROWS):
+            yield table.slice(start, COLUMN_BATCH_ROWS)
+
 
     @staticmethod
     def _reason(path: str, exc: BaseException) -> str:

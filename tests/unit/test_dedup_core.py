@@ -45,11 +45,13 @@ def test_planted_duplicates_are_found_and_distinct_pages_kept():
     assert clusters.size_histogram() == {2: len(removed)}, "every planted copy pairs with its own original"
 
 
-def test_signatures_do_not_depend_on_the_batch():
+def test_signatures_do_not_depend_on_the_batch_or_the_hashing_steps(monkeypatch):
     texts, _ = planted()
     whole = signatures(pa.array(texts))
     alone = np.vstack([signatures(pa.array([text])) for text in texts[::37]])
     assert (whole[::37] == alone).all()
+    monkeypatch.setattr("curator_array.dedup.minhash.SHINGLES_PER_STEP", 97)  # many steps, some one long text
+    assert (signatures(pa.array(texts)) == whole).all()
     other_seed = signatures(pa.array(texts[:3]), MinHashSettings(seed=2))
     assert not (other_seed == whole[:3]).any(axis=1).all()
 
@@ -188,3 +190,21 @@ def test_a_pair_file_truncated_or_of_another_run_is_refused_by_name(tmp_path):
         streamed_pairs([good, bad], 6, "run-1")
     with pytest.raises(CorruptCheckpointError, match="hold 3 pairs, their manifests 4"):
         streamed_pairs([good], 4, "run-1")
+
+
+def test_candidate_pairs_equal_a_plain_grouping():
+    """Band by band, each document pairs with the smallest identity sharing one of its keys."""
+    from curator_array.dedup.lsh import SIGNATURE_SCHEMA, candidate_pairs
+
+    rng = np.random.default_rng(7)
+    rows = 5000
+    ids = rng.integers(0, 1500, rows).astype(np.uint64)
+    band = rng.integers(0, 14, rows).astype(np.int16)
+    band_key = rng.integers(0, 400, rows).astype(np.uint64)  # many shared keys, some across bands
+    groups = defaultdict(set)
+    for i, b, k in zip(ids.tolist(), band.tolist(), band_key.tolist()):
+        groups[(b, k)].add(i)
+    expected = sorted({(min(g), i) for g in groups.values() for i in g if i != min(g)})
+    table = pa.table({"id": ids, "band": band, "band_key": band_key}, schema=SIGNATURE_SCHEMA)
+    pairs = candidate_pairs(table)
+    assert list(zip(pairs["first"].to_pylist(), pairs["second"].to_pylist())) == expected

@@ -173,3 +173,25 @@ def test_word_count_is_the_same_on_the_ascii_fast_path_and_with_unicode_spaces()
     assert WordCountFilter(2, 2).process(ascii_only).table.column("n").to_pylist() == [1]
     wide = batch(["one\u3000two", "one two", "ein\u00a0zwei drei"])
     assert WordCountFilter(2, 2).process(wide).table.column("n").to_pylist() == [0, 1]
+
+
+def test_read_columns_streams_the_named_columns_of_jsonl_and_parquet(tmp_path, monkeypatch):
+    """Dedup rereads curated files a batch at a time, its two columns only; fields it does
+    not ask for are never parsed, so their types may change from line to line."""
+    from curator_array.formats import reader_for
+
+    monkeypatch.setattr("curator_array.formats.jsonl.BLOCK_BYTES", 1 << 14)
+    monkeypatch.setattr("curator_array.formats.parquet.COLUMN_BATCH_ROWS", 700)
+    rows = [{"id": i, "text": f"document {i}", "meta": [None, {"a": i}, i, "x"][i % 4],
+             **({"language": "de"} if i % 3 else {})} for i in range(3000)]
+    lines = "".join(json.dumps(row) + "\n" for row in rows)
+    (tmp_path / "a.jsonl").write_text(lines)
+    with gzip.open(tmp_path / "a.jsonl.gz", "wt") as handle:
+        handle.write(lines)
+    pq.write_table(pa.Table.from_pylist([{"id": r["id"], "text": r["text"]} for r in rows]), tmp_path / "a.parquet")
+    expected = [(r["text"], r.get("language")) for r in rows]
+    for name, fmt in (("a.jsonl", "jsonl"), ("a.jsonl.gz", "jsonl"), ("a.parquet", "parquet")):
+        tables = list(reader_for(fmt).read_columns(str(tmp_path / name), ("text", "language")))
+        assert len(tables) > 1 and all(t.column_names == ["text", "language"] for t in tables), name
+        got = [(t, lang) for table in tables for t, lang in zip(table["text"].to_pylist(), table["language"].to_pylist())]
+        assert got == (expected if fmt == "jsonl" else [(t, None) for t, _ in expected]), name

@@ -32,6 +32,7 @@ from .signatures import (
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    import pyarrow.parquet as pq
 
     from ..lifecycle import PhaseContext
 
@@ -91,12 +92,25 @@ def bucket_rows(path: Path, bucket: int, buckets: int) -> pa.Table:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    metadata = pq.read_schema(path).metadata or {}
+    signatures = pq.ParquetFile(path)
     columns = ["id", "band", "band_key"]
-    if metadata.get(BUCKETS_KEY) == str(buckets).encode():
+    if (signatures.schema_arrow.metadata or {}).get(BUCKETS_KEY) == str(buckets).encode():
+        groups = _row_groups_of(signatures, bucket)
+        if groups is not None:
+            return signatures.read_row_groups(groups, columns=columns)
         return pq.read_table(path, columns=columns, filters=[("bucket", "=", bucket)])
-    table = pq.read_table(path, columns=columns)
+    table = signatures.read(columns=columns)
     return table.filter(pa.array((table["band_key"].to_numpy() % np.uint64(buckets)) == np.uint64(bucket)))
+
+
+def _row_groups_of(signatures: pq.ParquetFile, bucket: int) -> list[int] | None:
+    """The row groups of one bucket (each holds one: ``write_signatures``), by their
+    statistics; None when a row group has none (then a filtered read finds them)."""
+    column, metadata = signatures.schema_arrow.get_field_index("bucket"), signatures.metadata
+    statistics = [metadata.row_group(group).column(column).statistics for group in range(metadata.num_row_groups)]
+    if any(s is None or not s.has_min_max for s in statistics):
+        return None
+    return [group for group, s in enumerate(statistics) if s.min == bucket]
 
 
 def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int,

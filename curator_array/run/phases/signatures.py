@@ -3,7 +3,8 @@
 The first element to start (once every curation shard is complete) freezes the run's list
 of curated files, sorted by path: a document's identity is its file's index there and its
 row (``dedup.keys``), the same however the run was sharded. Each of the shard's curated
-files is then read in turn (memory: one file) and its documents' band keys (MinHash LSH,
+files is then read in turn, a batch of its text and language at a time (memory: one batch,
+never a file), and its documents' band keys (MinHash LSH,
 or one key of the normalised text for exact dedup) go into one Parquet file of ``id``,
 ``band``, ``band_key``, in row groups of one bucket each (``band_key % buckets``, kept in a
 ``bucket`` column), so a buckets element reads its share and skips the rest. At most
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
     from ..lifecycle import PhaseContext
 
 LANGUAGE = "language"
-FLUSH_ROWS = 1_000_000  # band-key rows sorted into bucket row groups at once (~30 MB)
+FLUSH_ROWS = 1 << 18  # band-key rows sorted into bucket row groups at once (~5 MB, ~15 MB at the sort)
 CURATED_FILES = "curated_files.parquet"
 BUCKETS_KEY = b"buckets"  # the file's metadata: how many buckets its row groups are for
 
@@ -74,11 +75,14 @@ class Signatures(Phase):
             files = curated_files(context, index)
             for done, relative in enumerate(files):
                 context.tick(done, len(files))
-                path = context.staged / relative
-                table = reader.read_file(str(path)).table
-                if table.num_rows:
-                    ids = identities(every.index(relative), np.arange(table.num_rows))
+                path, row, texts_seen = context.staged / relative, 0, False
+                for table in reader.read_columns(str(path), (field, LANGUAGE)):
+                    ids = identities(every.index(relative), np.arange(row, row + table.num_rows))
+                    row += table.num_rows
+                    texts_seen = texts_seen or table[field].null_count < table.num_rows
                     yield ids, texts_of(table, field, path), split.of(table) if split else None
+                if row and not texts_seen:
+                    raise CuratorArrayError(f"{path}: no field {field!r} to compare (--text-field names the text field)")
 
         documents = write_signatures(batches(), signatures_file(context.layout, index), dedup.fuzzy,
                                      dedup.bucket_count(context.run.shards.total))

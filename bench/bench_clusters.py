@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, measure_snippet  # noqa: E402
+from support import CACHE, REPO, baseline_tree, measure_snippet  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tests.support.reference_site import ensure_reference_site, reference_environment  # noqa: E402
@@ -159,14 +158,6 @@ REPORT = {"seconds": time.perf_counter() - began, "removed": step.stats.to_dict(
 """
 
 
-def baseline_tree() -> Path:
-    tree = CACHE / "baseline" / BASELINE
-    if not (tree / "curator_array").is_dir():
-        tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "archive", BASELINE, "curator_array"], cwd=REPO, check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return tree
 
 
 def show(label: str, result: dict, documents: int) -> None:
@@ -186,7 +177,7 @@ def main() -> None:
           f"{grown / 2**20:,.0f} MiB: {grown / documents:.0f} bytes per document in a cluster")
     if documents <= OLD_LIMIT:
         write_strings()
-        tree = baseline_tree()
+        tree = baseline_tree(BASELINE)
         old = measure_snippet(OLD, str(WORK), env=dict(os.environ, PYTHONPATH=str(tree)), cwd=tree)
         assert (old["removed"], old["clusters"]) == (ours["removed"], ours["clusters"])
         show(f"the same element as of {BASELINE} (strings, dicts)", old, documents)

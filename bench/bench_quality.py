@@ -18,12 +18,11 @@ Prints docs/s and ratios; asserts nothing.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, measure_snippet  # noqa: E402
+from support import CACHE, REPO, baseline_tree, measure_snippet  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from bench_web import INPUT, OURS, make_input  # noqa: E402
@@ -106,14 +105,6 @@ def filters_side_by_side() -> None:
               f"(warm {warm_rate / theirs_rate:.1f}x)")
 
 
-def baseline_tree() -> Path:
-    tree = CACHE / "baseline" / BASELINE
-    if not (tree / "curator_array").is_dir():
-        tree.mkdir(parents=True, exist_ok=True)
-        archive = subprocess.run(["git", "archive", BASELINE, "curator_array"], cwd=REPO, check=True,
-                                 capture_output=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
-    return tree
 
 
 def pipeline_against_baseline() -> None:
@@ -121,7 +112,7 @@ def pipeline_against_baseline() -> None:
     now, before = [], []
     for _ in range(ROUNDS):  # interleaved, so both see the same machine
         now.append(measure_snippet(OURS, str(INPUT), "resiliparse", "all", env=single_threaded()))
-        tree = baseline_tree()
+        tree = baseline_tree(BASELINE)
         before.append(measure_snippet(OURS, str(INPUT), "resiliparse", "all", cwd=tree,
                                       env=single_threaded(dict(os.environ, PYTHONPATH=str(tree)))))
     rate = max(r["docs"] / r["wall"] for r in now)

@@ -21,13 +21,12 @@ import json
 import os
 import random
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, measure_snippet  # noqa: E402
+from support import CACHE, REPO, curator, measure_snippet, wait_peak  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tests.support.reference_site import ensure_reference_site, reference_environment  # noqa: E402
@@ -79,23 +78,8 @@ def tokenizer(corpus: Path) -> Path:
     return TOKENIZER
 
 
-def curator(log: Path, *args: str, shard: tuple[int, int] | None = None) -> tuple[subprocess.Popen, Path]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
-    if shard is not None:
-        env.update(NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX=str(shard[0]), NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS=str(shard[1]))
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "w") as handle:
-        return subprocess.Popen([sys.executable, "-m", "curator_array.cli", *args], env=env, stdout=handle,
-                                stderr=subprocess.STDOUT), log
 
 
-def wait_peak(started: tuple[subprocess.Popen, Path]) -> float:
-    """Wait for the process; its peak RSS in MiB (from wait4: the process alone, not Ray's)."""
-    process, log = started
-    _, status, usage = os.wait4(process.pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise RuntimeError(f"{process.args} failed:\n{log.read_text()[-3000:]}")
-    return usage.ru_maxrss / 1024
 
 
 def run_ours(corpus: Path, work: Path) -> dict:

@@ -63,3 +63,35 @@ def measure_snippet(code: str, *args: str, env: dict | None = None, cwd: Path = 
         raise RuntimeError(f"benchmark snippet failed:\n{result.stderr[-3000:]}")
     line = next(line for line in result.stdout.splitlines() if line.startswith("@@"))
     return {"wall": wall, **json.loads(line[2:])}
+
+
+def curator(log: Path, *args: str, shard: tuple[int, int] | None = None) -> tuple[subprocess.Popen, Path]:
+    """``curator-array ARGS`` started in the background (as logical shard ``shard``), its output in ``log``."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    if shard is not None:
+        env.update(NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX=str(shard[0]), NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS=str(shard[1]))
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as handle:
+        return subprocess.Popen([sys.executable, "-m", "curator_array.cli", *args], env=env, stdout=handle,
+                                stderr=subprocess.STDOUT), log
+
+
+def wait_peak(started: tuple[subprocess.Popen, Path]) -> float:
+    """Wait for the process; its peak RSS in MiB (from wait4: the process alone, not Ray's)."""
+    process, log = started
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise RuntimeError(f"{process.args} failed:\n{log.read_text()[-3000:]}")
+    return usage.ru_maxrss / 1024
+
+
+def baseline_tree(commit: str) -> Path:
+    """The package as of ``commit``, unpacked once under the cache, to measure against."""
+    tree = CACHE / "baseline" / commit
+    if not (tree / "curator_array").is_dir():
+        tree.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", commit, "curator_array"], cwd=REPO, check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, baseline_tree, measure_snippet  # noqa: E402
+from support import REPO, baseline_tree, measure_snippet  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from bench_web import INPUT, OURS, make_input  # noqa: E402
@@ -44,10 +44,11 @@ docs = [d for d in docs if d["language"] in languages]
 
 OURS_FILTERS = LOAD + r"""
 import pyarrow as pa
+from curator_array.stages.web.fineweb_quality import FineWebQualityFilter
 from curator_array.stages.web.quality import C4QualityFilter, GopherFilter
 from curator_array.text import segmenters
 table = pa.table({"text": [d["text"] for d in docs], "language": [d["language"] for d in docs]})
-stages = [GopherFilter(), C4QualityFilter()]
+stages = [GopherFilter(), C4QualityFilter(), FineWebQualityFilter()]
 for stage in stages:
     stage.score(table.slice(0, 4), table.column("text").slice(0, 4))  # segmenters loaded
 def one_pass():
@@ -117,8 +118,9 @@ def pipeline_against_baseline() -> None:
                                       env=single_threaded(dict(os.environ, PYTHONPATH=str(tree)))))
     rate = max(r["docs"] / r["wall"] for r in now)
     old = max(r["docs"] / r["wall"] for r in before)
-    filters_now = min(sum(v for k, v in r["stages"].items() if k.startswith(("gopher", "c4"))) for r in now)
-    filters_before = min(sum(v for k, v in r["stages"].items() if k.startswith(("gopher", "c4"))) for r in before)
+    quality = ("gopher", "c4", "fineweb")
+    filters_now = min(sum(v for k, v in r["stages"].items() if k.startswith(quality)) for r in now)
+    filters_before = min(sum(v for k, v in r["stages"].items() if k.startswith(quality)) for r in before)
     print(f"\nread, extract, language, quality on {INPUT.name} (one process, best of {ROUNDS}):")
     print(f"  this tree          {rate:>7,.0f} docs/s   (quality filters {filters_now:.2f}s)")
     print(f"  baseline {BASELINE:<9} {old:>7,.0f} docs/s   (quality filters {filters_before:.2f}s)")

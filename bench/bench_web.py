@@ -79,7 +79,8 @@ if sys.argv[2] != "read":
 if sys.argv[3] == "all":
     from curator_array.stages.web.language import LanguageFilter
     from curator_array.stages.web.quality import GopherFilter, C4QualityFilter
-    stages += [LanguageFilter(), GopherFilter(), C4QualityFilter()]
+    from curator_array.stages.web.fineweb_quality import FineWebQualityFilter
+    stages += [LanguageFilter(), GopherFilter(), C4QualityFilter(), FineWebQualityFilter()]
 for stage in stages:
     stage.setup()
 timing = {"read": 0.0, **{s.stage_name: 0.0 for s in stages}}

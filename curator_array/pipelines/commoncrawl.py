@@ -1,8 +1,8 @@
 """The built-in ``commoncrawl`` pipeline: WARC → main text → language → quality → Parquet.
 
-The quality filters run in FineWeb's order (Gopher repetition, Gopher quality, C4) with
-each document's language settings (``stages/web/language_settings.toml``, overridden by
-``--quality-settings FILE``).
+The quality filters run in FineWeb's order (Gopher repetition, Gopher quality, C4, FineWeb's
+own line rules) with each document's language settings (``stages/web/language_settings.toml``,
+overridden by ``--quality-settings FILE``).
 
     curator-array run --pipeline commoncrawl --input-urls warc_urls.txt --output-dir out/
     curator-array run --pipeline commoncrawl --input-dir warcs/ --input-file-type warc --output-dir out/
@@ -21,6 +21,7 @@ from ..formats import writer_for
 from ..formats.warc import WarcReader
 from ..stages.base import ProcessingStage
 from ..stages.web.extract import HtmlExtractor
+from ..stages.web.fineweb_quality import FineWebQualityFilter
 from ..stages.web.language import LanguageFilter
 from ..stages.web.languages import language_settings
 from ..stages.web.quality import C4QualityFilter, GopherFilter
@@ -40,5 +41,6 @@ def build(options) -> list[ProcessingStage]:
         LanguageFilter(options.languages, options.min_language_score, text_field=text),
         GopherFilter(text_field=text, settings=settings),
         C4QualityFilter(text_field=text, settings=settings),
+        FineWebQualityFilter(text_field=text, settings=settings),
         writer_for(options.output_file_type or OUTPUT_FORMAT, options.written_dir),
     ]

@@ -1,4 +1,4 @@
-"""datatrove's Gopher and C4 filters, rule by rule, on a JSONL corpus: the reference decisions.
+"""datatrove's Gopher, C4 and FineWeb quality filters, rule by rule, on a JSONL corpus: the reference decisions.
 
 Runs in the reference environment (datatrove with spaCy, SudachiPy and jieba, installed apart
 from ours), so it imports nothing of curator-array. Each rule runs as a filter of its own with
@@ -19,7 +19,12 @@ import warnings
 warnings.filterwarnings("ignore")
 
 from datatrove.data import Document  # noqa: E402
-from datatrove.pipeline.filters import C4QualityFilter, GopherQualityFilter, GopherRepetitionFilter  # noqa: E402
+from datatrove.pipeline.filters import (  # noqa: E402
+    C4QualityFilter,
+    FineWebQualityFilter,
+    GopherQualityFilter,
+    GopherRepetitionFilter,
+)
 
 # datatrove picks its word tokenizer by language code; these are the codes it knows them by.
 DATATROVE_LANGUAGE = {"en": "en", "de": "deu_Latn", "fr": "fra_Latn", "es": "spa_Latn", "it": "ita_Latn",
@@ -29,6 +34,10 @@ QUALITY_OFF = dict(min_doc_words=None, max_doc_words=None, min_avg_word_length=N
                    max_non_alpha_words_ratio=None, min_stop_words=None)
 REPETITION_OFF = dict(dup_line_frac=None, dup_para_frac=None, dup_line_char_frac=None, dup_para_char_frac=None,
                       top_n_grams=(), dup_n_grams=())
+# Each limit where its rule cannot reject (shares are at most 1).
+FINEWEB_OFF = dict(line_punct_thr=0, short_line_thr=2, char_duplicates_ratio=2, new_line_ratio=float("inf"))
+FINEWEB_RULES = {"line_punct_ratio": "line_punct_thr", "short_line_ratio": "short_line_thr",
+                 "char_dup_ratio": "char_duplicates_ratio", "list_ratio": "new_line_ratio"}
 REPETITION_FRACTIONS = {"duplicate_lines": "dup_line_frac", "duplicate_paragraphs": "dup_para_frac",
                         "duplicate_line_chars": "dup_line_char_frac", "duplicate_paragraph_chars": "dup_para_char_frac"}
 
@@ -63,6 +72,9 @@ def rule_filters(ours: dict) -> dict:
         rules[f"gopher_repetition.top_{n}gram"] = repetition(top_n_grams=((n, limit),))
     for n, limit in ours["dup_n_grams"]:
         rules[f"gopher_repetition.duplicate_{n}gram"] = repetition(dup_n_grams=((n, limit),))
+    for rule, parameter in FINEWEB_RULES.items():
+        rules[f"fineweb_quality.{rule}"] = FineWebQualityFilter(**{**FINEWEB_OFF, parameter: ours[parameter]},
+                                                                language=language)
     if ours["c4"]:  # as FineWeb runs it: no terminal-punctuation line rule
         rules["c4_quality"] = C4QualityFilter(filter_no_terminal_punct=False, language=language)
     return rules
@@ -88,6 +100,8 @@ def whole_filters(ours: dict) -> list:
     ]
     if ours["c4"]:
         filters.append(C4QualityFilter(filter_no_terminal_punct=False, language=language))
+    filters.append(FineWebQualityFilter(**{parameter: ours[parameter] for parameter in FINEWEB_RULES.values()},
+                                        language=language))
     return filters
 
 
@@ -95,7 +109,10 @@ def decide(filters: dict, document: dict) -> dict:
     row = {"id": document["id"], "language": document["language"]}
     for rule, stage in filters.items():
         doc = Document(text=document["text"], id=document["id"])
-        result = stage.filter(doc)
+        try:
+            result = stage.filter(doc)
+        except ZeroDivisionError:  # FineWeb's line breaks per word, of a document without words
+            result = False
         kept = result is True or (isinstance(result, tuple) and bool(result[0]))
         row[rule] = kept
         if rule == "c4_quality":

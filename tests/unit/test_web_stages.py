@@ -16,7 +16,9 @@ from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import load_pipeline
 from curator_array.stages.tasks import DocumentBatch, FileGroupTask
 from curator_array.stages.web.extract import HtmlExtractor
+from curator_array.stages.web.fineweb_quality import FineWebQualityFilter, ends_sentences
 from curator_array.stages.web.language import LanguageFilter
+from curator_array.stages.web.pii import PiiFormatter, anonymised
 from curator_array.stages.web.quality import (
     C4QualityFilter,
     GopherFilter,
@@ -135,7 +137,7 @@ def quality(texts, languages, stage):
 
 def test_good_pages_in_three_languages_pass_every_rule():
     texts = ["\n".join(ARTICLES[lang]) for lang in ("en", "de", "ja")]
-    for stage in (GopherQualityFilter(), GopherRepetitionFilter(), C4QualityFilter()):
+    for stage in (GopherQualityFilter(), GopherRepetitionFilter(), C4QualityFilter(), FineWebQualityFilter()):
         result = quality(texts, ["en", "de", "ja"], stage)
         assert result.num_rows == 3, (stage.name, result.counters.dropped)
 
@@ -188,11 +190,29 @@ def test_word_tokenizers_split_as_the_references_do():
      .replace(" with ", " ").replace(" that ", " "), GopherQualityFilter(), "stop_words"),
     ("\n".join(ARTICLES["en"]) + "\nfunction f() { return 1; }.", C4QualityFilter(), "curly_bracket"),
     ("\n".join(ARTICLES["en"][:3]), C4QualityFilter(), "too_few_sentences"),
+    ("\n".join(line.rstrip(".") + " " for line in ARTICLES["en"]), FineWebQualityFilter(), "line_punct_ratio"),
+    ("\n".join([*ARTICLES["en"], *(f"Item {i}" for i in range(30))]), FineWebQualityFilter(), "short_line_ratio"),
+    ("\n".join([*ARTICLES["en"], ARTICLES["en"][0], ARTICLES["en"][0]]), FineWebQualityFilter(), "char_dup_ratio"),
+    ("\n".join(f"Extraordinarily{i} incomprehensibilities." for i in range(20)), FineWebQualityFilter(),
+     "list_ratio"),
+    ("  \n\n", FineWebQualityFilter(), "empty"),
 ])
 def test_each_rule_counts_its_own_drops(text, stage, rule):
     result = quality([text, "\n".join(ARTICLES["de"])], ["en", "de"], stage)
     assert result.num_rows == 1
     assert {k: v for k, v in result.counters.dropped.items() if v} == {f"{stage.name}.{rule}": 1}
+
+
+def test_fineweb_rules_follow_each_language_and_read_lines_as_written():
+    german = "\n".join(line.rstrip(".") for line in ARTICLES["de"])
+    doubled = "\n".join([*ARTICLES["de"], "Mehr dazu lesen.", "Mehr dazu lesen."])
+    result = quality([german, doubled, doubled, "\n".join(line + " " for line in ARTICLES["en"])],
+                     ["de", "de", "en", "en"], FineWebQualityFilter())
+    assert result.table.column("text").to_pylist() == [german, doubled], \
+        "German has no punctuated-line minimum and allows 10% repeated characters; a trailing space hides the stop"
+    assert {rule: n for rule, n in result.counters.dropped.items() if n} == {
+        "fineweb_quality.char_dup_ratio": 1, "fineweb_quality.line_punct_ratio": 1}
+    assert ends_sentences(pa.array(["。", "।", "?", "៚", ",", "a"])).tolist() == [True] * 4 + [False] * 2
 
 
 def test_c4_removes_lines_and_keeps_the_cleaned_text():
@@ -243,7 +263,7 @@ def test_commoncrawl_pipeline_by_name(tmp_path):
     options = PipelineOptions("", str(tmp_path / "out"), input_file_type="warc", languages=("en", "de"))
     pipeline = load_pipeline("commoncrawl", options)
     assert [s.stage_name for s in pipeline.stages] == [
-        "warc_reader", "html_extract", "language", "gopher", "c4_quality", "parquet_writer"]
+        "warc_reader", "html_extract", "language", "gopher", "c4_quality", "fineweb_quality", "parquet_writer"]
     fingerprint = pipeline.fingerprint()
     assert (fingerprint["input"], fingerprint["output"]) == ("warc", "parquet")
     assert fingerprint["stages"][2]["params"]["languages"] == ["de", "en"]
@@ -309,3 +329,13 @@ def test_word_count_ignores_whitespace_at_the_edges():
     batch = DocumentBatch("t", {}, table=pa.table({"text": texts}))
     kept = WordCountFilter(min_words=2, max_words=2).process(batch)
     assert kept.table.column("text").to_pylist() == [" a b\n"], "str.split() counts: 2, 3, 0, 0, 1"
+
+
+def test_pii_replaces_addresses_in_turn_per_document_and_keeps_private_ips():
+    text = "Mail a.b@mail.example.net, c+d@uni-x.de or e@f.org; hosts 8.8.8.8, 192.168.1.1, 9.9.9.9, 1.1.1.1."
+    expected = ("Mail email@example.com, firstname.lastname@example.org or email@example.com; hosts "
+                "22.214.171.124, 192.168.1.1, 126.96.36.199, 188.8.131.52.")
+    result = PiiFormatter().process(DocumentBatch("t", {}, table=pa.table({"text": [text, "no address", text]})))
+    assert result.table.column("text").to_pylist() == [expected, "no address", expected], \
+        "the turn restarts with each document"
+    assert anonymised("versions 01.2.3.4, 3.14 and 300.1.1.1") == "versions 01.2.3.4, 3.14 and 300.1.1.1"

@@ -25,7 +25,8 @@ DEFAULT = "default"
 @dataclass(frozen=True)
 class LanguageSettings:
     """How the quality filters read one language: its segmenter and stop words, the Gopher
-    limits (a fraction of 0 turns a repetition rule off), and whether C4's rules apply."""
+    limits (a fraction of 0 turns a repetition rule off), whether C4's rules apply, and the
+    FineWeb quality limits."""
 
     tokenizer: str
     stop_words: tuple[str, ...]
@@ -46,6 +47,10 @@ class LanguageSettings:
     dup_para_char_frac: float
     top_n_grams: tuple[tuple[int, float], ...]  # (n, the largest share of characters in its most frequent n-gram)
     dup_n_grams: tuple[tuple[int, float], ...]  # (n, the largest share of characters in repeated n-grams)
+    line_punct_thr: float  # FineWeb quality: the least share of lines ending a sentence
+    short_line_thr: float  # the largest share of lines of at most 30 characters (1: off)
+    char_duplicates_ratio: float  # the largest share of characters in repeated lines
+    new_line_ratio: float  # the most line breaks per word
 
     @classmethod
     def from_table(cls, values: dict[str, Any], where: str) -> LanguageSettings:

@@ -57,7 +57,7 @@ CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
 POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
 
 
-def _languages(table: pa.Table, default: str) -> list[str]:
+def document_languages(table: pa.Table, default: str) -> list[str]:
     if "language" in table.column_names:
         return [code or default for code in table.column("language").cast(pa.string()).to_pylist()]
     return [default] * table.num_rows
@@ -70,11 +70,11 @@ def _add(table: pa.Table, name: str, values) -> pa.Table:
     return table.set_column(index, name, column) if index >= 0 else table.append_column(name, column)
 
 
-def _mask(values) -> pa.Array:
+def mask(values) -> pa.Array:
     return pa.array(np.asarray(values, dtype=bool))
 
 
-class _LanguageAwareFilter(FilterStage):
+class LanguageAwareFilter(FilterStage):
     """A filter whose limits and word splitting follow each document's language."""
 
     def __init__(self, text_field: str = TEXT_FIELD, default_language: str = "en",
@@ -82,6 +82,9 @@ class _LanguageAwareFilter(FilterStage):
         self.default_language = default_language
         self.languages = settings or language_settings()
         super().__init__(text_field)
+
+    def settings_for(self, language: str) -> LanguageSettings:
+        return for_language(self.languages, language)
 
     def _words(self, table: pa.Table, text: pa.ChunkedArray) -> _Words:
         return _Words(table, text, self.default_language, self.languages)
@@ -95,7 +98,7 @@ class _Words:
                  languages: dict[str, LanguageSettings]):
         self.rows = table.num_rows
         self.text = pc.fill_null(text, "")
-        self.codes = _languages(table, default_language)
+        self.codes = document_languages(table, default_language)
         self.settings = [for_language(languages, code) for code in self.codes]
         self.spaced = np.array([s.tokenizer != "none" for s in self.settings])
         self.split = split_words(self.text.to_pylist(), self.codes, [s.tokenizer for s in self.settings])
@@ -143,7 +146,7 @@ def quality_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str, p
     table = _add(table, "gopher_word_count", non_symbol.astype(np.int64))
     table = _add(table, "gopher_mean_word_length", np.nan_to_num(mean_length))
     table = _add(table, "gopher_stop_words", stop_words.astype(np.int64))
-    return table, {rule: _mask(~words.spaced | values) for rule, values in rules.items()}
+    return table, {rule: mask(~words.spaced | values) for rule, values in rules.items()}
 
 
 def repetition_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str, pa.Array]]:
@@ -181,24 +184,24 @@ def repetition_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str
     table = _add(table, "gopher_duplicate_line_fraction", ratio(line_dups, line_count))
     table = _add(table, "gopher_max_ngram_fraction", worst)
     rules = {"empty": ~empty, **{name: values | empty for name, values in rules.items()}}
-    return table, {rule: _mask(values) for rule, values in rules.items()}
+    return table, {rule: mask(values) for rule, values in rules.items()}
 
 
-class GopherQualityFilter(_LanguageAwareFilter):
+class GopherQualityFilter(LanguageAwareFilter):
     name = "gopher_quality"
 
     def score(self, table, text):
         return quality_rules(self._words(table, text), table)
 
 
-class GopherRepetitionFilter(_LanguageAwareFilter):
+class GopherRepetitionFilter(LanguageAwareFilter):
     name = "gopher_repetition"
 
     def score(self, table, text):
         return repetition_rules(self._words(table, text), table)
 
 
-class GopherFilter(_LanguageAwareFilter):
+class GopherFilter(LanguageAwareFilter):
     """Gopher repetition, then Gopher quality, on words split once; each drop is counted
     under its rule set's name, as if the two filters ran one after the other."""
 
@@ -208,8 +211,8 @@ class GopherFilter(_LanguageAwareFilter):
         words = self._words(table, text)
         table, repetition = repetition_rules(words, table)
         table, quality = quality_rules(words, table)
-        return table, {**{f"{GopherRepetitionFilter.name}.{rule}": mask for rule, mask in repetition.items()},
-                       **{f"{GopherQualityFilter.name}.{rule}": mask for rule, mask in quality.items()}}
+        return table, {**{f"{GopherRepetitionFilter.name}.{rule}": kept for rule, kept in repetition.items()},
+                       **{f"{GopherQualityFilter.name}.{rule}": kept for rule, kept in quality.items()}}
 
 
 class _Vocabulary:
@@ -256,7 +259,7 @@ def _within(values: np.ndarray, limits: np.ndarray) -> np.ndarray:
     return (limits == 0) | ~(values > limits)
 
 
-class C4QualityFilter(_LanguageAwareFilter):
+class C4QualityFilter(LanguageAwareFilter):
     """Cleans lines, then filters pages; the text column holds the cleaned text afterwards.
 
     Documents whose language settings say ``c4 = false`` pass untouched.
@@ -275,8 +278,8 @@ class C4QualityFilter(_LanguageAwareFilter):
     def score(self, table, text):
         rows = table.num_rows
         texts = pc.fill_null(text, "").to_pylist()
-        codes = _languages(table, self.default_language)
-        applies = np.array([for_language(self.languages, code).c4 for code in codes], dtype=bool)
+        codes = document_languages(table, self.default_language)
+        applies = np.array([self.settings_for(code).c4 for code in codes], dtype=bool)
         cleaned, enough, lorem, curly = [], np.zeros(rows, bool), np.zeros(rows, bool), np.zeros(rows, bool)
         removed = np.zeros(rows, dtype=np.int64)
         for index, value in enumerate(texts):
@@ -296,7 +299,7 @@ class C4QualityFilter(_LanguageAwareFilter):
             "curly_bracket": ~applies | ~curly,
             "too_few_sentences": ~applies | lorem | curly | enough,
         }
-        return table, {rule: _mask(values) for rule, values in rules.items()}
+        return table, {rule: mask(values) for rule, values in rules.items()}
 
     def _clean(self, text: str) -> tuple[list[str], int, str | None]:
         """The lines kept, how many were dropped, and a whole-page verdict, line by line as C4 reads."""

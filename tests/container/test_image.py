@@ -44,6 +44,15 @@ def test_installed_versions_equal_the_lock(docker_client, image):
     assert normalize(frozen) == normalize(lock)
 
 
+def test_fineweb_url_lists_are_in_the_image(docker_client, image):
+    """Fetched from the package registry when the image was built; read without a network."""
+    code = ("from curator_array.stages.web.url_lists import UrlLists; lists = UrlLists.load(); "
+            "print(lists.source, len(lists.domains), len(lists.banned_words))")
+    out = docker_client.containers.run(image, ["-c", code], entrypoint=["python"], remove=True,
+                                       network_mode="none").decode().split()
+    assert out[0] == "datatrove==0.10.1" and int(out[1]) > 4_000_000 and int(out[2]) > 100, out
+
+
 def test_labels_and_size(docker_client, image):
     attrs = docker_client.images.get(image).attrs
     labels = attrs["Config"]["Labels"]

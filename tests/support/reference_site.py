@@ -12,10 +12,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache"
-# tokenizers, xxhash, orjson: datatrove's MinHash dedup and JSONL reader need them (bench/bench_dedup.py).
+# tokenizers, xxhash, orjson: datatrove's MinHash dedup and JSONL reader need them (bench/bench_dedup.py);
+# tldextract, pyahocorasick, fasteners: its URL filter.
 PACKAGES = {
     "reference-site": ("datatrove==0.10.1", "spacy==3.8.18", "sudachipy==0.7.0", "sudachidict-core==20261015",
-                       "jieba==0.42.1", "tokenizers==0.23.3", "xxhash==3.5.0", "orjson==3.13.0"),
+                       "jieba==0.42.1", "tokenizers==0.23.3", "xxhash==3.5.0", "orjson==3.13.0",
+                       "tldextract==5.4.0", "pyahocorasick==2.3.1", "fasteners==0.20"),
     # torch 2.13.0's CPU build is a file on this machine kind's disk, which pip takes.
     "megatron-site": ("torch==2.13.0", "megatron-core==0.16.1"),
 }

@@ -65,7 +65,8 @@ class PiiFormatter(ProcessingStage):
         candidates = pc.or_(pc.match_substring(column, "@"), pc.match_substring_regex(column, r"\d\.\d+\.\d+\.\d"))
         if not pc.any(candidates).as_py():
             return task
-        texts = [anonymised(text) if chosen else text for text, chosen in zip(column.to_pylist(), candidates.to_pylist())]
+        texts = [anonymised(text) if chosen else text
+                 for text, chosen in zip(column.to_pylist(), candidates.to_pylist())]
         table = table.set_column(table.schema.get_field_index(self.text_field), self.text_field,
                                  pa.array(texts, column.type))
         return replace(task, table=table)

@@ -1,0 +1,98 @@
+"""FineWeb's URL filter: pages from blocked domains or URLs, or whose URL reads as adult content.
+
+Rules, in the reference's order, each counted as ``url_filter.<rule>``:
+
+- ``domain``: the URL's registered domain (public-suffix aware, ``tldextract`` with its
+  bundled suffix list, no network) is a blocked domain;
+- ``subdomain``: its full host name is a blocked domain;
+- ``url``: the URL as written is a blocked URL;
+- ``hard_blacklisted``: a word of the URL (runs of ASCII letters and digits) is a banned word;
+- ``soft_blacklisted``: at least ``soft_word_threshold`` (2) soft-banned words are;
+- ``blacklisted_subword``: a banned subword occurs in the URL reduced to lower-case letters
+  and digits (Aho-Corasick, ``pyahocorasick``).
+
+The lists are FineWeb's (``url_lists``), plus a site's own (``extra_domains``,
+``extra_urls``). A page without a URL cannot be judged: it is dropped as ``no_url``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from ...core.errors import ConfigError
+from ..filters import FilterStage
+from .url_lists import LISTS_DIR, UrlLists, hashes, listed
+
+URL_FIELD = "url"
+_NOT_ALPHANUMERIC = re.compile(r"[^a-zA-Z0-9]+")
+
+
+def normalized(text: str) -> str:
+    return _NOT_ALPHANUMERIC.sub("", text).lower()
+
+
+def _with_extra(sorted_hashes: np.ndarray, extra: tuple[str, ...]) -> np.ndarray:
+    return np.sort(np.concatenate([sorted_hashes, hashes(extra)])) if extra else sorted_hashes
+
+
+class UrlFilter(FilterStage):
+    name = "url_filter"
+    ray_stage_spec = {"is_actor_stage": True}
+
+    def __init__(self, url_field: str = URL_FIELD, soft_word_threshold: int = 2,
+                 extra_domains: tuple[str, ...] = (), extra_urls: tuple[str, ...] = (),
+                 lists_dir: str | None = None):
+        self.soft_word_threshold = soft_word_threshold
+        self.extra_domains, self.extra_urls = tuple(sorted(set(extra_domains))), tuple(sorted(set(extra_urls)))
+        self.lists_dir = lists_dir
+        self._ready = None
+        super().__init__(url_field)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_ready": None}
+
+    def setup(self) -> None:
+        if self._ready is not None:
+            return
+        try:
+            import ahocorasick
+            from tldextract import TLDExtract
+        except ImportError:
+            raise ConfigError("the URL filter needs the web extras: pip install 'curator-array[web]'") from None
+        lists = UrlLists.load(Path(self.lists_dir) if self.lists_dir else LISTS_DIR)
+        subwords = ahocorasick.Automaton(ahocorasick.STORE_INTS)
+        for index, word in enumerate(sorted({normalized(w) for w in lists.banned_subwords} - {""})):
+            subwords.add_word(word, index)
+        subwords.make_automaton()
+        self._ready = (
+            TLDExtract(suffix_list_urls=(), cache_dir=None),
+            _with_extra(lists.domains, self.extra_domains),
+            _with_extra(lists.urls, self.extra_urls),
+            {normalized(w) for w in lists.banned_words},
+            {normalized(w) for w in lists.soft_banned_words},
+            subwords,
+        )
+
+    def score(self, table, text):
+        self.setup()
+        extract, domains, urls, banned, soft, subwords = self._ready
+        values = text.to_pylist()
+        present = np.array([bool(url) for url in values])
+        urls_ = [url or "" for url in values]
+        parts = [extract(url) for url in urls_]
+        words = [set(_NOT_ALPHANUMERIC.split(url)) for url in urls_]
+        rules = {
+            "no_url": present,
+            "domain": ~listed(domains, [p.top_domain_under_public_suffix for p in parts]),
+            "subdomain": ~listed(domains, [p.fqdn for p in parts]),
+            "url": ~listed(urls, urls_),
+            "hard_blacklisted": np.array([not (w & banned) for w in words]),
+            "soft_blacklisted": np.array([len(w & soft) < self.soft_word_threshold for w in words]),
+            "blacklisted_subword": np.array([next(subwords.iter(normalized(url)), None) is None for url in urls_]),
+        }
+        return table, {rule: pa.array(values) for rule, values in rules.items()}
+

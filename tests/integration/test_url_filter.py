@@ -1,0 +1,87 @@
+"""FineWeb's URL filter decides as datatrove's, on URLs made from the lists themselves.
+
+The lists are the ones ``make install`` fetched from datatrove's wheel on PyPI
+(``stages/web/url_lists.py``); the reference is datatrove 0.10.1's ``URLFilter`` in its own
+environment (``tests/support/reference_url_filter.py``), which builds 3,351 URLs that hit
+every rule (and ordinary ones that hit none) and reports each one's first failing rule.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+
+from curator_array.core.errors import ConfigError
+from curator_array.stages.tasks import DocumentBatch
+from curator_array.stages.web.url_filter import UrlFilter
+from curator_array.stages.web.url_lists import UrlLists
+from tests.conftest import REPO
+from tests.support.reference_site import ensure_reference_site, reference_environment
+
+RULES = ("no_url", "domain", "subdomain", "url", "hard_blacklisted", "soft_blacklisted", "blacklisted_subword")
+
+
+def needed(problem: Exception) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(str(problem))
+    pytest.skip(str(problem))
+
+
+@pytest.fixture(scope="module")
+def installed_lists() -> UrlLists:
+    try:
+        return UrlLists.load()
+    except ConfigError as problem:
+        needed(problem)
+
+
+def first_failing_rules(stage: UrlFilter, urls: list[str | None]) -> list[str | None]:
+    table = pa.table({"url": pa.array(urls, pa.string())})
+    _, masks = stage.score(table, table.column("url"))
+    assert tuple(masks) == RULES
+    first: list[str | None] = [None] * len(urls)
+    for rule, mask in masks.items():
+        for index, passed in enumerate(mask.to_pylist()):
+            if not passed and first[index] is None:
+                first[index] = rule
+    return first
+
+
+def test_every_url_gets_the_reference_decision(installed_lists, tmp_path):
+    try:
+        ensure_reference_site()
+    except RuntimeError as problem:
+        needed(problem)
+    env = dict(reference_environment(), HF_HOME=str(tmp_path / "hf"), TLDEXTRACT_CACHE=str(tmp_path / "tld"),
+               TLDEXTRACT_CACHE_TIMEOUT="2")  # no network: tldextract falls back to its bundled suffix list
+    done = subprocess.run([sys.executable, str(REPO / "tests" / "support" / "reference_url_filter.py")],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    reference = json.loads(done.stdout)
+    ours = first_failing_rules(UrlFilter(), [row["url"] for row in reference])
+    differing = [(row["url"], row["rule"], rule) for row, rule in zip(reference, ours) if row["rule"] != rule]
+    assert differing == []
+    hits = {rule: ours.count(rule) for rule in RULES}
+    assert all(hits[rule] >= 50 for rule in RULES[1:]), hits
+    assert ours.count(None) >= 1000, "ordinary URLs pass"
+
+
+def test_a_sites_own_lists_add_to_fineweb_s_and_a_page_without_url_is_counted(installed_lists):
+    stage = UrlFilter(extra_domains=("intranet-corp.com",), extra_urls=("https://news.example/leak",))
+    urls = ["https://wiki.intranet-corp.com/page", "https://intranet-corp.com/", "https://news.example/leak",
+            "https://news.example/leak2", None, "https://www.python.org/doc/"]
+    assert first_failing_rules(stage, urls) == ["domain", "domain", "url", None, "no_url", None]
+    batch = stage.process(DocumentBatch("t", {}, table=pa.table({"url": urls, "text": ["x"] * len(urls)})))
+    assert batch.table.column("url").to_pylist() == ["https://news.example/leak2", "https://www.python.org/doc/"]
+    assert {rule: n for rule, n in batch.counters.dropped.items() if n} == {
+        "url_filter.domain": 2, "url_filter.url": 1, "url_filter.no_url": 1}
+
+
+def test_missing_lists_are_refused_naming_the_install_command(tmp_path):
+    with pytest.raises(ConfigError, match=r"not installed in .*: run .* -m curator_array\.stages\.web\.url_lists"):
+        UrlFilter(lists_dir=str(tmp_path)).setup()

@@ -10,6 +10,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -88,3 +90,13 @@ def sample_parquet(tmp_path) -> Path:
     target = tmp_path / "input parquet"
     shutil.copytree(SAMPLE / "parquet", target)
     return target
+
+
+def curator_cli(*args: str, env: dict[str, str] | None = None, check: bool = True,
+                cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """``curator-array ARGS`` in a subprocess of this interpreter; with ``check``, it must succeed."""
+    done = subprocess.run([sys.executable, "-m", "curator_array.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, **(env or {})}, timeout=300, cwd=cwd)
+    if check:
+        assert done.returncode == 0, done.stderr[-3000:]
+    return done

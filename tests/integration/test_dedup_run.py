@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,20 +17,13 @@ import pytest
 from curator_array.core.layout import CheckpointLayout
 from curator_array.core.phase_records import PhaseLayout
 from curator_array.run.phases.buckets import Buckets
+from tests.conftest import curator_cli as curator
 from tests.conftest import read_records
 from tests.support.planted import write_corpus
 
 pytestmark = pytest.mark.ray
 PHASES = ("signatures", "buckets", "clusters", "removal")
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
-
-
-def curator(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "curator_array.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=300)
-    if check:
-        assert done.returncode == 0, done.stderr[-3000:]
-    return done
 
 
 def run(inputs: Path, out: Path, *extra: str, shard: tuple[int, int] | None = None, check: bool = True):

@@ -7,7 +7,6 @@ tokenizer itself, against megatron-core's reader, and against datatrove's
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from curator_array.core.layout import CheckpointLayout
 from curator_array.core.records import CompletionManifest
 from curator_array.tokens.files import TOKEN_FORMATS, TokenWriter
+from tests.conftest import curator_cli as curator
 from tests.conftest import need
 from tests.support.planted import write_corpus
 from tests.support.reference_site import ensure_reference_site, reference_environment
@@ -26,14 +26,6 @@ from tests.support.tokenizer import END_OF_TEXT, train_tokenizer
 pytestmark = pytest.mark.ray
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 FILE_SIZE = 16_000
-
-
-def curator(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "curator_array.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=300)
-    if check:
-        assert done.returncode == 0, done.stderr[-3000:]
-    return done
 
 
 def run(inputs: Path, out: Path, *extra: str, shards: int = 1, check: bool = True) -> subprocess.CompletedProcess:

@@ -12,13 +12,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, curator_cli
 from tests.slurm.conftest import queued, wait_all
 from tests.slurm.test_faults import render_test_site
 from tests.support.planted import write_corpus
@@ -32,11 +31,7 @@ PYTHONPATH = os.pathsep.join([str(REPO), str(REPO / "tests" / "support" / "hold"
 
 
 def curator(*args: str, env: dict[str, str] | None = None, check: bool = True, cwd: Path | None = None):
-    done = subprocess.run([sys.executable, "-m", "curator_array.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": PYTHONPATH, **(env or {})}, timeout=300, cwd=cwd)
-    if check:
-        assert done.returncode == 0, done.stderr[-3000:]
-    return done
+    return curator_cli(*args, env={"PYTHONPATH": PYTHONPATH, **(env or {})}, check=check, cwd=cwd)
 
 
 def visible(out: Path) -> dict[str, bytes]:

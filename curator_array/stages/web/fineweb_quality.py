@@ -66,7 +66,8 @@ class FineWebQualityFilter(LanguageAwareFilter):
         newlines = pc.count_substring(text, "\n").to_numpy(zero_copy_only=False).astype(np.float64)
         chars = pc.utf8_length(text).to_numpy(zero_copy_only=False) - newlines
 
-        settings = [self.settings_for(code) for code in document_languages(table, self.default_language)]
+        codes = document_languages(table, self.default_language)
+        settings = [self.settings_for(code) for code in codes]
         limit = lambda key: np.array([getattr(s, key) for s in settings], dtype=np.float64)  # noqa: E731
         empty = counts == 0
         rules = {
@@ -77,17 +78,16 @@ class FineWebQualityFilter(LanguageAwareFilter):
             "char_dup_ratio": ~(ratio(duplicate_chars, chars) > limit("char_duplicates_ratio")),
         }
         alive = np.logical_and.reduce(list(rules.values()))
-        rules["list_ratio"] = ~alive | self._few_line_breaks(table, text, newlines, alive, settings, limit)
+        rules["list_ratio"] = ~alive | self._few_line_breaks(text, codes, newlines, alive, settings, limit)
         return table, {rule: mask(values) for rule, values in rules.items()}
 
-    def _few_line_breaks(self, table, text, newlines, alive, settings, limit) -> np.ndarray:
+    def _few_line_breaks(self, text, codes, newlines, alive, settings, limit) -> np.ndarray:
         """Line breaks per word within the limit (for the documents still in; a language
         without a segmenter has no words to count and passes)."""
         passes = np.ones(len(alive), dtype=bool)
         chosen = np.flatnonzero(alive)
         if len(chosen) == 0:
             return passes
-        codes = document_languages(table, self.default_language)
         words = split_words(text.take(pa.array(chosen)).to_pylist(), [codes[i] for i in chosen],
                             [settings[i].tokenizer for i in chosen])
         counts = np.array([len(w) for w in words], dtype=np.float64)

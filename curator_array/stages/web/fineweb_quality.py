@@ -24,12 +24,14 @@ rare characters of recent scripts differ.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import regex
 
-from .quality import LanguageAwareFilter, document_languages, mask
+from .quality import LanguageAwareFilter, document_languages, limits, mask
 from .textstats import duplicate_elements, per_document, ratio, split_words
 
 SHORT_LINE_CHARACTERS = 30
@@ -68,7 +70,7 @@ class FineWebQualityFilter(LanguageAwareFilter):
 
         codes = document_languages(table, self.default_language)
         settings = [self.settings_for(code) for code in codes]
-        limit = lambda key: np.array([getattr(s, key) for s in settings], dtype=np.float64)  # noqa: E731
+        limit = partial(limits, settings)
         empty = counts == 0
         rules = {
             "empty": ~empty,

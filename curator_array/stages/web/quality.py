@@ -70,6 +70,11 @@ def _add(table: pa.Table, name: str, values) -> pa.Table:
     return table.set_column(index, name, column) if index >= 0 else table.append_column(name, column)
 
 
+def limits(settings: list[LanguageSettings], key: str) -> np.ndarray:
+    """One value of setting ``key`` per document, given each document's settings."""
+    return np.array([getattr(s, key) for s in settings], dtype=np.float64)
+
+
 def mask(values) -> pa.Array:
     return pa.array(np.asarray(values, dtype=bool))
 
@@ -106,8 +111,7 @@ class _Words:
         self.vocabulary = _Vocabulary(self.words)
 
     def limits(self, key: str) -> np.ndarray:
-        """One value of setting ``key`` per document."""
-        return np.array([getattr(s, key) for s in self.settings], dtype=np.float64)
+        return limits(self.settings, key)
 
     def ngram_limits(self, key: str, n: int) -> np.ndarray:
         limits = [s.limit(key, n) for s in self.settings]

@@ -75,16 +75,13 @@ class UrlLists:
         return cls(**arrays, **words, source=json.loads(manifest.read_text())["source"])
 
 
-def _contains(sorted_hashes: np.ndarray, probe: np.ndarray) -> np.ndarray:
+def listed(sorted_hashes: np.ndarray, values) -> np.ndarray:
+    """Per value: whether it is in the hashed list."""
+    probe = hashes(values)
     if len(sorted_hashes) == 0:
         return np.zeros(len(probe), dtype=bool)
     at = np.minimum(np.searchsorted(sorted_hashes, probe), len(sorted_hashes) - 1)
     return sorted_hashes[at] == probe
-
-
-def listed(sorted_hashes: np.ndarray, values) -> np.ndarray:
-    """Per value: whether it is in the hashed list."""
-    return _contains(sorted_hashes, hashes(values))
 
 
 def _download_source(into: Path) -> bytes:

@@ -61,7 +61,7 @@ def _click_type(option: RunOption):
         return click.Path(file_okay=False)
     if option.kind == "existing-paths":
         return click.Path(exists=True)
-    if option.kind == "file":
+    if option.kind in ("file", "files"):
         return click.Path(exists=True, dir_okay=False)
     return None
 
@@ -88,7 +88,7 @@ def run_option(name: str, required: bool = False, from_environment: bool = False
     elif option.kind == "list":
         kwargs.update(callback=_split_list)
     else:
-        kwargs.update(type=_click_type(option), multiple=option.kind == "existing-paths")
+        kwargs.update(type=_click_type(option), multiple=option.kind in ("existing-paths", "files"))
         default = option.default
         if default is not None and not kwargs["multiple"]:
             kwargs.update(default=default, show_default=option.default_text or True)

@@ -37,8 +37,8 @@ def build(options) -> list[ProcessingStage]:
     return [
         *options.downloads(),
         WarcReader(records_per_batch=options.records_per_batch),
-        HtmlExtractor(options.extractor, text_field=text),
-        LanguageFilter(options.languages, options.min_language_score, text_field=text),
+        HtmlExtractor(options.extractor, text_field=text, timeout_s=options.extract_timeout),
+        LanguageFilter(options.languages, options.min_language_score or 0.0, text_field=text),
         GopherFilter(text_field=text, settings=settings),
         C4QualityFilter(text_field=text, settings=settings),
         FineWebQualityFilter(text_field=text, settings=settings),

@@ -21,12 +21,13 @@ from ..tokens.settings import TokenizeSettings
 from .phase_settings import PhaseSettings
 
 # Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
-BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build"}
+BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build",
+                      "fineweb": "curator_array.pipelines.fineweb:build"}
 # Where the curation phase writes when dedup phases follow (hidden, like the other dot-dirs).
 CURATED_DIR = ".curated"
 # Run options named ``dedup_<field>`` set the fields of ``dedup`` (``--dedup`` its mode).
 DEDUP_PREFIX = "dedup_"
-LIST_FIELDS = ("input_urls", "crawl", "languages")
+LIST_FIELDS = ("input_urls", "crawl", "languages", "url_blocklist")
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,13 @@ class PipelineOptions:
     download_timeout: float = defaults.DOWNLOAD_READ_TIMEOUT_S
     max_requests_per_second: float | None = None
     languages: tuple[str, ...] = ()
-    min_language_score: float = 0.0
+    min_language_score: float | None = None  # the pipeline's own: 0 for commoncrawl, 0.65 for fineweb
+    language_model: str | None = None
     extractor: str = defaults.EXTRACTORS[0]
+    extract_timeout: float | None = None  # the pipeline's own: none for commoncrawl, 1 s for fineweb
     quality_settings: str | None = None
+    url_blocklist: tuple[str, ...] = ()
+    keep_removed: bool = False
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
     dedup: DedupSettings | None = None
     tokenize: TokenizeSettings | None = None

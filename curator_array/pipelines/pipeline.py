@@ -19,6 +19,7 @@ from typing import Any
 from ..core.errors import ConfigError
 from ..stages.base import ProcessingStage, SourceStage
 from ..stages.io import ReaderStage, WriterStage
+from ..stages.removed import REMOVED_DIR
 from .options import BUILT_IN_PIPELINES, PipelineOptions
 from .phase_settings import PhaseSettings
 
@@ -82,12 +83,22 @@ class Pipeline:
             **self.phases.fingerprint(),
         }
 
+    def keep_removed_in(self, directory: Path) -> None:
+        """Every stage that drops rows keeps them, and the writer writes them under
+        ``directory/<step>/`` (``stages.removed``)."""
+        for stage in self.stages:
+            if stage.drops_rows:
+                stage.keep_removed = True
+        self.writer.keep_removed_in(directory)
+
     def with_phases(self, options: PipelineOptions) -> Pipeline:
         """This pipeline followed by the phases ``options`` ask for; its writer must write where
         they look (``options.written_dir``). A run that tokenizes counts each document's
         tokens just before it is written."""
         self.phases = options.phase_settings
         writer = self.writer
+        if options.keep_removed:
+            self.keep_removed_in(Path(options.output_dir) / REMOVED_DIR)
         if options.tokenize is not None:
             self.stages.insert(len(self.stages) - 1, options.token_counter())
             self.__post_init__()

@@ -36,7 +36,7 @@ from ..tokens.settings import FORMATS as TOKEN_FORMATS
 from ..tokens.tokenizer import fetch_tokenizer
 from .request import RunRequest
 
-KINDS = ("text", "path", "file", "file-or-name", "existing-paths", "int", "size", "float", "flag", "switch",
+KINDS = ("text", "path", "file", "files", "file-or-name", "existing-paths", "int", "size", "float", "flag", "switch",
          "choice", "list")
 # Units a size may be given in: 10G is 10**10 bytes, 10GiB 10 * 2**30.
 SIZE_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
@@ -64,7 +64,8 @@ class RunOption:
     means "decide for me", ``list`` a comma-separated list, ``existing-paths`` one or more
     paths that must exist (the flag may be repeated; the variable separates them with
     ``os.pathsep``), ``file`` a file that must exist, copied into the checkpoint when a run
-    is submitted (so every element reads it, whatever its container mounts); ``file-or-name``
+    is submitted (so every element reads it, whatever its container mounts); ``files`` one or
+    more such files (repeatable, like ``existing-paths``); ``file-or-name``
     likewise, or a name ``submit`` fetches on the login node (a tokenizer on the Hugging Face
     Hub); ``size`` a number of bytes, with an optional unit (``10G``, ``512MiB``).
     """
@@ -135,11 +136,13 @@ class RunOption:
             return raw
         if self.kind == "list":
             return tuple(item.strip() for item in raw.split(",") if item.strip())
-        if self.kind == "existing-paths":
+        if self.kind in ("existing-paths", "files"):
             paths = tuple(p for p in text.split(os.pathsep) if p)
             missing = [p for p in paths if not os.path.exists(p)]
             if missing:
                 raise ValueError(f"{missing[0]} does not exist")
+            if self.kind == "files" and not all(map(os.path.isfile, paths)):
+                raise ValueError(f"{next(p for p in paths if not os.path.isfile(p))} is not a file")
             return paths
         if not raw:
             raise ValueError("empty")
@@ -163,7 +166,7 @@ class RunOption:
         if isinstance(value, bool):
             return "1" if value else "0"
         if isinstance(value, (tuple, list)):
-            return (os.pathsep if self.kind == "existing-paths" else ",").join(str(v) for v in value)
+            return (os.pathsep if self.kind in ("existing-paths", "files") else ",").join(str(v) for v in value)
         return "" if value is None else str(value)
 
 
@@ -219,13 +222,23 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "the server throttles one download (503, 429), the node's other downloads wait too.", "float",
               "downloads", minimum=0, minimum_open=True),
     # web text (--pipeline commoncrawl)
-    RunOption("languages", "commoncrawl: keep documents in these languages, e.g. en,de,ja (default: all).", "list",
-              "web"),
-    RunOption("min_language_score", "commoncrawl: drop documents whose language score is lower.", "float", "web",
-              minimum=0, maximum=1),
-    RunOption("extractor", "commoncrawl: HTML → main text extractor.", "choice", "web", choices=defaults.EXTRACTORS),
-    RunOption("quality_settings", "commoncrawl: a TOML file of quality-filter settings per language, on top of "
-              "the built-in table (docs/filters.md).", "file", "web"),
+    RunOption("languages", "commoncrawl, fineweb: keep documents in these languages, e.g. en,de,ja.", "list",
+              "web", default_text="all for commoncrawl, en for fineweb"),
+    RunOption("min_language_score", "commoncrawl, fineweb: drop documents whose language score is lower.", "float",
+              "web", minimum=0, maximum=1, default_text="0 for commoncrawl, 0.65 for fineweb"),
+    RunOption("language_model", "fineweb: a fastText language-ID model file (lid.176.bin, GlotLID) instead of the "
+              "bundled lid.176.ftz; checked, and copied into the checkpoint, at submit.", "file", "web"),
+    RunOption("extractor", "commoncrawl: HTML → main text extractor (fineweb: trafilatura with FineWeb's settings).",
+              "choice", "web", choices=defaults.EXTRACTORS),
+    RunOption("extract_timeout", "Seconds a page may take to extract, in a child process that a page which hangs or "
+              "crashes the extractor cannot stall or kill; such pages are dropped and counted.", "float", "web",
+              minimum=0, minimum_open=True, default_text="1 for fineweb; none (in process) for commoncrawl"),
+    RunOption("quality_settings", "commoncrawl, fineweb: a TOML file of quality-filter settings per language, on "
+              "top of the built-in table (docs/filters.md).", "file", "web"),
+    RunOption("url_blocklist", "fineweb: a site's own block list on top of FineWeb's, one domain or URL a line; "
+              "repeatable; copied into the checkpoint at submit.", "files", "web"),
+    RunOption("keep_removed", "Write every document a filter dropped, with the rule that dropped it, under "
+              "OUTPUT_DIR/.removed/<step>/.", "flag", "filters"),
     RunOption("records_per_batch", "WARC input: records per part (a reader's memory grows with this, not the file).",
               "int", "web", minimum=1),
     # dedup phases after the curation phase (docs/dedup.md)

@@ -80,23 +80,34 @@ def with_files_in_checkpoint(settings: Settings, layout: CheckpointLayout, copy:
     moved = dict(settings)
     for option in RUN_OPTIONS:
         setting = settings.get(option.name)
-        if option.kind not in ("file", "file-or-name") or setting is None or not setting.value:
+        if option.kind not in ("file", "files", "file-or-name") or setting is None or not setting.value:
             continue
-        source = Path(setting.value)
-        if source.is_file() and (layout.holds(source) or not copy):
+        values = setting.value if option.kind == "files" else (setting.value,)
+        pinned = [_pinned_copy(option, str(value), layout, copy) for value in values]
+        if all(path == str(value) for (path, _), value in zip(pinned, values)):
             continue
-        fetched = not source.is_file()
-        content = option.fetch(str(setting.value)) if fetched else source.read_bytes()
-        name = "tokenizer.json" if fetched else source.name
-        target = layout.pinned_file_path(hashlib.sha256(content).hexdigest()[:16], name)
-        if not copy:
-            target = Path(tempfile.mkdtemp(prefix="curator-array-")) / name
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            write_bytes_atomic(target, content)
-        how = "fetched" if fetched else "copied"
-        moved[option.name] = Setting(str(target), f"{setting.source}, {how} from {setting.value}")
+        how = ", ".join(f"{how} from {value}" for (_, how), value in zip(pinned, values) if how)
+        paths = tuple(path for path, _ in pinned)
+        moved[option.name] = Setting(paths if option.kind == "files" else paths[0], f"{setting.source}, {how}")
     return moved
+
+
+def _pinned_copy(option, value: str, layout: CheckpointLayout, copy: bool) -> tuple[str, str]:
+    """Where the file of ``value`` is pinned in the checkpoint, and how it got there (empty if
+    it is there already, or stays where it is in a dry run)."""
+    source = Path(value)
+    if source.is_file() and (layout.holds(source) or not copy):
+        return value, ""
+    fetched = not source.is_file()
+    content = option.fetch(value) if fetched else source.read_bytes()
+    name = "tokenizer.json" if fetched else source.name
+    target = layout.pinned_file_path(hashlib.sha256(content).hexdigest()[:16], name)
+    if not copy:
+        target = Path(tempfile.mkdtemp(prefix="curator-array-")) / name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(target, content)
+    return str(target), "fetched" if fetched else "copied"
 
 
 def queued_phases(request: RunRequest, request_id: str, wanted: Mapping[str, Sequence[int]],

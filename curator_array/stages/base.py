@@ -185,6 +185,7 @@ class ProcessingStage(_Stage):
 
     resources: Resources = Resources()
     batch_size: int = 1
+    drops_rows: ClassVar[bool] = False  # hands what it drops to ``removed.removed_rows`` (--keep-removed)
     ray_stage_spec: Mapping[str, Any] = {}
 
     def __init__(self) -> None:

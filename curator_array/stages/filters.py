@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..core.errors import ConfigError
 from .base import ProcessingStage
 from .defaults import TEXT_FIELD
+from .removed import removed_rows
 from .tasks import DocumentBatch, Task
 
 Mask = pa.Array | pa.ChunkedArray
@@ -45,6 +47,8 @@ class FilterStage(ProcessingStage):
     mask drops the row.
     """
 
+    drops_rows = True
+
     def __init__(self, text_field: str = TEXT_FIELD):
         self.text_field = text_field
         super().__init__()
@@ -73,13 +77,18 @@ class FilterStage(ProcessingStage):
             masks = {"": masks}
         counters = task.counters
         keep = pa.array([True] * table.num_rows)
+        reasons: list[str | None] = [None] * table.num_rows if getattr(self, "keep_removed", False) else []
         for rule, mask in masks.items():
             passed = pc.fill_null(mask, False)
-            dropped_here = pc.sum(pc.and_(keep, pc.invert(passed))).as_py() or 0
+            dropped = pc.and_(keep, pc.invert(passed))
+            dropped_here = pc.sum(dropped).as_py() or 0
             keep = pc.and_(keep, passed)
             key = rule if "." in rule else f"{self.stage_name}.{rule}" if rule else self.stage_name
             counters = counters.with_dropped(key, dropped_here)
-        return replace(task, table=scored.filter(keep), counters=counters)
+            if reasons and dropped_here:
+                for row in np.flatnonzero(dropped.to_numpy(zero_copy_only=False)):
+                    reasons[row] = key
+        return removed_rows(self, replace(task, counters=counters), scored, keep, reasons)
 
 
 class NonEmptyTextFilter(FilterStage):

@@ -55,6 +55,15 @@ def with_columns(table: pa.Table, columns: Collection[str]) -> pa.Table:
                      for name in columns})
 
 
+def source_name(task: FileGroupTask, path: str) -> str:
+    """Where a part's rows come from, the same under every mount point: the URL a file was
+    downloaded from, else its path under the input directory."""
+    urls = dict(zip(task.files, task.metadata.get("urls", ())))
+    if path in urls:
+        return urls[path]
+    return os.path.relpath(path, task.root) if task.root and path.startswith(task.root) else path
+
+
 class ReaderStage(ProcessingStage):
     """Reads the files of a FileGroupTask into DocumentBatches.
 
@@ -122,6 +131,7 @@ class ReaderStage(ProcessingStage):
         held: DocumentBatch | None = None
         part = 0
         for path in task.files:
+            part_metadata = {**metadata, "source_file": source_name(task, path)}
             try:
                 size = os.path.getsize(path)
                 for contents in self.read_parts(path):
@@ -129,7 +139,8 @@ class ReaderStage(ProcessingStage):
                     size = 0  # a file's bytes count once, with its first part
                     if held is not None:
                         yield held
-                    held = DocumentBatch(task.task_id, metadata, counters, table=contents.table, part=part, final=False)
+                    held = DocumentBatch(task.task_id, part_metadata, counters, table=contents.table, part=part,
+                                         final=False)
                     part += 1
             except READ_ERRORS as exc:
                 if held is not None:
@@ -162,6 +173,19 @@ class WriterStage(ProcessingStage):
         """``<task id><suffix>``, or ``<task id>.part-<part><suffix>`` for one part of a streamed task."""
         return self.output_dir / f"{task_id}{'' if part is None else f'.part-{part:05d}'}{self.suffix}"
 
+    def keep_removed_in(self, directory: str | os.PathLike) -> None:
+        """Write the rows stages dropped (``stages.removed``) under ``directory/<stage>/``."""
+        self.removed_dir = Path(directory)
+
+    def _write_removed(self, task: DocumentBatch, name: str) -> None:
+        """Before the output, so an output in place means its removed rows are too."""
+        directory = getattr(self, "removed_dir", None)
+        for stage, table in task.removed.items() if directory is not None else ():
+            target = directory / stage / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with replacing(target) as tmp:
+                self.write_table(table, tmp)
+
     def write_table(self, table: pa.Table, path: Path) -> None:
         """Write ``table`` at ``path`` (a temporary name; the base syncs it and renames it)."""
         raise NotImplementedError
@@ -188,6 +212,7 @@ class WriterStage(ProcessingStage):
     def process(self, task: DocumentBatch) -> WrittenFiles:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         final = self.output_path(task.task_id, task.part)
+        self._write_removed(task, final.name)
         with replacing(final) as tmp:
             self.write_table(task.table, tmp)
         return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[str(final)],

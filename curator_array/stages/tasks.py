@@ -77,6 +77,7 @@ class DocumentBatch(Task):
     table: pa.Table = field(default_factory=pa.table)
     part: int | None = None
     final: bool = True
+    removed: dict[str, pa.Table] = field(default_factory=dict)  # stage → rows it dropped, when they are kept
 
     @property
     def num_rows(self) -> int:

@@ -32,6 +32,7 @@ from curator_array.pipelines.phase_settings import PhaseSettings
 from curator_array.run.phases import PHASES
 from curator_array.run.precedence import ENVIRONMENT, FLAG, SITE, settings_for_start
 from curator_array.run.submission import run_request_id
+from curator_array.stages.web.fasttext_language import bundled_model
 from tests.conftest import REPO, SAMPLE
 from tests.support.fake_runtimes import install_fakes, install_recording_image
 from tests.support.tokenizer import train_tokenizer
@@ -73,7 +74,7 @@ def arguments(values: dict[str, object]) -> list[str]:
         value = values[option.name]
         if option.kind in ("flag", "switch"):
             args.append(option.flag)
-        elif option.kind == "existing-paths":
+        elif option.kind in ("existing-paths", "files"):
             for path in value:
                 args += [option.flag, path]
         else:
@@ -91,6 +92,8 @@ def world(tmp_path_factory):
     shutil.copytree(SAMPLE / "jsonl", root / "input")
     (root / "urls.txt").write_text(f"file://{root / 'input' / 'part-000.jsonl'}\n")
     (root / "quality.toml").write_text("[ja]\nmin_words = 30\n")
+    (root / "blocked.txt").write_text("blocked.example\n")
+    (root / "lid.ftz").write_bytes(bundled_model().read_bytes())
     train_tokenizer(["words for a tokenizer, again and again"] * 20, root / "tokenizer.json", 300)
     for crawl in CRAWLS:  # a crawl-data/ tree served from disk, as a site-local copy would be
         (root / "mirror" / "crawl-data" / crawl).mkdir(parents=True)
@@ -111,7 +114,8 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
              "ray_temp_dir": str(case / "raytmp"), "rendezvous_dir": str(case / "meet"),
              "quality_settings": str(root / "quality.toml"), "crawl": CRAWLS,
              "crawl_base_url": f"file://{root / 'mirror'}/", "dedup_against": (str(root / "earlier"),),
-             "tokenize": str(root / "tokenizer.json")}
+             "tokenize": str(root / "tokenizer.json"), "url_blocklist": (str(root / "blocked.txt"),),
+             "language_model": str(root / "lid.ftz")}
     return {o.name: value_of(o, paths) for o in RUN_OPTIONS
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 
@@ -155,10 +159,13 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     settings = settings_for_start(flags, element["env"])
     checkpoint = values.get("checkpoint_path", values["output_dir"])
     if way != "sbatch variable":  # a file option arrives as its copy in the checkpoint
-        for option in (o for o in RUN_OPTIONS if o.kind in ("file", "file-or-name")):
-            copy = Path(settings[option.name].value)
-            assert CheckpointLayout(checkpoint).holds(copy) and copy.read_bytes() == Path(values[option.name]).read_bytes()
-            values[option.name] = str(copy)
+        for option in (o for o in RUN_OPTIONS if o.kind in ("file", "files", "file-or-name")):
+            given, arrived = values[option.name], settings[option.name].value
+            pairs = zip(given, arrived) if option.kind == "files" else [(given, arrived)]
+            for original, copy in pairs:
+                assert CheckpointLayout(checkpoint).holds(Path(copy))
+                assert Path(copy).read_bytes() == Path(original).read_bytes()
+            values[option.name] = arrived
     wrong = {name: (settings[name].value, value) for name, value in values.items() if settings[name].value != value}
     assert settings["checkpoint_path"].value in (None, checkpoint)
     assert not wrong, f"options that did not arrive as given ({runtime}, {way}): {wrong}"

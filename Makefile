@@ -48,6 +48,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_container.py
 	$(BIN)/python bench/bench_pyxis.py
 	$(BIN)/python bench/bench_web.py
+	$(BIN)/python bench/bench_fineweb.py
 	$(BIN)/python bench/bench_quality.py
 	$(BIN)/python bench/bench_dedup.py
 	$(BIN)/python bench/bench_clusters.py

@@ -19,13 +19,7 @@ import warnings
 
 warnings.filterwarnings("ignore")
 
-import datatrove.utils._import_utils as imports  # noqa: E402
 import numpy  # noqa: E402
-
-# datatrove asks for the distribution fasttext-numpy2-wheel; the module it imports
-# (fasttext.FastText._FastText, predict only) is fasttext-predict's, built from fastText's code.
-_distribution_available = imports._is_distribution_available
-imports._is_distribution_available = lambda name: name == "fasttext-numpy2-wheel" or _distribution_available(name)
 
 from datatrove.data import Document  # noqa: E402
 from datatrove.pipeline.extractors import Trafilatura  # noqa: E402
@@ -38,28 +32,36 @@ from datatrove.pipeline.filters import (  # noqa: E402
     URLFilter,
 )
 from datatrove.pipeline.formatters import PIIFormatter  # noqa: E402
-from fasttext.FastText import _FastText  # noqa: E402
 
 
-class WithNumpyScores:
-    """fastText's own binding returns the scores as a numpy array (datatrove calls ``.item()``
-    on each); fasttext-predict returns floats."""
+def use_model(model_path: str) -> None:
+    """datatrove's language filter on ``model_path`` through fasttext-predict, in this process
+    and the ones it forks: datatrove asks for the distribution fasttext-numpy2-wheel and would
+    download lid.176.bin; the module it imports (``fasttext.FastText._FastText``) is
+    fasttext-predict's, built from fastText's own code, which returns scores as floats where
+    fastText's binding returns a numpy array (datatrove calls ``.item()`` on each)."""
+    import datatrove.utils._import_utils as imports
+    import datatrove.utils.lid as lid
+    import fasttext.FastText
 
-    def __init__(self, model):
-        self.model = model
+    available = imports._is_distribution_available
+    imports._is_distribution_available = lambda name: name == "fasttext-numpy2-wheel" or available(name)
+    lid.cached_asset_path_or_download = lambda *args, **kwargs: model_path
 
-    def predict(self, text, k=1, threshold=0.0):
-        labels, scores = self.model.predict(text, k=k, threshold=threshold)
-        return labels, numpy.asarray(scores)
+    class WithNumpyScores(fasttext.FastText._FastText):
+        def predict(self, text, k=1, threshold=0.0, **kwargs):
+            labels, scores = super().predict(text, k=k, threshold=threshold, **kwargs)
+            return labels, numpy.asarray(scores)
+
+    fasttext.FastText._FastText = WithNumpyScores
 
 
-def steps(model_path: str) -> list[tuple[str, object]]:
-    language = LanguageFilter(languages=["en"], language_threshold=0.65)
-    language.model._model = WithNumpyScores(_FastText(model_path))
+def steps(timeout: float = 1.0) -> list[tuple[str, object]]:
+    """FineWeb's steps as ``examples/fineweb.py`` sets them (English, 0.65), after ``use_model``."""
     return [
         ("url_filter", URLFilter()),
-        ("html_extract", Trafilatura(favour_precision=True, timeout=1.0)),
-        ("language", language),
+        ("html_extract", Trafilatura(favour_precision=True, timeout=timeout)),
+        ("language", LanguageFilter(languages=["en"], language_threshold=0.65)),
         ("gopher_repetition", GopherRepetitionFilter()),
         ("gopher_quality", GopherQualityFilter()),
         ("c4_quality", C4QualityFilter(filter_no_terminal_punct=False)),
@@ -74,7 +76,8 @@ def main() -> None:
         pages = [json.loads(line) for line in handle]
     documents = [Document(text=p["html"], id=p["id"], metadata={"url": p["url"]}) for p in pages]
     dropped_by: dict[str, str] = {}
-    for name, step in steps(model_path):
+    use_model(model_path)
+    for name, step in steps():
         kept = list(step.run(iter(documents), rank=0, world_size=1))
         survivors = {doc.id for doc in kept}
         dropped_by.update({doc.id: name for doc in documents if doc.id not in survivors})

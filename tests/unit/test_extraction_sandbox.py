@@ -53,3 +53,22 @@ def test_the_stage_counts_each_outcome_and_keeps_the_good_pages():
     assert {k: v for k, v in out.counters.dropped.items() if v} == {
         "html_extract.timeout": 1, "html_extract.error": 2, "html_extract.no_main_text": 1}
 
+
+
+@pytest.mark.parametrize("timeout_s", [None, 5.0])
+def test_each_batch_is_extracted_as_if_no_page_came_before(timeout_s):
+    """FineWeb's trafilatura drops blocks it saw more than twice in earlier pages of the
+    process; each batch starts afresh, so its output depends on its own pages, not on which
+    worker ran what before it."""
+    from curator_array.stages.web.extract import FINEWEB_EXTRACTOR
+
+    stage = HtmlExtractor(FINEWEB_EXTRACTOR, timeout_s=timeout_s)
+    page = article("Repeated")
+
+    def extracted(copies: int) -> list[str]:
+        batch = DocumentBatch("t", table=pa.table({"url": [f"u{i}" for i in range(copies)], "html": [page] * copies}))
+        return stage.process(batch).table.column("text").to_pylist()
+
+    within = extracted(4)
+    assert len(within) < 4 or within[-1] != within[0], "within a batch, repeats are removed as FineWeb removed them"
+    assert extracted(1) == within[:1]

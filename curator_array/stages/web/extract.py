@@ -1,14 +1,16 @@
 """HTML → main text, with boilerplate (navigation, footers, cookie banners) removed.
 
-Resiliparse (default, fast, C++) or Trafilatura (slower, often more precise). Either is
-loaded once per worker: the stage is an actor. Documents whose page has no main text
-are dropped and counted; the HTML column is dropped too, unless ``keep_html``.
+Resiliparse (default, fast, C++), Trafilatura (slower, often more precise), or Trafilatura
+with FineWeb's settings (``--pipeline fineweb``). The extractor is loaded once per worker
+process. Documents whose page has no main text are dropped and counted; the
+HTML column is dropped too, unless ``keep_html``.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import replace
+from functools import lru_cache
 
 import pyarrow as pa
 
@@ -42,10 +44,26 @@ def fineweb_text(html: str) -> str:
     return trafilatura.extract(html, favor_precision=True, include_comments=False, deduplicate=True) or ""
 
 
-# name → the function, as ``module:function`` (what the sandbox's child imports)
-EXTRACT_FUNCTIONS = {name: f"{__name__}:{function.__name__}"
-                     for name, function in (("resiliparse", resiliparse_text), ("trafilatura", trafilatura_text),
-                                            (FINEWEB_EXTRACTOR, fineweb_text))}
+def forget_seen_blocks() -> None:
+    """``deduplicate`` drops a text block seen more than twice before, in any page the process
+    extracted since it started: the output of a page would depend on which worker ran which
+    pages before it. Forgotten at every batch, a batch's output depends on its pages alone."""
+    from trafilatura.deduplication import LRU_TEST
+
+    LRU_TEST.clear()
+
+
+def _reference(function) -> str:
+    return f"{__name__}:{function.__name__}"
+
+
+# name → (the library it needs, the function as ``module:function``: what the sandbox's child
+# imports, and what makes it forget the pages it saw, if it remembers them)
+EXTRACT_FUNCTIONS = {
+    "resiliparse": ("resiliparse", _reference(resiliparse_text), None),
+    "trafilatura": ("trafilatura", _reference(trafilatura_text), None),
+    FINEWEB_EXTRACTOR: ("trafilatura", _reference(fineweb_text), _reference(forget_seen_blocks)),
+}
 
 
 class HtmlExtractor(ProcessingStage):
@@ -59,7 +77,6 @@ class HtmlExtractor(ProcessingStage):
 
     name = "html_extract"
     drops_rows = True
-    ray_stage_spec = {"is_actor_stage": True}
     fingerprint_exclude = frozenset({"timeout_s"})
 
     def __init__(self, extractor: str = EXTRACTORS[0], html_field: str = "html", text_field: str = TEXT_FIELD,
@@ -76,23 +93,19 @@ class HtmlExtractor(ProcessingStage):
 
     @property
     def reference(self) -> str:
-        return EXTRACT_FUNCTIONS.get(self.extractor, self.extractor)
+        return EXTRACT_FUNCTIONS[self.extractor][1] if self.extractor in EXTRACT_FUNCTIONS else self.extractor
 
     def setup(self) -> None:
         if self._extract is not None:
             return
+        library = EXTRACT_FUNCTIONS[self.extractor][0] if self.extractor in EXTRACT_FUNCTIONS else None
         try:
-            importlib.import_module(self.reference.partition(":")[0])
-            if self.extractor in ("resiliparse", "trafilatura", FINEWEB_EXTRACTOR):
-                importlib.import_module(self.extractor.partition("-")[0])
+            importlib.import_module(library or self.reference.partition(":")[0])
         except ImportError as exc:
             raise ConfigError(f"the {self.extractor} extractor needs the web extras "
                               f"(pip install 'curator-array[web]'): {exc}") from None
-        timeout_s = getattr(self, "timeout_s", None)
-        if timeout_s is None:
-            self._extract = _InProcess(resolve(self.reference))
-        else:
-            self._extract = ExtractionSandbox(self.reference, timeout_s)
+        forget = EXTRACT_FUNCTIONS[self.extractor][2] if self.extractor in EXTRACT_FUNCTIONS else None
+        self._extract = _extractor(self.reference, getattr(self, "timeout_s", None), forget)
 
     def __getstate__(self):
         return {**self.__dict__, "_extract": None}
@@ -105,6 +118,7 @@ class HtmlExtractor(ProcessingStage):
                 return task.failed(f"no {self.html_field!r} field to extract text from", self.stage_name)
             return task
         outcomes, texts = [], []
+        self._extract.forget()
         for html in table.column(self.html_field).to_pylist():
             outcome, text = self._extract.extract(html) if html else (Outcome.DONE, "")
             outcomes.append(outcome)
@@ -125,11 +139,20 @@ class HtmlExtractor(ProcessingStage):
         return removed_rows(self, task, table, kept, reasons)
 
 
+@lru_cache(maxsize=4)
+def _extractor(reference: str, timeout_s: float | None, forget: str | None):
+    """One extractor per process (and so one sandbox child): the stage runs in Ray tasks, so
+    that it fuses with the stages around it, and a worker process runs many."""
+    if timeout_s is None:
+        return _InProcess(resolve(reference), resolve(forget) if forget else (lambda: None))
+    return ExtractionSandbox(reference, timeout_s, forget)
+
+
 class _InProcess:
     """The extractor called in the worker: an exception drops its page, as in the sandbox."""
 
-    def __init__(self, function):
-        self.function = function
+    def __init__(self, function, forget):
+        self.function, self.forget = function, forget
 
     def extract(self, html: str) -> tuple[Outcome, str]:
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+from functools import lru_cache
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,8 +37,11 @@ def bundled_model() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
 
 
+@lru_cache(maxsize=4)
 def load_model(path: str | Path):
-    """The fastText model at ``path``; ConfigError names the file when it is not one."""
+    """The fastText model at ``path``, loaded once per process (the stage runs in Ray tasks,
+    so that it fuses with the stages around it; a worker process runs many); ConfigError names
+    the file when it is not one."""
     try:
         import fasttext
     except ImportError:
@@ -67,7 +71,6 @@ class FastTextLanguageFilter(FilterStage):
     wrong file or a language the model cannot name is refused at submit."""
 
     name = "language"
-    ray_stage_spec = {"is_actor_stage": True}
     fingerprint_exclude = frozenset({"model_path"})
 
     def __init__(self, languages: tuple[str, ...] | list[str] = FINEWEB_LANGUAGES,
@@ -78,7 +81,7 @@ class FastTextLanguageFilter(FilterStage):
         self.languages = sorted({code.strip().lower() for code in languages if code.strip()})
         self.min_score = min_score
         self.model_path = str(model_path or bundled_model())
-        model = load_model(self.model_path)
+        model = load_model(self.model_path)  # checked when the pipeline is built: at submit
         unknown = sorted(set(self.languages) - model_languages(model))
         if unknown:
             raise ConfigError(f"language model {self.model_path} has no label for {', '.join(unknown)} "

@@ -36,8 +36,9 @@ def resolve(reference: str) -> Callable[[str], str]:
     return getattr(importlib.import_module(module), name)
 
 
-def _serve(connection: Connection, reference: str) -> None:
+def _serve(connection: Connection, reference: str, forget: str | None) -> None:
     extract = resolve(reference)
+    forget_all = resolve(forget) if forget else (lambda: None)
     connection.send(True)
     while True:
         try:
@@ -45,7 +46,7 @@ def _serve(connection: Connection, reference: str) -> None:
         except EOFError:
             return
         try:
-            connection.send((True, extract(html)))
+            connection.send((True, extract(html) if html is not None else forget_all()))
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which counts it
             connection.send((False, f"{type(exc).__name__}: {exc}"))
 
@@ -54,11 +55,12 @@ class ExtractionSandbox:
     """Calls the function named ``reference`` (``module:function``) in a child process.
 
     ``extract(html)`` returns ``(Outcome, text)``; on a timeout or a dead child the child is
-    replaced before the next page.
+    replaced before the next page. ``forget()`` calls the function named ``forget`` in the
+    child: an extractor that remembers pages (trafilatura's ``deduplicate``) starts afresh.
     """
 
-    def __init__(self, reference: str, timeout_s: float):
-        self.reference, self.timeout_s = reference, timeout_s
+    def __init__(self, reference: str, timeout_s: float, forget: str | None = None):
+        self.reference, self.timeout_s, self.forget_reference = reference, timeout_s, forget
         self._context = multiprocessing.get_context("forkserver")
         self._context.set_forkserver_preload([reference.partition(":")[0]])
         self._process = None
@@ -66,17 +68,30 @@ class ExtractionSandbox:
 
     def _start(self) -> None:
         ours, theirs = self._context.Pipe()
-        process = self._context.Process(target=_serve, args=(theirs, self.reference), daemon=True,
+        process = self._context.Process(target=_serve, args=(theirs, self.reference, self.forget_reference),
+                                        daemon=True,
                                         name="curator-array-extract")
         process.start()
         theirs.close()
         self._process, self._connection = process, ours
-        if not ours.poll(START_TIMEOUT_S):
+        try:
+            if not ours.poll(START_TIMEOUT_S):
+                raise EOFError(f"no answer within {START_TIMEOUT_S:.0f} s")
+            ours.recv()
+        except EOFError as exc:
             self.close()
-            raise RuntimeError(f"the extraction process did not start within {START_TIMEOUT_S:.0f} s")
-        ours.recv()
+            raise RuntimeError(f"the extraction process for {self.reference} did not start ({exc or 'it died'})") \
+                from None
+
+    def forget(self) -> None:
+        """A fresh child remembers nothing; a live one is told to forget (a timeout replaces it)."""
+        if self.forget_reference and self._process is not None:
+            self._call(None)
 
     def extract(self, html: str) -> tuple[Outcome, str]:
+        return self._call(html)
+
+    def _call(self, html: str | None) -> tuple[Outcome, str]:
         if self._process is None or not self._process.is_alive():
             self.close()
             self._start()

@@ -29,6 +29,9 @@ from ..filters import FilterStage
 from .url_lists import LISTS_DIR, UrlLists, hashes, listed
 
 URL_FIELD = "url"
+# Loaded lists per (lists dir, site lists' digest), once per process: the stage runs in Ray
+# tasks, so that it fuses with the stages around it, and a worker process runs many.
+_LOADED: dict[tuple, tuple] = {}
 _NOT_ALPHANUMERIC = re.compile(r"[^a-zA-Z0-9]+")
 
 
@@ -66,7 +69,6 @@ def _with_extra(sorted_hashes: np.ndarray, extra: tuple[str, ...]) -> np.ndarray
 
 class UrlFilter(FilterStage):
     name = "url_filter"
-    ray_stage_spec = {"is_actor_stage": True}
     fingerprint_exclude = frozenset({"extra_domains", "extra_urls"})
 
     def __init__(self, url_field: str = URL_FIELD, soft_word_threshold: int = 2,
@@ -85,8 +87,13 @@ class UrlFilter(FilterStage):
         return {**self.__dict__, "_ready": None}
 
     def setup(self) -> None:
-        if self._ready is not None:
-            return
+        if self._ready is None:
+            key = (self.lists_dir, getattr(self, "extra_lists_digest", None))
+            if key not in _LOADED:
+                _LOADED[key] = self._load()
+            self._ready = _LOADED[key]
+
+    def _load(self):
         try:
             import ahocorasick
             from tldextract import TLDExtract
@@ -97,7 +104,7 @@ class UrlFilter(FilterStage):
         for index, word in enumerate(sorted({normalized(w) for w in lists.banned_subwords} - {""})):
             subwords.add_word(word, index)
         subwords.make_automaton()
-        self._ready = (
+        return (
             TLDExtract(suffix_list_urls=(), cache_dir=None),
             _with_extra(lists.domains, self.extra_domains),
             _with_extra(lists.urls, self.extra_urls),

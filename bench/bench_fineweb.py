@@ -1,0 +1,147 @@
+"""FineWeb's recipe, side by side in one run on the same WARCs and the same cores:
+
+1. ``curator-array run --pipeline fineweb`` (Ray; start and stop included);
+2. datatrove 0.10.1's FineWeb steps (``examples/fineweb.py``'s order and settings) on its
+   ``LocalPipelineExecutor``, one task per WARC, 2 workers, the same fastText model file;
+3. a bare ``multiprocessing.Pool(2)`` that reads each WARC with FastWARC and calls trafilatura
+   with FineWeb's settings on every page: the limit, since extraction is most of the work.
+
+The pages are real (Debian's documentation, ``tests/fixtures/fineweb-pages.jsonl.gz``), each
+WARC holding every page once under its own URLs, at two sizes: one WARC (start-up dominated)
+and eight (throughput dominated). Prints wall times, pages/s, peak RSS and the ratios;
+asserts nothing. datatrove runs in the reference environment, never in .venv.
+
+    .venv/bin/python bench/bench_fineweb.py [--sizes 1,8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from support import CACHE, REPO, SITE, ensure_datatrove  # noqa: E402
+
+sys.path.insert(0, str(REPO))
+from curator_array.stages.web.fasttext_language import bundled_model  # noqa: E402
+from tests.support.reference_site import ensure_reference_site, reference_environment  # noqa: E402
+from tests.support.warcs import Page, write_warc  # noqa: E402
+
+PAGES = REPO / "tests" / "fixtures" / "fineweb-pages.jsonl.gz"
+WORK = CACHE / "fineweb"
+CPUS = 2
+
+DATATROVE = r"""
+import sys, time
+sys.path.insert(0, sys.argv[4])
+from tests.support.reference_fineweb import steps
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.readers import WarcReader
+from datatrove.pipeline.writers import JsonlWriter
+pipeline = [WarcReader(sys.argv[1], glob_pattern="*.warc.gz"), *(step for _, step in steps()),
+            JsonlWriter(sys.argv[2] + "/out")]
+tasks = int(sys.argv[5])
+LocalPipelineExecutor(pipeline, tasks=tasks, workers=min(tasks, 2), logging_dir=sys.argv[2] + "/logs").run()
+"""
+
+BARE = r"""
+import glob, sys
+from multiprocessing import Pool
+from fastwarc.warc import ArchiveIterator, WarcRecordType
+from resiliparse.parse.encoding import bytes_to_str, detect_encoding
+import trafilatura
+
+def one(path):
+    kept = 0
+    for record in ArchiveIterator(open(path, "rb"), record_types=WarcRecordType.response, parse_http=True):
+        data = record.reader.read()
+        html = bytes_to_str(data, record.http_charset or detect_encoding(data))
+        text = trafilatura.extract(html, favor_precision=True, include_comments=False, deduplicate=True)
+        kept += bool(text)
+    return kept
+
+with Pool(2) as pool:
+    print(sum(pool.map(one, sorted(glob.glob(sys.argv[1] + "/*.warc.gz")))))
+"""
+
+
+def make_warcs(files: int) -> tuple[Path, int]:
+    """``files`` WARCs, each every fixture page once (its own URLs); (directory, pages)."""
+    directory = WORK / f"warcs-{files}"
+    with gzip.open(PAGES, "rt", encoding="utf-8") as handle:
+        pages = [json.loads(line) for line in handle]
+    if not (directory / ".complete").exists():
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        for index in range(files):
+            write_warc(directory / f"part-{index:02d}.warc.gz",
+                       [Page(f"https://docs{index}.example.org/{p['name'].replace('/', '-')}", p["html"].encode())
+                        for p in pages])
+        (directory / ".complete").write_text("")
+    return directory, files * len(pages)
+
+
+def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall time and the peak RSS (MiB) of the largest process of the command's tree."""
+    began = time.perf_counter()
+    process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - began
+    if os.waitstatus_to_exitcode(status):
+        raise RuntimeError(f"{command[:4]} failed: {process.stderr.read().decode()[-3000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def ours(directory: Path, out: Path) -> tuple[float, float]:
+    return timed([sys.executable, "-m", "curator_array.cli", "run", "--pipeline", "fineweb", "--input-dir",
+                  str(directory), "--input-file-type", "warc", "--output-dir", str(out), "--num-cpus", str(CPUS),
+                  "--no-progress"], dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def datatrove(directory: Path, out: Path, files: int) -> tuple[float, float]:
+    env = reference_environment()  # its WARC reader's own needs (warcio, ...) from the bench's datatrove site
+    env.update(PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "support" / "reference_lid"), env["PYTHONPATH"],
+                                           str(SITE)]),
+               REFERENCE_LID_MODEL=str(bundled_model()), TLDEXTRACT_CACHE=str(WORK / "tld"),
+               TLDEXTRACT_CACHE_TIMEOUT="2", HF_HOME=str(WORK / "hf"))
+    return timed([sys.executable, "-c", DATATROVE, str(directory), str(out), "", str(REPO), str(files)], env)
+
+
+def bare(directory: Path) -> tuple[float, float]:
+    return timed([sys.executable, "-c", BARE, str(directory)], dict(os.environ))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="1,8", help="WARC files per size, comma-separated")
+    args = parser.parse_args()
+    ensure_reference_site()
+    ensure_datatrove()
+    print(f"FineWeb's recipe on {CPUS} cores: wall time (start-up included), pages/s, peak RSS of one process")
+    for files in map(int, args.sizes.split(",")):
+        directory, pages = make_warcs(files)
+        runs = WORK / f"runs-{files}"
+        shutil.rmtree(runs, ignore_errors=True)
+        runs.mkdir(parents=True)
+        results = {"curator-array --pipeline fineweb": ours(directory, runs / "ours"),
+                   "datatrove LocalPipelineExecutor(2)": datatrove(directory, runs / "datatrove", files),
+                   "bare Pool(2): FastWARC + trafilatura": bare(directory)}
+        print(f"\n{files} WARC(s), {pages:,} pages", flush=True)
+        for label, (wall, rss) in results.items():
+            print(f"  {label:<40}{wall:>7.1f} s{pages / wall:>8.1f} pages/s   peak RSS {rss:>5.0f} MiB")
+        mine = results["curator-array --pipeline fineweb"][0]
+        print(f"  ours vs datatrove: {results['datatrove LocalPipelineExecutor(2)'][0] / mine:.2f}x faster; "
+              f"ours vs the bare loop: {results['bare Pool(2): FastWARC + trafilatura'][0] / mine:.2f}x its speed",
+              flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

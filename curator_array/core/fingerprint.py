@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Any
 
 TOP_LEVEL = ("input", "output", "text_field")
@@ -17,6 +18,13 @@ TOP_LEVEL = ("input", "output", "text_field")
 
 def fingerprint_digest(fingerprint: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """The sha256 of a file a pipeline depends on (a tokenizer, a model): it pins the file in
+    the fingerprint, so another file is another pipeline. Read in chunks: a model may be large."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _show(value: Any) -> str:

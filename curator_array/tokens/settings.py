@@ -6,13 +6,13 @@ fingerprint pins them, and the tokenize phases read them back from ``run.json``.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.fingerprint import file_digest
 
 FORMATS = ("megatron", "datatrove")
 GB = 10**9
@@ -67,7 +67,3 @@ class TokenizeSettings:
         given = {name: values[option] for option, name in OPTIONS.items()
                  if option != "tokenize" and values.get(option) is not None}
         return cls(str(path), file_digest(path), **given)
-
-
-def file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -11,7 +11,6 @@ checkpoint. The model is pinned by its digest: another model is another pipeline
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ...core.errors import ConfigError
+from ...core.fingerprint import file_digest
 from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
 
@@ -58,11 +58,6 @@ def model_languages(model) -> set[str]:
     """Every label the model can answer (a negative threshold returns them all)."""
     labels, _ = model.predict("x", k=-1, threshold=-1.0)
     return {label.removeprefix(LABEL_PREFIX) for label in labels}
-
-
-def file_digest(path: Path) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 class FastTextLanguageFilter(FilterStage):

@@ -33,6 +33,12 @@ _PREFIX = re.compile(rf"^(?:\.\.+|[§%=—–{_PUNCT}{_QUOTES}{_CURRENCY}]|\+(?!
 _LOWER = "a-zà-öø-ÿßāăąćĉċčďđēĕėęěĝğġģĥħĩīĭįıĳĵķĸĺļľŀłńņňŉŋōŏőœŕŗřśŝşšţťŧũūŭůűųŵŷźżžа-яёђѓєѕіїјљњћќўџґα-ωάέήίόύώ"
 _SUFFIX = re.compile(rf"(?:\.\.+|[{_PUNCT}{_QUOTES}]|['’][sS]|[—–]|(?<=[0-9])\+"
                      rf"|(?<=[0-9{_LOWER}\-+%²{_PUNCT}{_QUOTES}])\.|(?<=[A-Z][A-Z])\.)$")
+# German writes ordinals and section numbers with a final full stop ("4.8.", "am 3. Mai"): a
+# stop after a digit stays on the number; a trailing slash comes off, URLs' included.
+_SUFFIXES = {
+    "de": re.compile(rf"(?:\.\.+|''|/|[{_PUNCT}{_QUOTES}]|(?<=[0-9])\+"
+                     rf"|(?<=[{_LOWER}\-+%²{_PUNCT}{_QUOTES}])\.|(?<=[A-ZÄÖÜ][A-ZÄÖÜ])\.)$"),
+}
 _INFIX_COMMON = r"\.\.+|…|(?<=[^\W\d_])\.(?=[A-Z])|(?<=[^\W\d_]),(?=[^\W\d_])|(?<=[^\W_])[:<>=/](?=[^\W\d_])"
 _NUMBER_OPERATORS = r"|(?<=[0-9])[+\-*^](?=[0-9-])"
 _HYPHEN = r"|(?<=[^\W_])[-–—](?=[^\W\d_])"
@@ -49,12 +55,46 @@ _INFIXES = {
     "es": re.compile(_INFIX_COMMON + r"|(?<=[0-9])[+*^](?=[0-9-])"),
     "pt": re.compile(_INFIX_COMMON + r"|(?<=[0-9])[+*^](?=[0-9-])"),
     "nl": re.compile(_INFIX_COMMON),
+    # German splits ":<>=,!?", quotes and brackets only between letters, "/" between letters
+    # or digits, "--" between letters and "-" between digits; a full stop only from a lower-
+    # to an upper-case letter.
+    "de": re.compile(rf"\.\.+|…|(?<=[{_LOWER}])\.(?=[A-ZÄÖÜ])|(?<=[^\W\d_])[,!?:<>=\"”“`‘´’‚„»«()\[\]](?=[^\W\d_])"
+                     r"|(?<=[^\W_])/(?=[^\W_])|(?<=[^\W\d_])--(?=[^\W\d_])|(?<=[0-9])-(?=[0-9])"),
 }
 _INFIX = re.compile(_INFIX_COMMON + _NUMBER_OPERATORS)
 _URL = re.compile(r"^(?:(?:https?|ftp)://\S+|www\.\S+|[\w-]+(?:\.[\w-]+)*\.[a-z]{2,}(?:/\S*)?|\S+@\S+\.\w+)$")
 # A word of letters and one closing mark ("said," "page." "(see" aside): split in two.
 _WORD_AND_SUFFIX = re.compile(rf"([^\W\d_]+)([,;:!?)]|(?<=[{_LOWER}])\.)")
 _ABBREVIATION = re.compile(r"^(?:[^\W\d_]\.){2,}$|^(?:etc|vs|Mr|Mrs|Ms|Dr|Jr|Sr|St|No|cf|al|approx|Inc|Ltd|Co)\.$")
+# Abbreviations a language's tokenizer keeps whole with their full stop.
+_ABBREVIATIONS = {
+    "de": frozenset("""Abb. Abs. Abt. Anm. Aufl. Bd. Bsp. Jh. Mio. Mrd. Nr. Prof. Str. Tel. Tsd. allg. bspw. bzgl.
+                    bzw. ca. dgl. ebd. evtl. ggf. inkl. insb. max. min. mind. sog. usw. vgl. zzgl.""".split()),
+}
+
+# Emoticons are one word however their characters would split ("):" after a bracket, ":1"
+# of "::1"); these are the commonest of the faces spaCy keeps whole in every language.
+EMOTICONS = frozenset(""":) :-) :)) :( :-( :(( ;) ;-) (: (-: ): )-: (; =) (= =( ): :] :[ [: ]: :} :{ :/ :-/ =/
+                      :| :-| =| :P :-P :p :-p :D :-D xD XD :O :-O :o :-o :* :-* :') :'( <3 </3 :1 8) 8-)""".split())
+
+
+def _join_emoticons(pieces: list[str]) -> list[str]:
+    """Adjacent pieces of one chunk that spell an emoticon become one word, longest first."""
+    joined, start = [], 0
+    while start < len(pieces):
+        for end in range(min(len(pieces), start + 4), start + 1, -1):
+            if "".join(pieces[start:end]) in EMOTICONS:
+                joined.append("".join(pieces[start:end]))
+                start = end
+                break
+        else:
+            joined.append(pieces[start])
+            start += 1
+    return joined
+
+
+def _abbreviation(chunk: str, language: str) -> bool:
+    return bool(_ABBREVIATION.match(chunk)) or chunk in _ABBREVIATIONS.get(language, ())
 # Contractions and elisions, as spaCy's exceptions and rules split them.
 _ENGLISH_SUFFIX = re.compile(r"(?i)^(\w+?)(n't|n’t|'re|'ve|'ll|'d|'m|’re|’ve|’ll|’d|’m)$")
 # French and Italian split after an apostrophe between letters (l'homme, quelqu'un, dell'anno).
@@ -80,11 +120,13 @@ def spaced(text: str, language: str = "en") -> list[str]:
         pieces = known.get(chunk)
         if pieces is None:
             simple = _WORD_AND_SUFFIX.fullmatch(chunk)
-            if simple and not _ABBREVIATION.match(chunk):  # the commonest shape, as _split_chunk splits it
+            if simple and not _abbreviation(chunk, language):  # the commonest shape, as _split_chunk splits it
                 found = [simple.group(1), simple.group(2)]
             else:
                 found = []
                 _split_chunk(chunk, language, found)
+                if len(found) > 1:
+                    found = _join_emoticons(found)
             if len(known) >= SPLIT_CHUNKS_KEPT:
                 known.clear()
             pieces = known[chunk] = tuple(found)
@@ -96,15 +138,16 @@ def _split_chunk(chunk: str, language: str, out: list[str]) -> None:
     """One whitespace-delimited chunk, the way spaCy's tokenizer takes it apart: prefixes
     from the front and suffixes from the back, one at a time, then infixes in what is left."""
     suffixes: list[str] = []
+    suffix_rule = _SUFFIXES.get(language, _SUFFIX)
     while chunk:
-        if _URL.match(chunk) or _ABBREVIATION.match(chunk):
+        if _abbreviation(chunk, language):
             break
         prefix = _PREFIX.match(chunk)
-        if prefix and prefix.end() < len(chunk) or prefix and not _SUFFIX.search(chunk):
+        if prefix and prefix.end() < len(chunk) or prefix and not suffix_rule.search(chunk):
             out.append(prefix.group())
             chunk = chunk[prefix.end():]
             continue
-        suffix = _SUFFIX.search(chunk)
+        suffix = suffix_rule.search(chunk)
         if suffix and suffix.start() > 0:
             suffixes.append(suffix.group())
             chunk = chunk[:suffix.start()]
@@ -116,7 +159,7 @@ def _split_chunk(chunk: str, language: str, out: list[str]) -> None:
 
 
 def _infixes(core: str, language: str, out: list[str]) -> None:
-    if _URL.match(core) or _ABBREVIATION.match(core):
+    if _URL.match(core) or _abbreviation(core, language):
         out.append(core)
         return
     start = 0

@@ -178,6 +178,13 @@ def test_word_tokenizers_split_as_the_references_do():
     assert sudachi("東京都に住んでいます") == ["東京", "都", "に", "住ん", "で", "い", "ます"]
     assert jieba("我们在北京学习中文") == ["我们", "在", "北京", "学习", "中文"]
     assert spaced(" a b\n") == ["a", "b"] and spaced("") == []
+    # spaCy's German: stops stay on numbers and abbreviations, a URL's final slash comes off,
+    # emoticons stay whole (in every language)
+    assert spaced("Kapitel 4.8. usw. (siehe http://deb.debian.org/debian/ und ::1 :) »Sid« im Debian-Projekt", "de") == [
+        "Kapitel", "4.8.", "usw.", "(", "siehe", "http://deb.debian.org/debian", "/", "und", ":", ":1", ":)", "»",
+        "Sid", "«", "im", "Debian-Projekt"]
+    assert spaced("Kapitel 4.8. See http://x.org/a. It works :)", "en") == [
+        "Kapitel", "4.8", ".", "See", "http://x.org/a", ".", "It", "works", ":)"]
 
 
 @pytest.mark.parametrize("text,stage,rule", [

@@ -180,7 +180,8 @@ def test_word_tokenizers_split_as_the_references_do():
     assert spaced(" a b\n") == ["a", "b"] and spaced("") == []
     # spaCy's German: stops stay on numbers and abbreviations, a URL's final slash comes off,
     # emoticons stay whole (in every language)
-    assert spaced("Kapitel 4.8. usw. (siehe http://deb.debian.org/debian/ und ::1 :) »Sid« im Debian-Projekt", "de") == [
+    german = "Kapitel 4.8. usw. (siehe http://deb.debian.org/debian/ und ::1 :) »Sid« im Debian-Projekt"
+    assert spaced(german, "de") == [
         "Kapitel", "4.8.", "usw.", "(", "siehe", "http://deb.debian.org/debian", "/", "und", ":", ":1", ":)", "»",
         "Sid", "«", "im", "Debian-Projekt"]
     assert spaced("Kapitel 4.8. See http://x.org/a. It works :)", "en") == [

@@ -7,8 +7,8 @@
    with FineWeb's settings on every page: the limit, since extraction is most of the work.
 
 The pages are real (Debian's documentation, ``tests/fixtures/fineweb-pages.jsonl.gz``), each
-WARC holding every page once under its own URLs, at two sizes: one WARC (start-up dominated)
-and eight (throughput dominated). Prints wall times, pages/s, peak RSS and the ratios;
+WARC holding every page once under its own URLs, at three sizes: one WARC (start-up dominated),
+eight and 32 (throughput dominated). Prints wall times, pages/s, peak RSS and the ratios;
 asserts nothing. datatrove runs in the reference environment, never in .venv.
 
     .venv/bin/python bench/bench_fineweb.py [--sizes 1,8]
@@ -23,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -90,12 +91,14 @@ def make_warcs(files: int) -> tuple[Path, int]:
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall time and the peak RSS (MiB) of the largest process of the command's tree."""
-    began = time.perf_counter()
-    process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - began
-    if os.waitstatus_to_exitcode(status):
-        raise RuntimeError(f"{command[:4]} failed: {process.stderr.read().decode()[-3000:]}")
+    with tempfile.TemporaryFile() as log:  # a pipe would fill with datatrove's logging and block it
+        began = time.perf_counter()
+        process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - began
+        if os.waitstatus_to_exitcode(status):
+            log.seek(0)
+            raise RuntimeError(f"{command[:4]} failed: {log.read().decode(errors='replace')[-3000:]}")
     return wall, usage.ru_maxrss / 1024
 
 
@@ -120,7 +123,7 @@ def bare(directory: Path) -> tuple[float, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="1,8", help="WARC files per size, comma-separated")
+    parser.add_argument("--sizes", default="1,8,32", help="WARC files per size, comma-separated")
     args = parser.parse_args()
     ensure_reference_site()
     ensure_datatrove()

@@ -76,3 +76,28 @@ def test_fineweb_keeps_a_page_when_a_wanted_language_scores_above_the_threshold(
     threshold = scored.column("language_score")[0].as_py()
     at_score = FastTextLanguageFilter(("en",), threshold)
     assert at_score.score(table, table.column("text"))[1]["below_threshold"].to_pylist()[0] is False
+
+
+@pytest.mark.parametrize("languages", [("en",), ("de", "fr", "nl"), ()])
+@pytest.mark.parametrize("threshold", [0.65, 0.3, 0.02])
+def test_asking_for_fewer_labels_decides_as_every_label_would(languages, threshold):
+    """Above 0.5 only the best label can pass, so only it is asked for; below, the labels at or
+    above the limit. Either way the decision is FineWeb's over all 176 labels."""
+    import gzip
+    import json
+
+    import pyarrow as pa
+
+    with gzip.open(REPO / "tests" / "fixtures" / "multilingual-prose.jsonl.gz", "rt", encoding="utf-8") as lines:
+        texts = [json.loads(line)["text"] for line in lines][::4]
+    stage = FastTextLanguageFilter(languages, threshold)
+    scored, rules = stage.score(pa.table({"text": texts}), pa.chunked_array([texts]))
+    stage.setup()
+    expected = []
+    for text in texts:
+        labels, scores = stage._model.predict(text.replace("\n", " "), k=-1)
+        found = {label.removeprefix("__label__"): float(score) for label, score in zip(labels, scores)}
+        wanted = languages or (max(found, key=found.get),)
+        expected.append(any(found.get(code, 0.0) > threshold for code in wanted))
+    assert rules["below_threshold"].to_pylist() == expected
+    assert 0 < sum(expected) < len(texts) or not languages

@@ -93,13 +93,20 @@ class FastTextLanguageFilter(FilterStage):
             self._model = load_model(self.model_path)
 
     def _classify(self, text: str) -> tuple[str, float, bool]:
-        labels, scores = self._model.predict(text.replace("\n", " "), k=-1)
-        found = {label.removeprefix(LABEL_PREFIX): float(score) for label, score in zip(labels, scores)}
-        best, best_score = max(found.items(), key=lambda pair: pair[1], default=("und", 0.0))
-        if self.languages:
-            wanted = any(found.get(code, 0.0) > self.min_score for code in self.languages)
-        else:
-            wanted = best_score > self.min_score
+        """The best label and its score, and whether a wanted language scores above the limit.
+
+        The scores sum to 1, so above a limit of 0.5 only the best label can pass: one label
+        is asked for. Below it, the labels at or above the limit are asked for too.
+        """
+        line = text.replace("\n", " ")
+        labels, scores = self._model.predict(line, k=1)
+        best, best_score = (labels[0].removeprefix(LABEL_PREFIX), float(scores[0])) if labels else ("und", 0.0)
+        passes = best_score > self.min_score and (not self.languages or best in self.languages)
+        if passes or self.min_score >= 0.5 or not self.languages:
+            return best, best_score, passes
+        labels, scores = self._model.predict(line, k=-1, threshold=max(self.min_score, 0.0))
+        wanted = any(label.removeprefix(LABEL_PREFIX) in self.languages and float(score) > self.min_score
+                     for label, score in zip(labels, scores))
         return best, best_score, wanted
 
     def score(self, table, text):

@@ -8,7 +8,9 @@ languages written with spaces, with SudachiPy for Japanese and with jieba for Ch
   off words (hyphens and slashes between letters included), numbers keep their inner dots,
   commas and colons (``9.8.3``, ``V:8``), abbreviations keep theirs (``e.g.``), URLs stay
   whole, and contractions and elisions are split as the language writes them (``do n't``,
-  ``l' homme``). It runs in C over each text, orders of magnitude faster than spaCy.
+  ``l' homme``). German has spaCy's German rules (a stop stays on a number and on common
+  abbreviations, ``4.8.``, ``usw.``). Emoticons stay whole. It runs in C over each text,
+  orders of magnitude faster than spaCy.
 * ``sudachi`` (Japanese) and ``jieba`` (Chinese): the references' own segmenters, loaded
   once per worker process; they are the ``web`` extras.
 * ``none``: scripts without a segmenter here (Thai, Lao, Khmer, Burmese): the word rules
@@ -31,13 +33,13 @@ _QUOTES = r"'\"”“`‘´’‚„»«「」『』（）〔〕【】《》〈�
 _CURRENCY = r"$£€¥฿₽₴₩₪₫₹₺₿"
 _PREFIX = re.compile(rf"^(?:\.\.+|[§%=—–{_PUNCT}{_QUOTES}{_CURRENCY}]|\+(?![0-9]))")
 _LOWER = "a-zà-öø-ÿßāăąćĉċčďđēĕėęěĝğġģĥħĩīĭįıĳĵķĸĺļľŀłńņňŉŋōŏőœŕŗřśŝşšţťŧũūŭůűųŵŷźżžа-яёђѓєѕіїјљњћќўџґα-ωάέήίόύώ"
-_SUFFIX = re.compile(rf"(?:\.\.+|[{_PUNCT}{_QUOTES}]|['’][sS]|[—–]|(?<=[0-9])\+"
-                     rf"|(?<=[0-9{_LOWER}\-+%²{_PUNCT}{_QUOTES}])\.|(?<=[A-Z][A-Z])\.)$")
+_SUFFIX_COMMON = rf"\.\.+|[{_PUNCT}{_QUOTES}]|(?<=[0-9])\+"
+_SUFFIX = re.compile(rf"(?:{_SUFFIX_COMMON}|['’][sS]|[—–]|(?<=[0-9{_LOWER}\-+%²{_PUNCT}{_QUOTES}])\."
+                     r"|(?<=[A-Z][A-Z])\.)$")
 # German writes ordinals and section numbers with a final full stop ("4.8.", "am 3. Mai"): a
 # stop after a digit stays on the number; a trailing slash comes off, URLs' included.
 _SUFFIXES = {
-    "de": re.compile(rf"(?:\.\.+|''|/|[{_PUNCT}{_QUOTES}]|(?<=[0-9])\+"
-                     rf"|(?<=[{_LOWER}\-+%²{_PUNCT}{_QUOTES}])\.|(?<=[A-ZÄÖÜ][A-ZÄÖÜ])\.)$"),
+    "de": re.compile(rf"(?:{_SUFFIX_COMMON}|''|/|(?<=[{_LOWER}\-+%²{_PUNCT}{_QUOTES}])\.|(?<=[A-ZÄÖÜ][A-ZÄÖÜ])\.)$"),
 }
 _INFIX_COMMON = r"\.\.+|…|(?<=[^\W\d_])\.(?=[A-Z])|(?<=[^\W\d_]),(?=[^\W\d_])|(?<=[^\W_])[:<>=/](?=[^\W\d_])"
 _NUMBER_OPERATORS = r"|(?<=[0-9])[+\-*^](?=[0-9-])"
@@ -74,8 +76,16 @@ _ABBREVIATIONS = {
 
 # Emoticons are one word however their characters would split ("):" after a bracket, ":1"
 # of "::1"); these are the commonest of the faces spaCy keeps whole in every language.
-EMOTICONS = frozenset(""":) :-) :)) :( :-( :(( ;) ;-) (: (-: ): )-: (; =) (= =( ): :] :[ [: ]: :} :{ :/ :-/ =/
+EMOTICONS = frozenset(""":) :-) :)) :( :-( :(( ;) ;-) (: (-: ): )-: (; =) (= =( :] :[ [: ]: :} :{ :/ :-/ =/
                       :| :-| =| :P :-P :p :-p :D :-D xD XD :O :-O :o :-o :* :-* :') :'( <3 </3 :1 8) 8-)""".split())
+
+# Contractions and elisions, as spaCy's exceptions and rules split them.
+_ENGLISH_SUFFIX = re.compile(r"(?i)^(\w+?)(n't|n’t|'re|'ve|'ll|'d|'m|’re|’ve|’ll|’d|’m)$")
+# French and Italian split after an apostrophe between letters (l'homme, quelqu'un, dell'anno).
+_ELISION = re.compile(r"^(\w+?)(['’])(\w.*)$")
+# French pronouns after a hyphen are words of their own (dites-vous, est-ce).
+_FRENCH_PRONOUN = re.compile(r"(?i)^(\w+)(-(?:t-)?(?:vous|nous|je|tu|il|ils|elle|elles|on|ce|le|la|les|lui|leur|moi|toi|en|y))$")
+ELIDING = frozenset({"fr", "it", "ca"})
 
 
 def _join_emoticons(pieces: list[str]) -> list[str]:
@@ -95,13 +105,6 @@ def _join_emoticons(pieces: list[str]) -> list[str]:
 
 def _abbreviation(chunk: str, language: str) -> bool:
     return bool(_ABBREVIATION.match(chunk)) or chunk in _ABBREVIATIONS.get(language, ())
-# Contractions and elisions, as spaCy's exceptions and rules split them.
-_ENGLISH_SUFFIX = re.compile(r"(?i)^(\w+?)(n't|n’t|'re|'ve|'ll|'d|'m|’re|’ve|’ll|’d|’m)$")
-# French and Italian split after an apostrophe between letters (l'homme, quelqu'un, dell'anno).
-_ELISION = re.compile(r"^(\w+?)(['’])(\w.*)$")
-# French pronouns after a hyphen are words of their own (dites-vous, est-ce).
-_FRENCH_PRONOUN = re.compile(r"(?i)^(\w+)(-(?:t-)?(?:vous|nous|je|tu|il|ils|elle|elles|on|ce|le|la|les|lui|leur|moi|toi|en|y))$")
-ELIDING = frozenset({"fr", "it", "ca"})
 
 
 # Pieces of the chunks split so far, per language: chunks repeat across documents ("it.",

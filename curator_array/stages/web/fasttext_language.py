@@ -104,7 +104,7 @@ class FastTextLanguageFilter(FilterStage):
         passes = best_score > self.min_score and (not self.languages or best in self.languages)
         if passes or self.min_score >= 0.5 or not self.languages:
             return best, best_score, passes
-        labels, scores = self._model.predict(line, k=-1, threshold=max(self.min_score, 0.0))
+        labels, scores = self._model.predict(line, k=-1, threshold=self.min_score)
         wanted = any(label.removeprefix(LABEL_PREFIX) in self.languages and float(score) > self.min_score
                      for label, score in zip(labels, scores))
         return best, best_score, wanted

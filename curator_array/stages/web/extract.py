@@ -91,21 +91,22 @@ class HtmlExtractor(ProcessingStage):
         self._extract = None
         super().__init__()
 
-    @property
-    def reference(self) -> str:
-        return EXTRACT_FUNCTIONS[self.extractor][1] if self.extractor in EXTRACT_FUNCTIONS else self.extractor
+    def _entry(self) -> tuple[str, str, str | None]:
+        """The module to import, the function as ``module:function``, and its forget function."""
+        if self.extractor in EXTRACT_FUNCTIONS:
+            return EXTRACT_FUNCTIONS[self.extractor]
+        return self.extractor.partition(":")[0], self.extractor, None
 
     def setup(self) -> None:
         if self._extract is not None:
             return
-        library = EXTRACT_FUNCTIONS[self.extractor][0] if self.extractor in EXTRACT_FUNCTIONS else None
+        library, reference, forget = self._entry()
         try:
-            importlib.import_module(library or self.reference.partition(":")[0])
+            importlib.import_module(library)
         except ImportError as exc:
             raise ConfigError(f"the {self.extractor} extractor needs the web extras "
                               f"(pip install 'curator-array[web]'): {exc}") from None
-        forget = EXTRACT_FUNCTIONS[self.extractor][2] if self.extractor in EXTRACT_FUNCTIONS else None
-        self._extract = _extractor(self.reference, getattr(self, "timeout_s", None), forget)
+        self._extract = _extractor(reference, getattr(self, "timeout_s", None), forget, library)
 
     def __getstate__(self):
         return {**self.__dict__, "_extract": None}
@@ -140,12 +141,12 @@ class HtmlExtractor(ProcessingStage):
 
 
 @lru_cache(maxsize=4)
-def _extractor(reference: str, timeout_s: float | None, forget: str | None):
+def _extractor(reference: str, timeout_s: float | None, forget: str | None, library: str):
     """One extractor per process (and so one sandbox child): the stage runs in Ray tasks, so
     that it fuses with the stages around it, and a worker process runs many."""
     if timeout_s is None:
         return _InProcess(resolve(reference), resolve(forget) if forget else (lambda: None))
-    return ExtractionSandbox(reference, timeout_s, forget)
+    return ExtractionSandbox(reference, timeout_s, forget, preload=(library,))
 
 
 class _InProcess:

@@ -52,17 +52,19 @@ def _serve(connection: Connection, reference: str, forget: str | None) -> None:
 
 
 class ExtractionSandbox:
-    """Calls the function named ``reference`` (``module:function``) in a child process.
+    """Calls the function named ``reference`` (``module:function``) in a child process;
+    ``preload`` names modules the fork server imports beforehand (the extractor's library).
 
     ``extract(html)`` returns ``(Outcome, text)``; on a timeout or a dead child the child is
     replaced before the next page. ``forget()`` calls the function named ``forget`` in the
     child: an extractor that remembers pages (trafilatura's ``deduplicate``) starts afresh.
     """
 
-    def __init__(self, reference: str, timeout_s: float, forget: str | None = None):
+    def __init__(self, reference: str, timeout_s: float, forget: str | None = None, preload: tuple[str, ...] = ()):
         self.reference, self.timeout_s, self.forget_reference = reference, timeout_s, forget
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload([reference.partition(":")[0]])
+        # The library too, when the function imports it lazily: a restart is then only a fork.
+        self._context.set_forkserver_preload(sorted({reference.partition(":")[0], *preload}))
         self._process = None
         self._connection: Connection | None = None
 

@@ -35,6 +35,18 @@ def test_hang_crash_and_bug_each_cost_one_page():
         assert f"{title}: sentence 3 of an article" in text
 
 
+def test_a_new_childs_set_up_is_not_charged_to_a_page():
+    """The first call of a new child (after a start or a restart) is made before any page, so
+    a slow start never turns the page after it into a timeout."""
+    sandbox = ExtractionSandbox("tests.support.pathological_extractor:slow_to_start", timeout_s=1.0)
+    try:
+        assert sandbox.extract(article("First"))[0] is Outcome.DONE
+        sandbox.close()
+        assert sandbox.extract(article("After a restart"))[0] is Outcome.DONE
+    finally:
+        sandbox.close()
+
+
 def test_the_sandbox_extracts_what_the_extractor_extracts_in_process():
     sandbox = ExtractionSandbox(f"curator_array.stages.web.extract:{fineweb_text.__name__}", timeout_s=30)
     try:

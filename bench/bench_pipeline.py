@@ -1,12 +1,15 @@
-"""JSONL → filter → Parquet on a 1 GB shard of synthetic documents: three engines side by side.
+"""JSONL → filter → Parquet at two sizes: three engines side by side in one run.
 
 1. `curator-array run` (Ray Data, private cluster; wall time including Ray start/stop),
-2. datatrove's LocalPipelineExecutor doing the same read/filter/write,
-3. a plain single-process pyarrow script.
+2. datatrove's LocalPipelineExecutor doing the same read/filter/write (2 workers),
+3. a plain single-process pyarrow script: the bare libraries.
 
-The same filters everywhere: non-empty text and 5..1000 whitespace-separated words.
-datatrove is installed into .cache/bench-site (bench only; the test venv stays clean).
-Prints docs/s and ratios; asserts nothing.
+The same filters everywhere: non-empty text and 5..1000 whitespace-separated words. Two
+inputs of synthetic documents (3% empty, 5% of 1..4 words, the rest 20..1400): about
+400 MB in 48 files, where start-up weighs, and 1 GiB in 200 files, where throughput does.
+Each line prints wall time and the peak memory of the engine's whole process tree (Ray's
+processes included). datatrove is installed into .cache/bench-site (bench only; the test
+venv stays clean). Prints ratios; asserts nothing.
 """
 
 from __future__ import annotations
@@ -18,25 +21,26 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, datatrove_env, ensure_datatrove, timed  # noqa: E402
+from support import CACHE, datatrove_env, ensure_datatrove, timed_tree  # noqa: E402
 
-INPUT = CACHE / "pipeline_input_1g"
-FILES, TARGET_BYTES = 200, 1024 * 1024 * 1024
+SIZES = (("400 MB", 48, 400 * 10**6), ("1 GiB", 200, 2**30))
 WORDS = [w for w in open(__file__).read().split() if w.isalpha()][:400] or ["word"]
 
 
-def make_input() -> int:
-    marker = INPUT / ".complete"
+def make_input(files: int, target_bytes: int) -> tuple[Path, int]:
+    """The input of one size, made once (seeded) and kept in the cache; its document count."""
+    directory = CACHE / f"pipeline_input_{files}x{target_bytes}"
+    marker = directory / ".complete"
     if marker.exists():
-        return int(marker.read_text())
-    shutil.rmtree(INPUT, ignore_errors=True)
-    INPUT.mkdir(parents=True)
+        return directory, int(marker.read_text())
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
     rng = random.Random(7)
     docs = 0
-    per_file = TARGET_BYTES // FILES
-    for index in range(FILES):
+    per_file = target_bytes // files
+    for index in range(files):
         size = 0
-        with open(INPUT / f"part-{index:03d}.jsonl", "w") as handle:
+        with open(directory / f"part-{index:03d}.jsonl", "w") as handle:
             while size < per_file:
                 roll = rng.random()
                 n = 0 if roll < 0.03 else rng.randint(1, 4) if roll < 0.08 else rng.randint(20, 1400)
@@ -45,7 +49,7 @@ def make_input() -> int:
                 size += len(line)
                 docs += 1
     marker.write_text(str(docs))
-    return docs
+    return directory, docs
 
 
 DATATROVE = r"""
@@ -59,7 +63,7 @@ def keep(doc):
     return bool(doc.text.strip()) and 5 <= words <= 1000
 LocalPipelineExecutor(
     pipeline=[JsonlReader(sys.argv[1], text_key="text", id_key="id", glob_pattern="*.jsonl"), LambdaFilter(keep), ParquetWriter(sys.argv[2])],
-    tasks=200, workers=2, logging_dir=sys.argv[3], skip_completed=False,
+    tasks=int(sys.argv[4]), workers=2, logging_dir=sys.argv[3], skip_completed=False,
 ).run()
 """
 
@@ -77,40 +81,38 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.jsonl")):
 """
 
 
-def main() -> None:
-    docs = make_input()
-    size_mb = sum(p.stat().st_size for p in INPUT.glob("*.jsonl")) / 2**20
-    ensure_datatrove()
+def run_size(label: str, files: int, target_bytes: int) -> None:
+    source, docs = make_input(files, target_bytes)
+    size_mb = sum(p.stat().st_size for p in source.glob("*.jsonl")) / 10**6
     runs = CACHE / "runs"
     shutil.rmtree(runs, ignore_errors=True)
     runs.mkdir(parents=True)
-    print(f"input: {docs:,} documents, {size_mb:.0f} MB JSONL in {FILES} files; 2 cores")
-
-    ours = timed([sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(INPUT),
-                  "--output-dir", str(runs / "ours"), "--output-file-type", "parquet", "--drop-empty",
-                  "--min-words", "5", "--max-words", "1000", "--no-progress"])
+    print(f"\n{label}: {docs:,} documents, {size_mb:,.0f} MB of JSONL in {files} files; 2 cores")
+    ours, ours_peak = timed_tree([sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(source),
+                                  "--output-dir", str(runs / "ours"), "--output-file-type", "parquet", "--drop-empty",
+                                  "--min-words", "5", "--max-words", "1000", "--no-progress"])
     manifest = json.loads((runs / "ours" / ".nemo_curator_metadata" / ".slurm_array_completion"
                            / "completed_slurm_array_0.json").read_text())
-    datatrove = timed([sys.executable, "-c", DATATROVE, str(INPUT), str(runs / "datatrove"), str(runs / "dt-logs")],
-                      datatrove_env())
-    plain = timed([sys.executable, "-c", PYARROW, str(INPUT), str(runs / "pyarrow")])
+    datatrove, datatrove_peak = timed_tree([sys.executable, "-c", DATATROVE, str(source), str(runs / "datatrove"),
+                                            str(runs / "dt-logs"), str(files)], datatrove_env())
+    plain, plain_peak = timed_tree([sys.executable, "-c", PYARROW, str(source), str(runs / "pyarrow")])
+    timeline = manifest["timeline_s"]
+    print(f"  curator-array run      {ours:6.1f} s  {docs / ours:9,.0f} docs/s  peak {ours_peak:6,.0f} MiB"
+          f"  (first to last result {timeline['last_result'] - timeline['first_result']:.1f} s)")
+    print(f"  datatrove, 2 workers   {datatrove:6.1f} s  {docs / datatrove:9,.0f} docs/s  "
+          f"peak {datatrove_peak:6,.0f} MiB")
+    print(f"  pyarrow, one process   {plain:6.1f} s  {docs / plain:9,.0f} docs/s  peak {plain_peak:6,.0f} MiB")
+    print(f"  ours vs datatrove {datatrove / ours:.2f}x, vs the bare libraries {plain / ours:.2f}x; "
+          f"memory {ours_peak / plain_peak:.1f}x the bare libraries'")
+    print("  where ours went (CPU s / wall s / queued s):", ", ".join(
+        f"{t['stage']} {t['cpu_s']:.1f}/{t['wall_s']:.1f}/{t['queued_s']:.1f}" for t in manifest["stages"]))
+    print(f"  rows out: ours {manifest['rows_out']:,}")
 
-    sys.path.insert(0, str(REPO))
-    from curator_array.execution.clients import RayClient
-    from curator_array.execution.ray_cluster import NodeOptions
 
-    client = RayClient(node_options=NodeOptions(object_store_memory=300 * 2**20))
-    client.start()
-    client.stop()
-
-    print(f"curator-array run : {docs / ours:9,.0f} docs/s  ({ours:.1f}s wall incl. Ray start/stop; "
-          f"pipeline alone {manifest['duration_s']:.1f}s = {docs / manifest['duration_s']:,.0f} docs/s)")
-    print(f"datatrove (2 workers): {docs / datatrove:9,.0f} docs/s  ({datatrove:.1f}s)")
-    print(f"plain pyarrow (1 proc): {docs / plain:9,.0f} docs/s  ({plain:.1f}s)")
-    print(f"ratio curator-array / datatrove = {datatrove / ours:.2f}x   (goal >= 1.0)")
-    print(f"ratio curator-array / plain pyarrow = {plain / ours:.2f}x")
-    print(f"Ray init {client.startup_s:.1f}s, teardown {client.teardown_s:.1f}s (measured separately)")
-    print(f"rows out: curator-array {manifest['rows_out']:,}")
+def main() -> None:
+    ensure_datatrove()
+    for label, files, target_bytes in SIZES:
+        run_size(label, files, target_bytes)
 
 
 if __name__ == "__main__":

@@ -53,6 +53,43 @@ def timed(command: list[str], env: dict | None = None) -> float:
     return time.perf_counter() - began
 
 
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            with open(f"/proc/{current}/task/{current}/children") as handle:
+                todo += [int(child) for child in handle.read().split()]
+        except OSError:
+            continue
+    return found
+
+
+def _pss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("Pss:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def timed_tree(command: list[str], env: dict | None = None, interval_s: float = 0.2) -> tuple[float, float]:
+    """Wall time of ``command`` and the peak memory of its whole process tree in MiB (the sum of
+    every process's proportional set size, sampled every ``interval_s``: Ray's raylet, workers
+    and object store included, shared pages counted once)."""
+    began = time.perf_counter()
+    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = 0
+    while process.poll() is None:
+        peak = max(peak, sum(_pss_bytes(pid) for pid in _descendants(process.pid)))
+        time.sleep(interval_s)
+    wall = time.perf_counter() - began
+    if process.returncode:
+        raise RuntimeError(f"{command} failed with exit code {process.returncode}")
+    return wall, peak / 2**20
+
+
 def measure_snippet(code: str, *args: str, env: dict | None = None, cwd: Path = REPO) -> dict:
     """Run ``code`` in a fresh interpreter; its wall time, peak RSS and its ``REPORT`` dict."""
     began = time.perf_counter()

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from ..core.arrays import format_array_expression
 from ..core.phase_states import PhaseState, blocked_by
-from ..core.records import Setting
+from ..core.records import Setting, StageTime
 from ..core.status import RunStatus, shard_states
 
 
@@ -47,6 +47,30 @@ def format_phases(status: RunStatus) -> list[str]:
     return lines
 
 
+def stage_line(time: StageTime, total_cpu_s: float, indent: str = "  ") -> str:
+    rate = time.rows_per_s
+    share = f"{time.cpu_s / total_cpu_s:4.0%}" if total_cpu_s > 0 else "   -"
+    return (f"{indent}{time.stage:<22}{time.cpu_s:>10.2f} {share:>5}{time.wall_s:>10.2f}"
+            f"{(f'{rate:,.0f}' if rate is not None else '-'):>12}{time.queued_s:>10.2f}")
+
+
+def format_stage_times(status: RunStatus) -> list[str]:
+    """Where the complete shards' time went, per stage, then per node when there are several:
+    the stage with the largest CPU share bounds the run."""
+    totals = status.stage_totals
+    cpu = sum(time.cpu_s for time in totals)
+    heading = f"  {'stage':<22}{'cpu s':>10} {'share':>5}{'wall s':>10}{'rows/s':>12}{'queued s':>10}"
+    lines = ["stage time   (complete shards, summed over workers)", heading]
+    lines += [stage_line(time, cpu) for time in totals]
+    nodes = status.nodes
+    if len(nodes) > 1:
+        for node in nodes:
+            own = [time for time in status.stage_times if time.node == node]
+            lines.append(f"  on {node}:")
+            lines += [stage_line(time, sum(t.cpu_s for t in own), "    ") for time in own]
+    return lines
+
+
 def format_status(status: RunStatus) -> str:
     lines = [
         f"checkpoint   {status.checkpoint}",
@@ -73,6 +97,8 @@ def format_status(status: RunStatus) -> str:
     if status.duration_s:
         d = status.duration_s
         lines.append(f"shard time   min {d['min']:.1f}s, mean {d['mean']:.1f}s, max {d['max']:.1f}s")
+    if status.stage_times:
+        lines += format_stage_times(status)
     if status.partial:
         lines.append(f"resumable    {len(status.partial)} incomplete shard(s) keep finished tasks for their next attempt:")
         for shard, (done, total, attempts) in sorted(status.partial.items())[:20]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .errors import CorruptCheckpointError
 from .layout import ATTEMPT_ERROR_FILE, FAILED_TASKS_FILE, MANIFEST_PREFIX, CheckpointLayout
-from .records import AttemptRecord, CompletionManifest, RecordError, WorkTotals
+from .records import AttemptRecord, CompletionManifest, RecordError, StageTime, WorkTotals, add_stage_times
 from .run_contract import RunConfig
 
 PARALLEL_READ_THRESHOLD = 4096
@@ -31,6 +31,7 @@ class ManifestScan:
     errors: list[tuple[str, str]] = field(default_factory=list)
     manifests: dict[int, CompletionManifest] = field(default_factory=dict)  # only when asked for
     resumed_tasks: int = 0
+    stage_times: dict[tuple[str, str], StageTime] = field(default_factory=dict)  # (stage, node) → summed
 
     def merge(self, other: ManifestScan) -> None:
         self.shards |= other.shards
@@ -39,6 +40,7 @@ class ManifestScan:
         self.durations += other.durations
         self.errors += other.errors
         self.resumed_tasks += other.resumed_tasks
+        add_stage_times(self.stage_times, other.stage_times.values())
 
     def add(self, manifest: CompletionManifest, keep: bool) -> None:
         self.shards.add(manifest.shard_index)
@@ -48,6 +50,7 @@ class ManifestScan:
         if manifest.duration_s is not None:
             self.durations.append(manifest.duration_s)
         self.resumed_tasks += manifest.resumed_tasks
+        add_stage_times(self.stage_times, manifest.stages)
 
 
 def manifest_problem(manifest: CompletionManifest, run: RunConfig) -> str | None:

@@ -19,6 +19,8 @@ marked "ours" are curator-array's additions, which the reference system ignores:
       .task_records/shard_<S>/<attempt>.jsonl                 whose records these are (ours)
       .task_records/shard_<S>/<attempt>.parts/*.jsonl         the output parts its workers wrote,
                                                               so a rerun skips them (ours)
+      .profiles/shard_<S>/<attempt>/<host>-<pid>.prof         what each worker process spent its
+                                                              time on, with --profile (ours)
       .ray_rendezvous/slurm_job_<J>_step_<T>_restart_<R>/     where the nodes of a multi-node
                                                               element meet (ours)
       .phases/<phase>/...                                     the manifests, attempt records and
@@ -45,6 +47,7 @@ COMPLETION_DIR = ".slurm_array_completion"
 FAILED_TASKS_DIR = ".failed_tasks"
 RENDEZVOUS_DIR = ".ray_rendezvous"
 TASK_RECORDS_DIR = ".task_records"
+PROFILES_DIR = ".profiles"
 ARCHIVE_DIR = ".archived_runs"
 PHASES_DIR = ".phases"
 PINNED_FILES_DIR = "pinned_files"
@@ -151,3 +154,6 @@ class CheckpointLayout:
 
     def attempt_dir(self, attempt: AttemptId, shard_index: int) -> Path:
         return self.failed_tasks_root.joinpath(*attempt.parts, f"shard_{shard_index}")
+
+    def profile_dir(self, attempt: AttemptId, shard_index: int) -> Path:
+        return self.metadata_dir.joinpath(PROFILES_DIR, f"shard_{shard_index}", *attempt.parts)

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -236,6 +236,65 @@ class AttemptShare:
         return {"attempt": self.attempt, "tasks": self.tasks, "rows_in": self.rows_in, "rows_out": self.rows_out}
 
 
+@dataclass(frozen=True)
+class StageTime:
+    """Where one stage's time went on one node: what tells a user which stage bounds a shard.
+
+    ``wall_s`` and ``cpu_s`` are the stage's own (the stages before it in the same process
+    are not counted); ``queued_s`` sums, over the tasks it picked up from another process,
+    how long each waited between being handed over and being started (for a CPU, the object
+    store, a slot under a cap). ``rows`` are the rows it emitted, ``outputs`` the tasks.
+    """
+
+    stage: str
+    node: str = ""
+    outputs: int = 0
+    rows: int = 0
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    queued_s: float = 0.0
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.stage, self.node
+
+    @property
+    def rows_per_s(self) -> float | None:
+        return self.rows / self.wall_s if self.wall_s > 0 else None
+
+    def __add__(self, other: StageTime) -> StageTime:
+        return StageTime(self.stage, self.node if self.node == other.node else "", self.outputs + other.outputs,
+                         self.rows + other.rows, self.wall_s + other.wall_s, self.cpu_s + other.cpu_s,
+                         self.queued_s + other.queued_s)
+
+    @classmethod
+    def from_json(cls, payload: Any) -> StageTime:
+        payload = payload if isinstance(payload, Mapping) else {}
+        return cls(str(payload.get("stage", "?")), _text(payload, "node", "") or "", _int(payload, "outputs") or 0,
+                   _int(payload, "rows") or 0, _number(payload, "wall_s") or 0.0, _number(payload, "cpu_s") or 0.0,
+                   _number(payload, "queued_s") or 0.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"stage": self.stage, "node": self.node, "outputs": self.outputs, "rows": self.rows,
+                "wall_s": round(self.wall_s, 3), "cpu_s": round(self.cpu_s, 3), "queued_s": round(self.queued_s, 3)}
+
+
+def add_stage_times(totals: dict[tuple[str, str], StageTime], times: Iterable[StageTime]) -> None:
+    """Sum ``times`` into ``totals`` by (stage, node), keeping the order stages first appear in."""
+    for time in times:
+        known = totals.get(time.key)
+        totals[time.key] = time if known is None else known + time
+
+
+def per_stage(times: Iterable[StageTime]) -> list[StageTime]:
+    """``times`` summed over nodes, one per stage, in the order stages first appear."""
+    totals: dict[str, StageTime] = {}
+    for time in times:
+        known = totals.get(time.stage)
+        totals[time.stage] = replace(time, node="") if known is None else known + time
+    return list(totals.values())
+
+
 _WORK_KEYS = {*(f.name for f in fields(ShardWork)), "malformed_records_skipped"}
 _JOB_KEYS = {f.name for f in fields(JobIdentity)}
 
@@ -266,12 +325,13 @@ class CompletionManifest:
     ray_nodes: tuple[dict[str, Any], ...] = ()
     timeline_s: dict[str, float] = field(default_factory=dict)
     attempts: tuple[AttemptShare, ...] = ()  # each attempt's share; one entry unless the shard resumed
+    stages: tuple[StageTime, ...] = ()  # where the completing attempt's time went, per stage and node
     extra: dict[str, Any] = field(default_factory=dict)
 
     _OWN: ClassVar[tuple[str, ...]] = (
         "shard_index", "total_shards", "minimum_shard_index", "status", "schema_version", "written_by", "run_id",
         "source_task_count_in_run", "started_at", "ended_at", "duration_s", "attempt", "hostnames", "ray_nodes",
-        "timeline_s", "attempts", "resumed_tasks",
+        "timeline_s", "attempts", "resumed_tasks", "stages",
     )
 
     @property
@@ -310,6 +370,7 @@ class CompletionManifest:
             timeline_s={k: float(v) for k, v in timeline.items() if isinstance(v, (int, float))}
             if isinstance(timeline, dict) else {},
             attempts=tuple(AttemptShare.from_json(a) for a in payload.get("attempts") or [] if isinstance(a, dict)),
+            stages=tuple(StageTime.from_json(t) for t in payload.get("stages") or [] if isinstance(t, dict)),
             extra=_extra(payload, {*cls._OWN, *_WORK_KEYS, *_JOB_KEYS}),
         )
 
@@ -333,6 +394,7 @@ class CompletionManifest:
             "hostnames": list(self.hostnames),
             "ray_nodes": list(self.ray_nodes),
             "timeline_s": dict(self.timeline_s),
+            **({"stages": [t.to_json() for t in self.stages]} if self.stages else {}),
             **({"attempts": [a.to_json() for a in self.attempts], "resumed_tasks": self.resumed_tasks}
                if self.attempts else {}),
         }

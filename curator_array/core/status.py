@@ -14,7 +14,7 @@ from .checkpoint import find_attempt_records, scan_completion_manifests
 from .layout import CheckpointLayout
 from .phase import PlannedPhase
 from .phase_states import PhaseState, blocked_by, phase_states
-from .records import CompletionManifest, PinnedRequest, Setting, WorkTotals
+from .records import CompletionManifest, PinnedRequest, Setting, StageTime, WorkTotals, per_stage
 from .run_contract import RunConfig, read_run_config
 from .sharding import ShardRange
 from .task_records import count_done
@@ -59,6 +59,16 @@ class RunStatus:
     options: dict[str, Setting] = field(default_factory=dict)
     phases: list[PhaseState] = field(default_factory=list)  # every phase of the run, the first one included
     queued_phases: dict[str, dict[int, str]] = field(default_factory=dict)  # later phase → element → state
+    stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
+
+    @property
+    def stage_totals(self) -> list[StageTime]:
+        """The complete shards' time per stage, summed over nodes."""
+        return per_stage(self.stage_times)
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted({time.node for time in self.stage_times})
 
     @property
     def later_phases(self) -> list[PhaseState]:
@@ -100,7 +110,14 @@ class RunStatus:
             "running": format_array_expression(s for s, state in self.queued.items() if state != "PENDING"),
             "phases": [phase_json(state, self.phases, self.queued_phases.get(state.name, {}))
                        for state in self.later_phases],
+            "stages": [stage_json(time) for time in self.stage_totals],
+            "stages_per_node": [stage_json(time) for time in self.stage_times],
         }
+
+
+def stage_json(time: StageTime) -> dict[str, Any]:
+    rate = time.rows_per_s
+    return {**time.to_json(), "rows_per_s": round(rate, 1) if rate is not None else None}
 
 
 def phase_json(state: PhaseState, states: list[PhaseState], queued: dict[int, str]) -> dict[str, Any]:
@@ -164,6 +181,7 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
         options=options,
         partial=partial_shards(layout, set(manifests)),
         resumed_tasks=scan.resumed_tasks,
+        stage_times=sorted(scan.stage_times.values(), key=lambda t: t.node),
         phases=phase_states(layout, run, plan_of(run), set(manifests)),
     )
 

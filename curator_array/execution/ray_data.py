@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import pickle
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -18,24 +19,35 @@ import pyarrow as pa
 import ray
 import ray.data
 
-from ..stages.apply import apply_chain, apply_stage
+from ..stages.apply import apply_chain
 from ..stages.base import ProcessingStage
 from ..stages.tasks import Task
 from .pools import ClusterShape, PoolChoice, choose_pool
+from .profiling import profiled
 
 logger = logging.getLogger(__name__)
 
 COLUMN = "task"
+HANDED_AT = "handed_at"  # when the process before handed the task over (time.time())
 # Outputs a bounded stage may have started but not seen consumed, per worker of its pool.
 BACKLOG_PER_WORKER = 4
 
 
 def _encode(tasks: Sequence[Task]) -> pa.Table:
-    return pa.table({COLUMN: pa.array([pickle.dumps(t, protocol=5) for t in tasks], type=pa.large_binary())})
+    now = time.time()
+    return pa.table({COLUMN: pa.array([pickle.dumps(t, protocol=5) for t in tasks], type=pa.large_binary()),
+                     HANDED_AT: pa.array([now] * len(tasks), type=pa.float64())})
 
 
 def _decode(batch: pa.Table) -> list[Task]:
     return [pickle.loads(blob) for blob in batch.column(COLUMN).to_pylist()]
+
+
+def _queued_s(batch: pa.Table) -> float:
+    """How long this batch waited between the hand-over and now (at least 0: nodes' clocks differ)."""
+    if HANDED_AT not in batch.column_names or batch.num_rows == 0:
+        return 0.0
+    return max(0.0, time.time() - min(batch.column(HANDED_AT).to_pylist()))
 
 
 @ray.remote(num_cpus=0)
@@ -83,22 +95,26 @@ def _within_budgets(tasks: list[Task], take, give, work: Callable[[list[Task]], 
         raise
 
 
-def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None):
+def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None, profile_dir: str | None = None):
     """One Ray task function running several stages in turn, without pickling in between.
 
     It yields one block per output task as soon as the last stage produces it, so a stage
     that streams (a reader of a large file) never holds the whole file. ``take`` and
-    ``give`` are backlog budgets (see :func:`_within_budgets`).
+    ``give`` are backlog budgets (see :func:`_within_budgets`); ``profile_dir`` profiles
+    the process (``--profile``).
     """
 
-    def run_chain(tasks: list[Task]) -> Iterator[Task]:
-        for stage in stages:
-            stage.setup()
-        return apply_chain(stages, tasks)
-
     def apply(batch: pa.Table) -> Iterator[pa.Table]:
-        for task in _within_budgets(_decode(batch), take, give, run_chain):
-            yield _encode([task])
+        queued = _queued_s(batch)
+
+        def run_chain(tasks: list[Task]) -> Iterator[Task]:
+            for stage in stages:
+                stage.setup()
+            return apply_chain(stages, tasks, queued)
+
+        with profiled(profile_dir):
+            for task in _within_budgets(_decode(batch), take, give, run_chain):
+                yield _encode([task])
 
     apply.__name__ = apply.__qualname__ = "->".join(stage.stage_name for stage in stages)
     return apply
@@ -128,20 +144,21 @@ def chain_stages(stages: Sequence[ProcessingStage]) -> list[list[ProcessingStage
 class _StageActor:
     """Holds one stage instance whose ``setup`` ran once, for actor stages.
 
-    ``take`` and ``give`` are backlog budgets (see :func:`_within_budgets`).
+    ``take`` and ``give`` are backlog budgets (see :func:`_within_budgets`); ``profile_dir``
+    profiles the process (``--profile``).
     """
 
-    def __init__(self, stage: ProcessingStage, take=None, give=None):
+    def __init__(self, stage: ProcessingStage, take=None, give=None, profile_dir: str | None = None):
         self.stage = stage
-        self.take, self.give = take, give
+        self.take, self.give, self.profile_dir = take, give, profile_dir
         stage.setup()
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
-        for task in _within_budgets(_decode(batch), self.take, self.give, self._run):
-            yield _encode([task])
-
-    def _run(self, tasks: list[Task]) -> Iterator[Task]:
-        return apply_stage(self.stage, tasks)
+        queued = _queued_s(batch)
+        with profiled(self.profile_dir):
+            for task in _within_budgets(_decode(batch), self.take, self.give,
+                                        lambda tasks: apply_chain([self.stage], tasks, queued)):
+                yield _encode([task])
 
 
 BLOCKS_PER_CPU = 16
@@ -185,10 +202,13 @@ class RayDataExecutor:
 
     ``stall_timeout_s`` fails a run whose operators make no progress for that long (Ray
     Data's default is 30 minutes). Progress bars appear on a terminal, log lines otherwise.
+    ``profile_dir`` gets a cProfile of every worker process (``profiling``).
     """
 
-    def __init__(self, *, stall_timeout_s: float | None = None, progress_bars: bool | None = None):
+    def __init__(self, *, stall_timeout_s: float | None = None, progress_bars: bool | None = None,
+                 profile_dir: str | None = None):
         self.stall_timeout_s = stall_timeout_s
+        self.profile_dir = profile_dir
         self.progress_bars = sys.stderr.isatty() if progress_bars is None else progress_bars
         self.pool_choices: dict[str, PoolChoice] = {}
 
@@ -256,10 +276,11 @@ class RayDataExecutor:
                 logger.info("stage %s: at most %d outputs ahead of the next stage", segment[0].stage_name, BACKLOG_PER_WORKER * choice.size)
             if segment[0].validate().is_actor_stage:
                 actor_cls = type(segment[0].stage_name, (_StageActor,), {})
-                kwargs["fn_constructor_kwargs"] = {**kwargs["fn_constructor_kwargs"], "take": take, "give": give}
+                kwargs["fn_constructor_kwargs"] = {**kwargs["fn_constructor_kwargs"], "take": take, "give": give,
+                                                   "profile_dir": self.profile_dir}
                 dataset = dataset.map_batches(actor_cls, **kwargs)
             else:
-                dataset = dataset.map_batches(_task_chain_fn(segment, take, give), **kwargs)
+                dataset = dataset.map_batches(_task_chain_fn(segment, take, give, self.profile_dir), **kwargs)
         for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
             results = _decode(batch)
             if pending_budget is not None:  # the bounded stage was the last one: the driver consumes

@@ -18,7 +18,7 @@ from ..core.atomic import write_bytes_atomic
 from ..core.layout import CheckpointLayout
 from ..core.phase import Histogram, PlannedPhase
 from ..core.phase_states import earliest_incomplete
-from ..core.records import Setting
+from ..core.records import Setting, StageTime
 from ..core.retry import format_phase_retry
 from ..core.run_contract import RunConfig
 from ..core.status import FailedAttempt, RunStatus, collect_status, phase_json, shard_states
@@ -53,6 +53,21 @@ def phase_rows(status: RunStatus) -> list[dict]:
                      "missing": shown["missing"], "blocked_by": shown["blocked_by"], "counts": ", ".join(figures),
                      "longest_s": max(durations) if durations else None, "peak_mib": max(memory) if memory else None})
     return rows
+
+
+def stage_rows(status: RunStatus) -> list[dict]:
+    """Where the time went: every stage over all nodes, then per node when there are several."""
+    def rows(times: list[StageTime], node: str) -> list[dict]:
+        cpu = sum(time.cpu_s for time in times)
+        return [{"node": node, "stage": time.stage, "cpu_s": time.cpu_s, "share": time.cpu_s / cpu if cpu else 0.0,
+                 "wall_s": time.wall_s, "rows_per_s": time.rows_per_s, "queued_s": time.queued_s,
+                 "outputs": time.outputs} for time in times]
+
+    table = rows(status.stage_totals, "all nodes")
+    if len(status.nodes) > 1:
+        for node in status.nodes:
+            table += rows([time for time in status.stage_times if time.node == node], node)
+    return table
 
 
 def phase_histograms(status: RunStatus) -> list[Histogram]:
@@ -92,7 +107,7 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         request_id=status.request_id, options=option_rows(status.options),
         partial=sorted(status.partial.items())[:FAILURE_ROWS], partial_count=len(status.partial),
         resumed_tasks=status.resumed_tasks, finished_tasks=status.totals.source_tasks,
-        phases=phase_rows(status), histograms=histograms, tokens=status.totals.tokens,
+        phases=phase_rows(status), stage_rows=stage_rows(status), histograms=histograms, tokens=status.totals.tokens,
         breakdowns={title: values for state in status.later_phases
                     for title, values in state.totals().breakdowns().items() if values},
     )

@@ -301,6 +301,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("progress", "Ray Data's progress bars (default: on a terminal).", "switch", "ray"),
     RunOption("progress_interval", "Seconds between progress lines in the log (tasks, rows/s, MB/s, ETA); 0: none.",
               "float", "ray", minimum=0),
+    RunOption("profile", "Write a cProfile of every worker process under the checkpoint "
+              "(.profiles/shard_<S>/<attempt>/; read with python -m pstats).", "flag", "ray"),
     # several nodes per element
     RunOption("rendezvous_dir", "Shared directory where the nodes of a multi-node job meet (default: under the "
               "checkpoint's metadata dir).", "path", "nodes"),

@@ -43,6 +43,7 @@ class RunRequest:
     stall_timeout: float | None = None
     progress: bool | None = None
     progress_interval: float = 30.0
+    profile: bool = False
     cluster: str = "local"
     rendezvous_dir: str | None = None
     worker_join_timeout: float = 300.0

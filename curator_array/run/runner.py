@@ -23,6 +23,8 @@ from ..core.records import (
     CompletionManifest,
     FailedTaskRecord,
     ShardWork,
+    StageTime,
+    add_stage_times,
 )
 from ..core.sharding import ShardConfig
 from ..core.task_records import RecordHeader, attempt_shares, start_task_records
@@ -128,8 +130,18 @@ def run_prepared(
         ray_nodes=tuple(nodes),
         timeline_s=timeline.as_dict(),
         attempts=_attempt_shares(prepared, finished, str(attempt)),
+        stages=stage_times(written, stages),
     )
     return ShardOutcome("completed", shard, manifest_path=manifest.write(layout), work=work, recording_s=recording_s)
+
+
+def stage_times(written: Iterable[WrittenFiles], stages: Sequence) -> tuple[StageTime, ...]:
+    """Where this attempt's time went, per stage and node, in the pipeline's order."""
+    totals: dict[tuple[str, str], StageTime] = {}
+    for result in written:
+        add_stage_times(totals, result.counters.times)
+    order = {stage.stage_name: index for index, stage in enumerate(stages)}
+    return tuple(sorted(totals.values(), key=lambda t: (order.get(t.stage, len(order)), t.node)))
 
 
 def _attempt_shares(prepared: PreparedShard, finished: TaskCompletion, attempt: str) -> tuple[AttemptShare, ...]:

@@ -10,10 +10,12 @@ shard is then incomplete anyway.
 from __future__ import annotations
 
 import logging
+import time
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
 
 from .base import ProcessingStage
+from .meter import StageMeter
 from .tasks import FailedTask, Task
 
 logger = logging.getLogger(__name__)
@@ -80,8 +82,15 @@ def _apply_batch(stage: ProcessingStage, tasks: list[Task]) -> Iterator[Task]:
     yield from (_tagged(r, stage) for r in results)
 
 
-def apply_chain(stages: Sequence[ProcessingStage], tasks: Iterable[Task]) -> Iterator[Task]:
-    """Several stages in one process, each output handed to the next as it appears."""
+def apply_chain(stages: Sequence[ProcessingStage], tasks: Iterable[Task], queued_s: float = 0.0) -> Iterator[Task]:
+    """Several stages in one process, each output handed to the next as it appears, each
+    stage's time measured and carried on its outputs (``meter``); ``queued_s`` is how long
+    ``tasks`` waited before this process took them, charged to the first stage."""
+    def cpu_clock() -> float:
+        return time.process_time() + sum(stage.cpu_elsewhere_s() for stage in stages)
+
+    meter = None
     for stage in stages:
-        tasks = apply_stage(stage, tasks)
+        meter = StageMeter(stage.stage_name, meter, queued_s if meter is None else 0.0, cpu_clock=cpu_clock)
+        tasks = meter.measure(apply_stage(stage, tasks))
     return iter(tasks)

@@ -202,6 +202,11 @@ class ProcessingStage(_Stage):
     def process(self, task: Task) -> Task | list[Task] | None:
         raise NotImplementedError(f"{type(self).__name__} must implement process()")
 
+    def cpu_elsewhere_s(self) -> float:
+        """CPU time this stage has had other processes spend for it so far (child processes
+        it runs the work in); the stage meter adds it to the stage's own."""
+        return 0.0
+
     def process_batch(self, tasks: list[Task]) -> list[Task]:
         out: list[Task] = []
         for task in tasks:

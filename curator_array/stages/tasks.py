@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..core.records import StageTime, add_stage_times
+
 
 @dataclass(frozen=True)
 class TaskCounters:
@@ -20,7 +22,8 @@ class TaskCounters:
 
     ``dropped`` maps a stage name to the rows it removed; ``skipped`` maps a reason
     (``malformed_lines``, ``non_html_records``, ...) to records a reader left out on purpose;
-    ``tokens`` counts the tokens of the documents a token counter saw.
+    ``tokens`` counts the tokens of the documents a token counter saw; ``times`` is where
+    the stages' time went while producing this task (``stages.meter``).
     """
 
     rows_read: int = 0
@@ -28,6 +31,12 @@ class TaskCounters:
     dropped: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, int] = field(default_factory=dict)
     tokens: int = 0
+    times: tuple[StageTime, ...] = ()
+
+    def with_time(self, time: StageTime) -> TaskCounters:
+        totals = {t.key: t for t in self.times}
+        add_stage_times(totals, (time,))
+        return replace(self, times=tuple(totals.values()))
 
     def with_dropped(self, stage: str, rows: int) -> TaskCounters:
         return replace(self, dropped={**self.dropped, stage: self.dropped.get(stage, 0) + rows})
@@ -42,8 +51,10 @@ class TaskCounters:
         for target, source in ((dropped, other.dropped), (skipped, other.skipped)):
             for key, value in source.items():
                 target[key] = target.get(key, 0) + value
+        times = {t.key: t for t in self.times}
+        add_stage_times(times, other.times)
         return TaskCounters(self.rows_read + other.rows_read, self.bytes_read + other.bytes_read, dropped, skipped,
-                            self.tokens + other.tokens)
+                            self.tokens + other.tokens, tuple(times.values()))
 
 
 @dataclass

@@ -173,6 +173,35 @@ def test_actor_stage_runs_setup_once_per_actor(ray_cluster, sample_jsonl, tmp_pa
         t.task_id for t in options.source().list_tasks())
 
 
+def test_the_manifest_says_where_each_stages_time_went_and_profile_writes_each_workers_profile(
+        ray_cluster, sample_jsonl, tmp_path):
+    import pstats
+
+    from curator_array.core.records import CompletionManifest
+    from curator_array.execution.ray_data import RayDataExecutor
+
+    out, probe, profiles = tmp_path / "out", tmp_path / "probe", tmp_path / "profiles"
+    options = PipelineOptions(str(sample_jsonl), str(out))
+    reader, actor, writer = options.reader(), SetupCountingStage(str(probe)), options.writer()
+    executor = RayDataExecutor(progress_bars=False, profile_dir=str(profiles))
+    outcome = run_shard_here(Pipeline(options.source(), [reader, actor, writer]), tmp_path / "ckpt", output_dir=out,
+                             executor=executor)
+    manifest = CompletionManifest.read(outcome.manifest_path)
+    per_stage = {t.stage: t for t in manifest.stages}
+    assert list(per_stage) == [reader.stage_name, actor.stage_name, writer.stage_name, "record"]
+    tasks = manifest.work.source_tasks
+    assert all(t.outputs == tasks and t.wall_s > 0 and t.cpu_s >= 0 for t in manifest.stages)
+    assert per_stage[reader.stage_name].rows == manifest.work.rows_in
+    assert per_stage[writer.stage_name].rows == manifest.work.rows_out
+    # the actor and the writer run in other Ray tasks than the stage before them: their tasks waited
+    assert per_stage[actor.stage_name].queued_s > 0 and per_stage[writer.stage_name].queued_s > 0
+    assert per_stage["record"].queued_s == 0  # chained with the writer, it never waits
+    files = list(profiles.glob("*.prof"))
+    assert len(files) >= 2  # the actors' processes and the plain tasks' workers
+    functions = {(Path(name).name, function) for stats in files for name, _, function in pstats.Stats(str(stats)).stats}
+    assert ("helper_stages.py", "process") in functions and ("io.py", "process") in functions
+
+
 class FailingSource(SourceStage):
     def list_tasks(self):
         return [FileGroupTask("a1", files=["x"]), FailedTask("a2", reason="listing broke")]

@@ -3,6 +3,7 @@ opened in headless Chromium (a Debian package), as a person would see it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -67,6 +68,14 @@ def test_progress_status_and_report_of_a_run_with_a_failed_shard(sample_jsonl, t
 
     status = run_cli("status", "--checkpoint-path", str(out))
     assert "complete     1/2" in status.stdout and "zz-bad.jsonl: line 2: malformed JSON record" in status.stdout
+    # the complete shard's time per stage: the slow stage sleeps 0.4 s a task, and only it is charged for that
+    shown = json.loads(run_cli("status", "--checkpoint-path", str(out), "--json").stdout)
+    stages = {s["stage"]: s for s in shown["stages"]}
+    assert list(stages) == ["jsonl_reader", "slow", "jsonl_writer", "record"]
+    assert stages["slow"]["wall_s"] >= 0.4 * stages["slow"]["outputs"] > 0
+    assert all(stages[name]["wall_s"] < stages["slow"]["wall_s"] / 2 for name in ("jsonl_reader", "jsonl_writer"))
+    slow_line = next(line for line in status.stdout.splitlines() if line.split()[:1] == ["slow"])
+    assert float(slow_line.split()[3]) >= 0.4 * stages["slow"]["outputs"]
 
     page = tmp_path / "report.html"
     made = run_cli("report", "--checkpoint-path", str(out), "-o", str(page))
@@ -81,6 +90,8 @@ def test_progress_status_and_report_of_a_run_with_a_failed_shard(sample_jsonl, t
     assert cards["complete"] == 1 and cards["failed"] == 1 and cards["running"] == cards["pending"] == 0
     manifest_rows = int(re.search(r"(\d+) rows in", status.stdout).group(1))
     assert cards["rows in"] == manifest_rows > 0
+    time_table = dom[dom.index('id="stages"'):dom.index('id="failures"')]
+    assert re.search(r"<td>all nodes</td><td>slow</td>", time_table), time_table
     failures = dom[dom.index('id="failures"'):]
     assert f"<td>{bad_shard}</td>" in failures and "zz-bad.jsonl: line 2: malformed JSON record" in failures
     assert f"{bad_shard} 0 0 2" in dom, "the retry fields of the failed shard"

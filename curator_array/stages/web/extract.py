@@ -111,6 +111,9 @@ class HtmlExtractor(ProcessingStage):
     def __getstate__(self):
         return {**self.__dict__, "_extract": None}
 
+    def cpu_elsewhere_s(self) -> float:
+        return self._extract.child_cpu_s if self._extract is not None else 0.0
+
     def process(self, task: DocumentBatch) -> Task:
         self.setup()
         table = task.table
@@ -151,6 +154,8 @@ def _extractor(reference: str, timeout_s: float | None, forget: str | None, libr
 
 class _InProcess:
     """The extractor called in the worker: an exception drops its page, as in the sandbox."""
+
+    child_cpu_s = 0.0
 
     def __init__(self, function, forget):
         self.function, self.forget = function, forget

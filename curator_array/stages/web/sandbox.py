@@ -55,16 +55,17 @@ def _serve(connection: Connection, reference: str, forget: str | None) -> None:
     extract = resolve(reference)
     forget_all = resolve(forget) if forget else (lambda: None)
     _warm_up(extract, forget_all)
-    connection.send(True)
+    connection.send(time.process_time())
     while True:
         try:
             html = connection.recv()
         except EOFError:
             return
         try:
-            connection.send((True, extract(html) if html is not None else forget_all()))
+            result = (True, extract(html) if html is not None else forget_all())
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which counts it
-            connection.send((False, f"{type(exc).__name__}: {exc}"))
+            result = (False, f"{type(exc).__name__}: {exc}")
+        connection.send((*result, time.process_time()))
 
 
 class ExtractionSandbox:
@@ -74,6 +75,7 @@ class ExtractionSandbox:
     ``extract(html)`` returns ``(Outcome, text)``; on a timeout or a dead child the child is
     replaced before the next page. ``forget()`` calls the function named ``forget`` in the
     child: an extractor that remembers pages (trafilatura's ``deduplicate``) starts afresh.
+    ``child_cpu_s`` is the CPU time its children have used, as each last reported it.
     """
 
     def __init__(self, reference: str, timeout_s: float, forget: str | None = None, preload: tuple[str, ...] = ()):
@@ -83,6 +85,11 @@ class ExtractionSandbox:
         self._context.set_forkserver_preload(sorted({reference.partition(":")[0], *preload}))
         self._process = None
         self._connection: Connection | None = None
+        self._ended_children_cpu_s = self._child_cpu_s = 0.0
+
+    @property
+    def child_cpu_s(self) -> float:
+        return self._ended_children_cpu_s + self._child_cpu_s
 
     def _start(self) -> None:
         ours, theirs = self._context.Pipe()
@@ -95,7 +102,7 @@ class ExtractionSandbox:
         try:
             if not ours.poll(START_TIMEOUT_S):
                 raise EOFError(f"no answer within {START_TIMEOUT_S:.0f} s")
-            ours.recv()
+            self._child_cpu_s = ours.recv()
         except EOFError as exc:
             self.close()
             raise RuntimeError(f"the extraction process for {self.reference} did not start ({exc or 'it died'})") \
@@ -123,7 +130,7 @@ class ExtractionSandbox:
                 if time.monotonic() >= deadline:
                     self.close()
                     return Outcome.TIMEOUT, ""
-            ok, result = self._connection.recv()
+            ok, result, self._child_cpu_s = self._connection.recv()
         except (EOFError, OSError, BrokenPipeError):
             self.close()
             return Outcome.ERROR, ""
@@ -131,6 +138,8 @@ class ExtractionSandbox:
 
     def close(self) -> None:
         """Ends the child (ours, by its pid) and forgets it."""
+        self._ended_children_cpu_s += self._child_cpu_s
+        self._child_cpu_s = 0.0
         if self._connection is not None:
             self._connection.close()
         if self._process is not None:

@@ -1,0 +1,71 @@
+"""How long each stage takes, measured where it runs and carried on the tasks it emits.
+
+Stages in one process run as a chain of lazy iterators: asking the last one for a task
+runs the ones before it inside that call. So a meter times every call into its stage's
+iterator and subtracts what the stage before it took meanwhile; what is left is the
+stage's own wall and CPU time for that output. The figure travels on the output's
+counters (``TaskCounters.times``), so the driver sums them like any other count and no
+worker keeps state between tasks.
+
+CPU time is the process's (``time.process_time``), so a library's own threads count,
+plus what the chain's stages had child processes spend (``cpu_elsewhere_s``: the
+extraction sandbox's). Work a stage does after its last output (rare: a flush with
+nothing to emit) is not attributed.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from ..core.records import StageTime
+from .tasks import DocumentBatch, FailedTask, Task, WrittenFiles
+
+NODE = socket.gethostname()
+
+
+def rows_of(task: Task) -> int:
+    if isinstance(task, DocumentBatch):
+        return task.num_rows
+    if isinstance(task, WrittenFiles):
+        return task.rows_written
+    return 0
+
+
+class StageMeter:
+    """Times one stage's iterator; ``upstream`` is the meter of the stage feeding it in this process.
+
+    ``queued_s`` (time the input waited before this process picked it up) is added to the
+    first output, so the wait of a Ray task counts once however many tasks it holds.
+    """
+
+    def __init__(self, stage: str, upstream: StageMeter | None = None, queued_s: float = 0.0, node: str = NODE,
+                 cpu_clock: Callable[[], float] = time.process_time):
+        self.stage, self.upstream, self.node, self.cpu_clock = stage, upstream, node, cpu_clock
+        self.queued_s = queued_s
+        self.wall_s = self.cpu_s = 0.0  # inside calls to this iterator, the upstream's time included
+
+    def measure(self, outputs: Iterable[Task]) -> Iterator[Task]:
+        iterator = iter(outputs)
+        while True:
+            upstream_wall, upstream_cpu = (self.upstream.wall_s, self.upstream.cpu_s) if self.upstream else (0.0, 0.0)
+            wall, cpu = time.perf_counter(), self.cpu_clock()
+            try:
+                task = next(iterator)
+            except StopIteration:
+                return
+            finally:
+                wall, cpu = time.perf_counter() - wall, self.cpu_clock() - cpu
+                self.wall_s += wall
+                self.cpu_s += cpu
+            if isinstance(task, FailedTask):
+                yield task
+                continue
+            if self.upstream is not None:
+                wall -= self.upstream.wall_s - upstream_wall
+                cpu -= self.upstream.cpu_s - upstream_cpu
+            queued, self.queued_s = self.queued_s, 0.0
+            task.counters = task.counters.with_time(
+                StageTime(self.stage, self.node, 1, rows_of(task), max(wall, 0.0), max(cpu, 0.0), queued))
+            yield task

@@ -241,9 +241,10 @@ class StageTime:
     """Where one stage's time went on one node: what tells a user which stage bounds a shard.
 
     ``wall_s`` and ``cpu_s`` are the stage's own (the stages before it in the same process
-    are not counted); ``queued_s`` sums, over the tasks it picked up from another process,
-    how long each waited between being handed over and being started (for a CPU, the object
-    store, a slot under a cap). ``rows`` are the rows it emitted, ``outputs`` the tasks.
+    are not counted); ``queued_s`` sums, over the batches it took from a stage in another
+    process, how long each waited between being handed on and being started (for a CPU,
+    the object store, a slot under a cap). ``rows`` are the rows it emitted, ``outputs`` the
+    tasks.
     """
 
     stage: str

@@ -18,21 +18,9 @@ from .base import ProcessingStage
 from .defaults import TEXT_FIELD
 from .removed import removed_rows
 from .tasks import DocumentBatch, Task
+from .whitespace import count_words
 
 Mask = pa.Array | pa.ChunkedArray
-
-
-# A run of characters that str.split() would not split at (it splits at Unicode whitespace).
-WORD = r"[^\s\p{Z}\x{85}\x0b\x0c\x1c-\x1f]+"
-
-
-def count_words(text: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Whitespace-separated words per text, as ``len(text.split())`` counts them.
-
-    Counting matches rather than splitting: pyarrow's whitespace split returns empty strings
-    at the edges of unstripped text (``" a b\n"`` would be four words).
-    """
-    return pc.fill_null(pc.count_substring_regex(text, WORD), 0)
 
 
 class FilterStage(ProcessingStage):

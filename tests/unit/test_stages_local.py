@@ -175,6 +175,28 @@ def test_word_count_is_the_same_on_the_ascii_fast_path_and_with_unicode_spaces()
     assert WordCountFilter(2, 2).process(wide).table.column("n").to_pylist() == [0, 1]
 
 
+def test_words_are_counted_as_str_split_counts_them_in_any_text_layout():
+    """The byte-level count for ASCII rows and the expression for the others agree with
+    ``len(text.split())``: Unicode and ASCII control spaces, nulls, sliced and chunked
+    columns, both string types."""
+    import random
+
+    from curator_array.stages.whitespace import count_words
+
+    rng = random.Random(1)
+    alphabet = ["a", "b", "é", "中", " ", "  ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\x08", "\x7f",
+                "\u00a0", "\u3000", "\u0085", "\u2028", "x"]
+    for _ in range(300):
+        texts = ["".join(rng.choices(alphabet, k=rng.randint(0, 30))) if rng.random() > 0.1 else None
+                 for _ in range(rng.randint(1, 40))]
+        column = pa.array(texts, type=rng.choice([pa.string(), pa.large_string()]))
+        cut = rng.randint(0, len(texts) - 1)
+        part = column.slice(cut)
+        half = part.slice(0, len(part) // 2)
+        expected = [len(t.split()) if t is not None else 0 for t in texts[cut:] + texts[cut:cut + len(half)]]
+        assert count_words(pa.chunked_array([part, half])).to_pylist() == expected, texts[cut:]
+
+
 def test_read_columns_streams_the_named_columns_of_jsonl_and_parquet(tmp_path, monkeypatch):
     """Dedup rereads curated files a batch at a time, its two columns only; fields it does
     not ask for are never parsed, so their types may change from line to line."""

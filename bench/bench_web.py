@@ -10,6 +10,8 @@ nothing. datatrove goes into .cache/bench-site, never into .venv.
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import shutil
 import sys
@@ -17,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, datatrove_env, ensure_datatrove, measure_snippet  # noqa: E402
+from support import CACHE, REPO, datatrove_env, ensure_datatrove, measure_snippet, timed_tree  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tests.support.warcs import Page, record_bytes, write_warc  # noqa: E402
@@ -43,8 +45,19 @@ def page_html(rng: random.Random, title: str) -> str:
             "<footer>Copyright. All rights reserved. Privacy policy.</footer></body></html>")
 
 
-def make_input() -> tuple[int, int]:
-    """The input files, once; returns (HTML pages, uncompressed bytes)."""
+def make_input(files: int | None = None) -> tuple:
+    """The input files, once. Without ``files``: the main input's (HTML pages, uncompressed
+    bytes); with it, that many files of the same kind: (directory, HTML pages)."""
+    if files is not None:
+        directory = CACHE / f"warc_input_{files}"
+        if not (directory / ".complete").exists():
+            shutil.rmtree(directory, ignore_errors=True)
+            directory.mkdir(parents=True)
+            make_input()
+            for index in range(files):
+                shutil.copy(INPUT / f"crawl-{index % FILES:02d}.warc.gz", directory / f"crawl-{index:02d}.warc.gz")
+            (directory / ".complete").write_text("")
+        return directory, files * make_input()[0] // FILES
     marker = INPUT / ".complete"
     if marker.exists():
         pages, raw = marker.read_text().split()
@@ -152,6 +165,57 @@ def run_pipeline(megabytes: float, docs: int) -> None:
           f"{manifest['rows_out']:,} of {manifest['rows_in']:,} documents kept)")
 
 
+BARE_CHAIN = r"""
+import glob, sys
+from multiprocessing import Pool
+
+STAGES = []
+
+def one(path):
+    from curator_array.pipelines.commoncrawl import build
+    from curator_array.pipelines.options import PipelineOptions
+    from curator_array.stages.tasks import FileGroupTask
+    if not STAGES:  # once per process, as a Ray worker sets its stages up once
+        STAGES.extend(build(PipelineOptions(sys.argv[1], sys.argv[2], input_file_type="warc")))
+        for stage in STAGES:
+            stage.setup()
+    reader, *middle, writer = STAGES
+    kept = 0
+    for batch in reader.process(FileGroupTask(path.rsplit("/", 1)[-1], files=[path])):
+        for stage in middle:
+            batch = stage.process(batch)
+        kept += batch.num_rows
+        writer.process(batch)
+    return kept
+
+with Pool(2) as pool:
+    print(sum(pool.map(one, sorted(glob.glob(sys.argv[1] + "/*.warc.gz")))))
+"""
+
+
+def chain_side_by_side() -> None:
+    """The whole commoncrawl chain at two sizes: ``run`` (Ray, start and stop included) against
+    a bare ``Pool(2)`` calling the same stages on the same files, with no Ray, no records."""
+    print("\nread, extract, language, quality, Parquet on 2 cores: ours (Ray) / a bare Pool(2) of the same stages")
+    for files in (FILES, 4 * FILES):
+        directory, docs = make_input(files)
+        runs = CACHE / "web_chain"
+        shutil.rmtree(runs, ignore_errors=True)
+        runs.mkdir(parents=True)
+        env = dict(os.environ, PYTHONPATH=str(REPO))
+        ours, ours_peak = timed_tree([sys.executable, "-m", "curator_array.cli", "run", "--pipeline", "commoncrawl",
+                                      "--input-dir", str(directory), "--input-file-type", "warc", "--output-dir",
+                                      str(runs / "ours"), "--no-progress"], env)
+        bare, bare_peak = timed_tree([sys.executable, "-c", BARE_CHAIN, str(directory), str(runs / "bare")], env)
+        manifest = json.loads((runs / "ours" / ".nemo_curator_metadata/.slurm_array_completion"
+                               / "completed_slurm_array_0.json").read_text())
+        print(f"  {files} WARCs, {docs:,} HTML pages: ours {ours:.1f} s (peak {ours_peak:,.0f} MiB), bare {bare:.1f} s "
+              f"(peak {bare_peak:,.0f} MiB): ours {bare / ours:.2f}x the bare loop's speed, "
+              f"{ours_peak / bare_peak:.1f}x its memory")
+        print("    where ours went (CPU s / wall s):", ", ".join(
+            f"{t['stage']} {t['cpu_s']:.1f}/{t['wall_s']:.1f}" for t in manifest["stages"]))
+
+
 def big_warc_memory() -> None:
     if not BIG.exists():
         filler = "<p>" + " ".join(WORDS * 600) + "</p>"
@@ -189,6 +253,7 @@ def main() -> None:
           f"{theirs_trafilatura['wall'] / ours_resiliparse['wall']:.2f}x")
     print(f"ratio read+extract, both with Trafilatura = {theirs_trafilatura['wall'] / ours_trafilatura['wall']:.2f}x")
     run_pipeline(megabytes, docs)
+    chain_side_by_side()
     big_warc_memory()
 
 

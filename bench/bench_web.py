@@ -45,19 +45,21 @@ def page_html(rng: random.Random, title: str) -> str:
             "<footer>Copyright. All rights reserved. Privacy policy.</footer></body></html>")
 
 
-def make_input(files: int | None = None) -> tuple:
-    """The input files, once. Without ``files``: the main input's (HTML pages, uncompressed
-    bytes); with it, that many files of the same kind: (directory, HTML pages)."""
-    if files is not None:
-        directory = CACHE / f"warc_input_{files}"
-        if not (directory / ".complete").exists():
-            shutil.rmtree(directory, ignore_errors=True)
-            directory.mkdir(parents=True)
-            make_input()
-            for index in range(files):
-                shutil.copy(INPUT / f"crawl-{index % FILES:02d}.warc.gz", directory / f"crawl-{index:02d}.warc.gz")
-            (directory / ".complete").write_text("")
-        return directory, files * make_input()[0] // FILES
+def input_of(files: int) -> tuple[Path, int]:
+    """``files`` WARCs, copies of the main input's in turn: (directory, HTML pages)."""
+    pages = make_input()[0]
+    directory = CACHE / f"warc_input_{files}"
+    if not (directory / ".complete").exists():
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        for index in range(files):
+            shutil.copy(INPUT / f"crawl-{index % FILES:02d}.warc.gz", directory / f"crawl-{index:02d}.warc.gz")
+        (directory / ".complete").write_text("")
+    return directory, files * pages // FILES
+
+
+def make_input() -> tuple[int, int]:
+    """The input files, once; returns (HTML pages, uncompressed bytes)."""
     marker = INPUT / ".complete"
     if marker.exists():
         pages, raw = marker.read_text().split()
@@ -198,7 +200,7 @@ def chain_side_by_side() -> None:
     a bare ``Pool(2)`` calling the same stages on the same files, with no Ray, no records."""
     print("\nread, extract, language, quality, Parquet on 2 cores: ours (Ray) / a bare Pool(2) of the same stages")
     for files in (FILES, 4 * FILES):
-        directory, docs = make_input(files)
+        directory, docs = input_of(files)
         runs = CACHE / "web_chain"
         shutil.rmtree(runs, ignore_errors=True)
         runs.mkdir(parents=True)

@@ -57,17 +57,15 @@ def stage_line(time: StageTime, total_cpu_s: float, indent: str = "  ") -> str:
 def format_stage_times(status: RunStatus) -> list[str]:
     """Where the complete shards' time went, per stage, then per node when there are several:
     the stage with the largest CPU share bounds the run."""
-    totals = status.stage_totals
-    cpu = sum(time.cpu_s for time in totals)
     heading = f"  {'stage':<22}{'cpu s':>10} {'share':>5}{'wall s':>10}{'rows/s':>12}{'queued s':>10}"
     lines = ["stage time   (complete shards, summed over workers)", heading]
-    lines += [stage_line(time, cpu) for time in totals]
-    nodes = status.nodes
-    if len(nodes) > 1:
-        for node in nodes:
-            own = [time for time in status.stage_times if time.node == node]
+    for node, times in status.stage_tables():
+        indent = "  "
+        if node != "all nodes":
             lines.append(f"  on {node}:")
-            lines += [stage_line(time, sum(t.cpu_s for t in own), "    ") for time in own]
+            indent = "    "
+        cpu = sum(time.cpu_s for time in times)
+        lines += [stage_line(time, cpu, indent) for time in times]
     return lines
 
 

@@ -289,10 +289,8 @@ def add_stage_times(totals: dict[tuple[str, str], StageTime], times: Iterable[St
 
 def per_stage(times: Iterable[StageTime]) -> list[StageTime]:
     """``times`` summed over nodes, one per stage, in the order stages first appear."""
-    totals: dict[str, StageTime] = {}
-    for time in times:
-        known = totals.get(time.stage)
-        totals[time.stage] = replace(time, node="") if known is None else known + time
+    totals: dict[tuple[str, str], StageTime] = {}
+    add_stage_times(totals, (replace(time, node="") for time in times))
     return list(totals.values())
 
 

@@ -66,9 +66,13 @@ class RunStatus:
         """The complete shards' time per stage, summed over nodes."""
         return per_stage(self.stage_times)
 
-    @property
-    def nodes(self) -> list[str]:
-        return sorted({time.node for time in self.stage_times})
+    def stage_tables(self) -> list[tuple[str, list[StageTime]]]:
+        """("all nodes", the time per stage), then (node, its stages) for each node when there are several."""
+        nodes = sorted({time.node for time in self.stage_times})
+        tables = [("all nodes", self.stage_totals)]
+        if len(nodes) > 1:
+            tables += [(node, [time for time in self.stage_times if time.node == node]) for node in nodes]
+        return tables
 
     @property
     def later_phases(self) -> list[PhaseState]:

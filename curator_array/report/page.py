@@ -18,7 +18,7 @@ from ..core.atomic import write_bytes_atomic
 from ..core.layout import CheckpointLayout
 from ..core.phase import Histogram, PlannedPhase
 from ..core.phase_states import earliest_incomplete
-from ..core.records import Setting, StageTime
+from ..core.records import Setting
 from ..core.retry import format_phase_retry
 from ..core.run_contract import RunConfig
 from ..core.status import FailedAttempt, RunStatus, collect_status, phase_json, shard_states
@@ -57,17 +57,13 @@ def phase_rows(status: RunStatus) -> list[dict]:
 
 def stage_rows(status: RunStatus) -> list[dict]:
     """Where the time went: every stage over all nodes, then per node when there are several."""
-    def rows(times: list[StageTime], node: str) -> list[dict]:
+    rows = []
+    for node, times in status.stage_tables():
         cpu = sum(time.cpu_s for time in times)
-        return [{"node": node, "stage": time.stage, "cpu_s": time.cpu_s, "share": time.cpu_s / cpu if cpu else 0.0,
-                 "wall_s": time.wall_s, "rows_per_s": time.rows_per_s, "queued_s": time.queued_s,
-                 "outputs": time.outputs} for time in times]
-
-    table = rows(status.stage_totals, "all nodes")
-    if len(status.nodes) > 1:
-        for node in status.nodes:
-            table += rows([time for time in status.stage_times if time.node == node], node)
-    return table
+        rows += [{"node": node, "stage": time.stage, "cpu_s": time.cpu_s, "share": time.cpu_s / cpu if cpu else 0.0,
+                  "wall_s": time.wall_s, "rows_per_s": time.rows_per_s, "queued_s": time.queued_s,
+                  "outputs": time.outputs} for time in times]
+    return rows
 
 
 def phase_histograms(status: RunStatus) -> list[Histogram]:

@@ -111,6 +111,12 @@ PINNED_FIELDS = ("pipeline", "listing", "request")
 def _read_run_payload(layout: CheckpointLayout) -> dict[str, Any]:
     path = layout.run_file
     if not path.is_file():
+        early = sorted(layout.failed_tasks_root.rglob("attempt_error.json"))
+        if early:
+            raise ConfigError(
+                f"no run configuration at {path} yet: {len(early)} attempt(s) ended before the run was recorded "
+                f"(the latest says why: {early[-1]}); submit the shards again"
+            )
         raise ConfigError(
             f"no run configuration at {path}: is {layout.root} the checkpoint path of the "
             "original run? (it is created by the first shard that starts)"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
-from ..core.layout import AttemptId
+from ..core.layout import AttemptId, CheckpointLayout
 from ..core.records import AttemptRecord
 from ..core.run_contract import archive_run
 from ..core.sharding import ShardConfig
@@ -79,7 +79,8 @@ def run_curation_shard(start: ShardStart) -> ShardOutcome | None:
     job = context.job
     timeline = Timeline()
     client = start.client_factory() if start.client_factory else make_client(request, job, stop)
-    with _cluster_lifetime(client):
+    errors = _AttemptErrors(request.layout, context.shard or ShardConfig.single(), job.attempt_id(), job)
+    with stop.on_stop(errors.record) if stop is not None else nullcontext(), _cluster_lifetime(client):
         timeline.mark("head_launched")
         logger.info(context.describe_shard())
         prepared = _prepare(request, context)
@@ -88,7 +89,7 @@ def run_curation_shard(start: ShardStart) -> ShardOutcome | None:
             logger.info("shard %d is already complete (%s); nothing to do (--force reruns it)",
                         prepared.shard.shard_index, prepared.layout.manifest_path(prepared.shard.shard_index))
             return None
-        outcome = _run(request, prepared, client, job, stop, timeline)
+        outcome = _run(request, prepared, client, job, stop, timeline, errors)
     log_outcome(outcome)
     return outcome
 
@@ -110,7 +111,7 @@ def _cluster_lifetime(client: RayClusterClient) -> Iterator[None]:
 
 
 def _run(request: RunRequest, prepared: PreparedShard, client: RayClusterClient, job: JobEnvironment,
-         stop: StopController | None, timeline: Timeline) -> ShardOutcome:
+         stop: StopController | None, timeline: Timeline, errors: _AttemptErrors) -> ShardOutcome:
     from ..execution.ray_data import RayDataExecutor, describe_cluster
     from .runner import run_prepared
 
@@ -120,8 +121,7 @@ def _run(request: RunRequest, prepared: PreparedShard, client: RayClusterClient,
                                profile_dir=profile_dir)
     if not prepared.tasks:  # a manifest with 0 tasks, and no cluster to wait for
         return run_prepared(prepared, executor.execute, job, attempt, output_dir=request.options.written_dir)
-    errors = _AttemptErrors(prepared, attempt, job)
-    with stop.on_stop(errors.record) if stop is not None else nullcontext(), errors.recording():
+    with errors.recording():
         client.start()
         timeline.mark("ray_ready")
         return run_prepared(
@@ -190,10 +190,16 @@ def _prepare(request: RunRequest, context: JobContext) -> PreparedShard:
 
 
 class _AttemptErrors:
-    """Writes the attempt's ``attempt_error.json`` once, for the first error seen."""
+    """Writes the attempt's ``attempt_error.json`` once, for the first error seen.
 
-    def __init__(self, prepared: PreparedShard, attempt: AttemptId, job: JobEnvironment):
-        self.prepared, self.attempt, self.job = prepared, attempt, job
+    A stop is recorded from the moment the cluster is launched, because SLURM may send the
+    time-limit signal up to a minute early, while the shard is still being prepared; other
+    errors only once the shard runs, since a refused start (a changed input list, a bad
+    option) is the user's to fix, not an attempt to retry.
+    """
+
+    def __init__(self, layout: CheckpointLayout, shard: ShardConfig, attempt: AttemptId, job: JobEnvironment):
+        self.layout, self.shard, self.attempt, self.job = layout, shard, attempt, job
         self.recorded = False
 
     @contextmanager
@@ -208,10 +214,10 @@ class _AttemptErrors:
         if self.recorded:
             return
         self.recorded = True
-        shard = self.prepared.shard
+        shard = self.shard
         record = AttemptRecord.of(self.attempt, shard, self.job.identity(), error=error)
         try:
-            path = record.write(self.prepared.layout, self.attempt)
+            path = record.write(self.layout, self.attempt)
         except OSError as exc:  # never let the record hide the error itself
             logger.warning("could not record why the attempt ended (%s)", exc)
         else:

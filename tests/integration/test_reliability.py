@@ -146,17 +146,23 @@ def test_unreadable_input_file_fails_its_task_by_name_and_the_rerun_completes(sa
         assert (out / name).read_bytes() == (baseline / name).read_bytes(), name
 
 
-def test_stop_signal_ends_the_attempt_with_a_recorded_reason_and_no_manifest(sample_jsonl, tmp_path):
-    """The entrypoint outside SLURM: SIGUSR1 (what `#SBATCH --signal` forwards) mid-shard."""
+@pytest.mark.parametrize("moment, waypoint, slow", [
+    ("mid-shard", "stage slow", {}),
+    # SLURM may send the time-limit signal up to a minute early: before the shard even runs.
+    ("while preparing", "building the slow pipeline", {"SLOW_BUILD_SECONDS": "60"}),
+])
+def test_stop_signal_ends_the_attempt_with_a_recorded_reason_and_no_manifest(sample_jsonl, tmp_path, moment,
+                                                                             waypoint, slow):
+    """The entrypoint outside SLURM: SIGUSR1 (what `#SBATCH --signal` forwards)."""
     out, log = tmp_path / "out", tmp_path / "stderr.txt"
     args = [sys.executable, "-m", "curator_array.cli.entrypoint", "--input-dir", str(sample_jsonl), "--output-dir",
             str(out), "--pipeline", "tests.slurm.slow_pipeline:build", *SMALL]
-    env = dict(os.environ, SLOW_SECONDS="30", PYTHONPATH=str(REPO))
+    env = dict(os.environ, SLOW_SECONDS="30", PYTHONPATH=str(REPO), **slow)
     with log.open("w") as stderr:
         proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
         try:
             deadline = time.monotonic() + 120
-            while "stage slow" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+            while waypoint not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.2)
             proc.send_signal(signal.SIGUSR1)
             assert proc.wait(timeout=60) == 4, log.read_text()[-2000:]
@@ -172,4 +178,7 @@ def test_stop_signal_ends_the_attempt_with_a_recorded_reason_and_no_manifest(sam
     assert payload["error_type"] == "ShardStopped" and "SIGUSR1" in payload["error"]
     assert not [p for p in os.listdir(out) if ".tmp-" in p]
     status = subprocess.run([*CLI, "status", "--checkpoint-path", str(out)], capture_output=True, text=True, cwd=REPO)
-    assert "shard 0: ended early: received SIGUSR1" in status.stdout, status.stdout
+    if moment == "mid-shard":
+        assert "shard 0: ended early: received SIGUSR1" in status.stdout, status.stdout
+    else:
+        assert status.returncode != 0 and "1 attempt(s) ended before the run was recorded" in status.stderr, status

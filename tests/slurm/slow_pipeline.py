@@ -1,6 +1,7 @@
 """A copy pipeline with a deliberately slow stage, so tests can interrupt a shard mid-run."""
 
 import os
+import sys
 import time
 
 from curator_array.stages.base import ProcessingStage
@@ -23,7 +24,11 @@ class Slow(ProcessingStage):
 def build(options):
     """``SLOW_SECONDS`` per task; ``SLOW_SECONDS_ON_RESTART`` instead once SLURM has requeued the job;
     with ``SLOW_ONLY_ARRAY_TASK`` set, other array elements take 0.1 s per task; the task of the
-    file named by ``SLOW_LAGGARD`` takes ``SLOW_LAGGARD_SECONDS``."""
+    file named by ``SLOW_LAGGARD`` takes ``SLOW_LAGGARD_SECONDS``; ``SLOW_BUILD_SECONDS`` delays the
+    shard's preparation itself, after saying so on stderr."""
+    if os.environ.get("SLOW_BUILD_SECONDS"):
+        print("building the slow pipeline", file=sys.stderr, flush=True)
+        time.sleep(float(os.environ["SLOW_BUILD_SECONDS"]))
     seconds = os.environ.get("SLOW_SECONDS", "2")
     if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
         seconds = os.environ.get("SLOW_SECONDS_ON_RESTART", seconds)

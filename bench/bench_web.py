@@ -195,11 +195,12 @@ with Pool(2) as pool:
 """
 
 
-def chain_side_by_side() -> None:
-    """The whole commoncrawl chain at two sizes: ``run`` (Ray, start and stop included) against
-    a bare ``Pool(2)`` calling the same stages on the same files, with no Ray, no records."""
+def chain_side_by_side(sizes: tuple[int, ...] = (FILES, 4 * FILES, 16 * FILES)) -> None:
+    """The whole commoncrawl chain from start-up dominated to throughput dominated: ``run`` (Ray,
+    start and stop included) against a bare ``Pool(2)`` calling the same stages on the same
+    files, with no Ray, no records."""
     print("\nread, extract, language, quality, Parquet on 2 cores: ours (Ray) / a bare Pool(2) of the same stages")
-    for files in (FILES, 4 * FILES):
+    for files in sizes:
         directory, docs = input_of(files)
         runs = CACHE / "web_chain"
         shutil.rmtree(runs, ignore_errors=True)

@@ -30,6 +30,7 @@ class PoolChoice:
     size: int | None = None
     min_size: int | None = None
     max_size: int | None = None
+    initial_size: int | None = None
     reason: str = ""
 
     def describe(self) -> str:
@@ -41,7 +42,11 @@ class PoolChoice:
         return f"{kind}, Ray Data default sizing ({self.reason})"
 
 
-def choose_pool(spec: RayStageSpec, cpus_per_worker: float, shape: ClusterShape) -> PoolChoice:
+def choose_pool(
+    spec: RayStageSpec, cpus_per_worker: float, shape: ClusterShape, inputs: int | None = None
+) -> PoolChoice:
+    """The pool of one stage; ``inputs`` (the blocks the shard starts with) bounds how many
+    actors an unsized actor pool starts with."""
     if spec.num_workers is not None:
         return PoolChoice(spec.is_actor_stage, size=spec.num_workers, reason=f"num_workers={spec.num_workers}")
     if spec.num_workers_per_node is not None:
@@ -56,5 +61,9 @@ def choose_pool(spec: RayStageSpec, cpus_per_worker: float, shape: ClusterShape)
     if spec.is_actor_stage:
         fit = int(shape.total_cpus // cpus_per_worker) if cpus_per_worker > 0 else int(shape.total_cpus)
         high = max(1, fit)
-        return PoolChoice(True, min_size=1, max_size=high, reason=f"autoscaling, up to cluster CPUs / {cpus_per_worker:g}")
+        # Start as large as the work allows: an actor added later pays its set-up only after
+        # the pool proved short; idle actors are still given back down to one.
+        initial = high if inputs is None else max(1, min(high, inputs))
+        return PoolChoice(True, min_size=1, max_size=high, initial_size=initial,
+                          reason=f"autoscaling up to cluster CPUs / {cpus_per_worker:g}, starting with {initial}")
     return PoolChoice(False, reason="no sizing declared")

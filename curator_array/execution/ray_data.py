@@ -20,7 +20,7 @@ import ray
 import ray.data
 
 from ..stages.apply import apply_chain
-from ..stages.base import ProcessingStage
+from ..stages.base import ProcessingStage, RayStageSpec
 from ..stages.tasks import Task
 from .pools import ClusterShape, PoolChoice, choose_pool
 from .profiling import profiled
@@ -123,21 +123,29 @@ def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None, prof
     return apply
 
 
-def _chainable(first: ProcessingStage, second: ProcessingStage) -> bool:
-    """Plain task stages with the same needs share one Ray task (Ray Data would fuse them anyway)."""
-    a, b = first.validate(), second.validate()
-    plain = all(
-        not spec.is_actor_stage and spec.num_workers is None and spec.num_workers_per_node is None
-        and spec.scheduling_strategy is None and spec.per_node_slot is None
-        for spec in (a, b)
-    )
-    return plain and first.resources == second.resources and first.batch_size == second.batch_size
+def _unsized(spec: RayStageSpec) -> bool:
+    return (spec.num_workers is None and spec.num_workers_per_node is None and spec.scheduling_strategy is None
+            and spec.per_node_slot is None)
+
+
+def _chainable(head: ProcessingStage, stage: ProcessingStage) -> bool:
+    """Whether ``stage`` runs in the same worker as the segment that ``head`` starts.
+
+    Plain task stages with the same needs share one Ray task (Ray Data would fuse them
+    anyway). They also join an unsized actor stage before them: its pool then does the
+    whole rest of the chain in the process that holds its model, instead of handing every
+    block through the object store to a second pool that competes for the same CPUs and
+    starts workers of its own (Ray Data never fuses an actor operator with what follows).
+    """
+    first, second = head.validate(), stage.validate()
+    joinable = _unsized(first) and _unsized(second) and not second.is_actor_stage
+    return joinable and head.resources == stage.resources and head.batch_size == stage.batch_size
 
 
 def chain_stages(stages: Sequence[ProcessingStage]) -> list[list[ProcessingStage]]:
     segments: list[list[ProcessingStage]] = []
     for stage in stages:
-        if segments and _chainable(segments[-1][-1], stage):
+        if segments and _chainable(segments[-1][0], stage):
             segments[-1].append(stage)
         else:
             segments.append([stage])
@@ -145,22 +153,23 @@ def chain_stages(stages: Sequence[ProcessingStage]) -> list[list[ProcessingStage
 
 
 class _StageActor:
-    """Holds one stage instance whose ``setup`` ran once, for actor stages.
+    """Holds an actor stage, and the plain stages chained after it, whose ``setup`` ran once.
 
     ``take`` and ``give`` are backlog budgets (see :func:`_within_budgets`); ``profile_dir``
     profiles the process (``--profile``).
     """
 
-    def __init__(self, stage: ProcessingStage, take=None, give=None, profile_dir: str | None = None):
-        self.stage = stage
+    def __init__(self, stages: Sequence[ProcessingStage], take=None, give=None, profile_dir: str | None = None):
+        self.stages = list(stages)
         self.take, self.give, self.profile_dir = take, give, profile_dir
-        stage.setup()
+        for stage in self.stages:
+            stage.setup()
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         queued = _queued_s(batch)
         with profiled(self.profile_dir):
             for task in _within_budgets(_decode(batch), self.take, self.give,
-                                        lambda tasks: apply_chain([self.stage], tasks, queued)):
+                                        lambda tasks: apply_chain(self.stages, tasks, queued)):
                 yield _encode([task])
 
 
@@ -222,9 +231,9 @@ class RayDataExecutor:
         if self.stall_timeout_s is not None:
             context.execution_no_progress_timeout_s = self.stall_timeout_s
 
-    def _map_kwargs(self, stage: ProcessingStage, shape: ClusterShape) -> dict[str, Any]:
+    def _map_kwargs(self, stage: ProcessingStage, shape: ClusterShape, inputs: int) -> dict[str, Any]:
         spec = stage.validate()
-        choice = choose_pool(spec, stage.resources.cpus, shape)
+        choice = choose_pool(spec, stage.resources.cpus, shape, inputs)
         self.pool_choices[stage.stage_name] = choice
         kwargs: dict[str, Any] = {
             "batch_size": stage.batch_size,
@@ -238,10 +247,11 @@ class RayDataExecutor:
             if choice.size is not None:
                 kwargs["compute"] = ray.data.ActorPoolStrategy(size=choice.size, max_tasks_in_flight_per_actor=in_flight)
             else:
+                # Ray Data grows a pool only past 175% use, which one input per actor never reaches.
                 kwargs["compute"] = ray.data.ActorPoolStrategy(
-                    min_size=choice.min_size, max_size=choice.max_size, max_tasks_in_flight_per_actor=in_flight
+                    min_size=choice.min_size, max_size=choice.max_size, initial_size=choice.initial_size,
+                    max_tasks_in_flight_per_actor=max(in_flight, 2),
                 )
-            kwargs["fn_constructor_kwargs"] = {"stage": stage}
         elif choice.size is not None:
             kwargs["compute"] = ray.data.TaskPoolStrategy(size=choice.size)
         placement = "SPREAD (Ray Data default)"
@@ -266,13 +276,15 @@ class RayDataExecutor:
         shape = cluster_shape()
         segments = chain_stages(stages)
         group = tasks_per_block(len(tasks), shape, segments[0][0])
-        dataset = ray.data.from_arrow([_encode(tasks[i:i + group], handed_over=False)
-                                       for i in range(0, len(tasks), group)])
+        blocks = [_encode(tasks[i:i + group], handed_over=False) for i in range(0, len(tasks), group)]
+        dataset = ray.data.from_arrow(blocks)
         pending_budget = None
         for segment in segments:
-            kwargs = self._map_kwargs(segment[0], shape)
+            kwargs = self._map_kwargs(segment[0], shape, len(blocks))
+            worker = "actor" if segment[0].validate().is_actor_stage else "task"
             for chained in segment[1:]:
-                logger.info("stage %s: runs in the same Ray task as %s", chained.stage_name, segment[0].stage_name)
+                logger.info("stage %s: runs in the same Ray %s as %s", chained.stage_name, worker,
+                            segment[0].stage_name)
             give, pending_budget = pending_budget, None
             take = None
             choice = self.pool_choices[segment[0].stage_name]
@@ -280,8 +292,8 @@ class RayDataExecutor:
                 take = pending_budget = BacklogBudget.remote(BACKLOG_PER_WORKER * choice.size)
                 logger.info("stage %s: at most %d outputs ahead of the next stage", segment[0].stage_name, BACKLOG_PER_WORKER * choice.size)
             if segment[0].validate().is_actor_stage:
-                actor_cls = type(segment[0].stage_name, (_StageActor,), {})
-                kwargs["fn_constructor_kwargs"] = {**kwargs["fn_constructor_kwargs"], "take": take, "give": give,
+                actor_cls = type("->".join(stage.stage_name for stage in segment), (_StageActor,), {})
+                kwargs["fn_constructor_kwargs"] = {"stages": segment, "take": take, "give": give,
                                                    "profile_dir": self.profile_dir}
                 dataset = dataset.map_batches(actor_cls, **kwargs)
             else:

@@ -108,6 +108,28 @@ class SetupCountingStage(ProcessingStage):
         return task
 
 
+class AutoscalingSetupCountingStage(SetupCountingStage):
+    """The same probe as an actor stage that declares no pool size (Ray Data autoscales it)."""
+
+    name = "autoscaling_setup_counter"
+    ray_stage_spec = {"is_actor_stage": True}
+
+
+class ProcessProbeStage(ProcessingStage):
+    """A plain stage that records which process ran each task."""
+
+    name = "process_probe"
+
+    def __init__(self, probe_dir: str):
+        self.probe_dir = probe_dir
+        super().__init__()
+
+    def process(self, task):
+        with open(Path(self.probe_dir) / f"probe-{os.getpid()}", "a") as log:
+            log.write(task.task_id + "\n")
+        return task
+
+
 class ProbedDownloadStage(DownloadStage):
     """A DownloadStage that records how many downloads run at once, overall and per Ray node."""
 

@@ -14,16 +14,21 @@ from curator_array.core.sharding import ShardConfig, shard_of
 from curator_array.execution.clients import RayClusterClient
 from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import Pipeline, default_pipeline
+from curator_array.run.element import run_element_command
 from curator_array.run.prepare import SourceFailedError, prepare_shard
 from curator_array.run.request import RunRequest
-from curator_array.run.element import run_element_command
 from curator_array.run.shard import run_shard_here
 from curator_array.slurm.job_context import JobContext
 from curator_array.stages.base import SourceStage
 from curator_array.stages.partition import group_task_id
 from curator_array.stages.tasks import FailedTask, FileGroupTask
 from tests.conftest import read_records, records_digest, visible_files
-from tests.integration.helper_stages import FailSomeStage, SetupCountingStage
+from tests.integration.helper_stages import (
+    AutoscalingSetupCountingStage,
+    FailSomeStage,
+    ProcessProbeStage,
+    SetupCountingStage,
+)
 
 pytestmark = pytest.mark.ray
 
@@ -171,6 +176,29 @@ def test_actor_stage_runs_setup_once_per_actor(ray_cluster, sample_jsonl, tmp_pa
     assert set(processed) <= set(setups), "every process that processed a task had run setup() first"
     assert sorted(t for tasks in processed.values() for t in tasks) == sorted(
         t.task_id for t in options.source().list_tasks())
+
+
+def test_an_unsized_actor_pool_starts_one_actor_per_input_block_and_runs_the_plain_stages_after_it(
+        ray_cluster, sample_jsonl, tmp_path):
+    from curator_array.execution.ray_data import RayDataExecutor, chain_stages
+
+    out, probe = tmp_path / "out", tmp_path / "probe"
+    options = PipelineOptions(str(sample_jsonl), str(out))
+    stages = [options.reader(), AutoscalingSetupCountingStage(str(probe)), ProcessProbeStage(str(probe)),
+              options.writer()]
+    assert [[s.stage_name for s in seg] for seg in chain_stages(stages)] == [
+        ["jsonl_reader"], ["autoscaling_setup_counter", "process_probe", "jsonl_writer"]]
+    executor = RayDataExecutor(progress_bars=False)
+    outcome = run_shard_here(Pipeline(options.source(), stages), tmp_path / "ckpt", output_dir=out, executor=executor)
+    assert outcome.status == "completed"
+    tasks = sorted(t.task_id for t in options.source().list_tasks())
+    actors = {p.name.split("-", 1)[1] for p in probe.glob("setup-*")}
+    probed = {p.name.split("-", 1)[1]: p.read_text().splitlines() for p in probe.glob("probe-*")}
+    choice = executor.pool_choices["autoscaling_setup_counter"]
+    assert choice.initial_size == min(len(tasks), 8), choice
+    assert len(actors) >= min(len(tasks), 2), f"the pool started with more than one actor: {actors}"
+    assert set(probed) <= actors, "the plain stage after the actor ran inside the actors' processes"
+    assert sorted(t for seen in probed.values() for t in seen) == tasks
 
 
 def test_the_manifest_says_where_each_stages_time_went_and_profile_writes_each_workers_profile(

@@ -23,7 +23,9 @@ def test_per_node_pool_size(per_node, nodes, head_works, expected):
 def test_fixed_and_default_pools():
     assert choose_pool(spec(num_workers=3), 1, ClusterShape(4)).size == 3
     actor = choose_pool(spec(is_actor_stage=True), 2.0, ClusterShape(2, True, 8))
-    assert (actor.actor, actor.min_size, actor.max_size) == (True, 1, 4)
+    assert (actor.actor, actor.min_size, actor.max_size, actor.initial_size) == (True, 1, 4, 4)
+    few = choose_pool(spec(is_actor_stage=True), 1.0, ClusterShape(1, True, 8), inputs=3)
+    assert (few.min_size, few.max_size, few.initial_size) == (1, 8, 3), "no more actors at first than inputs"
     task = choose_pool(spec(), 1, ClusterShape(1))
     assert task.size is None and not task.actor
 

@@ -18,6 +18,7 @@ import json
 import random
 import shutil
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -96,9 +97,9 @@ def run_size(label: str, files: int, target_bytes: int) -> None:
     datatrove, datatrove_peak = timed_tree([sys.executable, "-c", DATATROVE, str(source), str(runs / "datatrove"),
                                             str(runs / "dt-logs"), str(files)], datatrove_env())
     plain, plain_peak = timed_tree([sys.executable, "-c", PYARROW, str(source), str(runs / "pyarrow")])
-    timeline = manifest["timeline_s"]
+    first, last = manifest["timeline_s"]["first_result"], manifest["timeline_s"]["last_result"]
     print(f"  curator-array run      {ours:6.1f} s  {docs / ours:9,.0f} docs/s  peak {ours_peak:6,.0f} MiB"
-          f"  (first to last result {timeline['last_result'] - timeline['first_result']:.1f} s)")
+          f"  (first result after {first:.1f} s, then {last - first:.1f} s to the last)")
     print(f"  datatrove, 2 workers   {datatrove:6.1f} s  {docs / datatrove:9,.0f} docs/s  "
           f"peak {datatrove_peak:6,.0f} MiB")
     print(f"  pyarrow, one process   {plain:6.1f} s  {docs / plain:9,.0f} docs/s  peak {plain_peak:6,.0f} MiB")
@@ -107,6 +108,31 @@ def run_size(label: str, files: int, target_bytes: int) -> None:
     print("  where ours went (CPU s / wall s / queued s):", ", ".join(
         f"{t['stage']} {t['cpu_s']:.1f}/{t['wall_s']:.1f}/{t['queued_s']:.1f}" for t in manifest["stages"]))
     print(f"  rows out: ours {manifest['rows_out']:,}")
+    durable, plain_write = durability_cost(runs / "ours")
+    print(f"  atomic, durable outputs: writing our outputs again with fsync and rename {durable:.2f} s, plainly "
+          f"{plain_write:.2f} s: {durable - plain_write:+.2f} s, {(durable - plain_write) / ours:+.1%} of our run")
+
+
+def durability_cost(outputs: Path) -> tuple[float, float]:
+    """Seconds to write ``outputs``' files again as our writers do (``core.atomic.replacing``: a
+    temporary name, fsync, rename, the directory synced) and plainly, file by file in turn."""
+    from curator_array.core.atomic import replacing
+
+    durable = plain = 0.0
+    for index, path in enumerate(sorted(outputs.glob("*.parquet"))):
+        data = path.read_bytes()
+        for fsynced in (True, False) if index % 2 == 0 else (False, True):
+            target = outputs / f"copy-{fsynced}.bin"
+            began = time.perf_counter()
+            if fsynced:
+                with replacing(target) as temporary:
+                    temporary.write_bytes(data)
+            else:
+                target.write_bytes(data)
+            elapsed = time.perf_counter() - began
+            durable, plain = (durable + elapsed, plain) if fsynced else (durable, plain + elapsed)
+            target.unlink()
+    return durable, plain
 
 
 def main() -> None:

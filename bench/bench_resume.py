@@ -24,15 +24,22 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pipeline import INPUT, make_input  # noqa: E402
+from bench_pipeline import SIZES, make_input  # noqa: E402
 from support import CACHE, REPO, timed  # noqa: E402
 
 sys.path.insert(0, str(REPO))
+_, FILES, BYTES = SIZES[-1]  # the 1 GiB shard
+
+
+def shard_input() -> Path:
+    return make_input(FILES, BYTES)[0]
+
+
 FILTERS = ["--output-file-type", "parquet", "--drop-empty", "--min-words", "5", "--max-words", "1000", "--no-progress"]
 
 
 def command(out: Path) -> list[str]:
-    return [sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(INPUT), "--output-dir", str(out),
+    return [sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(shard_input()), "--output-dir", str(out),
             *FILTERS]
 
 
@@ -83,7 +90,7 @@ def recording_cost(runs: Path, pairs: int = 5) -> tuple[list[float], list[float]
         for repetition in range(pairs):
             for record in (True, False) if repetition % 2 == 0 else (False, True):
                 out = runs / f"cost-{record}-{repetition}"
-                options = PipelineOptions(str(INPUT), str(out), output_file_type="parquet", drop_empty=True,
+                options = PipelineOptions(str(shard_input()), str(out), output_file_type="parquet", drop_empty=True,
                                           min_words=5, max_words=1000)
                 outcome = run_shard_here(default_pipeline(options), out, output_dir=out, record_tasks=record)
                 manifest = json.loads(outcome.manifest_path.read_text())
@@ -95,7 +102,7 @@ def recording_cost(runs: Path, pairs: int = 5) -> tuple[list[float], list[float]
 
 
 def main() -> None:
-    make_input()
+    shard_input()
     runs = CACHE / "resume-runs"
     shutil.rmtree(runs, ignore_errors=True)
     runs.mkdir(parents=True)

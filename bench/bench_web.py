@@ -215,6 +215,9 @@ def chain_side_by_side(sizes: tuple[int, ...] = (FILES, 4 * FILES, 16 * FILES)) 
         print(f"  {files} WARCs, {docs:,} HTML pages: ours {ours:.1f} s (peak {ours_peak:,.0f} MiB), bare {bare:.1f} s "
               f"(peak {bare_peak:,.0f} MiB): ours {bare / ours:.2f}x the bare loop's speed, "
               f"{ours_peak / bare_peak:.1f}x its memory")
+        marks = manifest["timeline_s"]
+        print(f"    ours: Ray ready after {marks['ray_ready']:.1f} s, first result after "
+              f"{marks['first_result']:.1f} s, last after {marks['last_result']:.1f} s")
         print("    where ours went (CPU s / wall s):", ", ".join(
             f"{t['stage']} {t['cpu_s']:.1f}/{t['wall_s']:.1f}" for t in manifest["stages"]))
 

@@ -74,12 +74,13 @@ def _pss_bytes(pid: int) -> int:
         return 0
 
 
-def timed_tree(command: list[str], env: dict | None = None, interval_s: float = 0.2) -> tuple[float, float]:
+def timed_tree(command: list[str], env: dict | None = None, interval_s: float = 0.2,
+               cwd: Path = REPO) -> tuple[float, float]:
     """Wall time of ``command`` and the peak memory of its whole process tree in MiB (the sum of
     every process's proportional set size, sampled every ``interval_s``: Ray's raylet, workers
     and object store included, shared pages counted once)."""
     began = time.perf_counter()
-    process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0
     while process.poll() is None:
         peak = max(peak, sum(_pss_bytes(pid) for pid in _descendants(process.pid)))

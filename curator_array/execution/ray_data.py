@@ -225,9 +225,17 @@ class RayDataExecutor:
         self.progress_bars = sys.stderr.isatty() if progress_bars is None else progress_bars
         self.pool_choices: dict[str, PoolChoice] = {}
 
-    def _configure_context(self) -> None:
+    def _configure_context(self, operators: int) -> None:
+        """Ray Data's settings for one run of ``operators`` map steps (worker pools).
+
+        Ray Data reserves a share of the cluster for each operator, so that none starves
+        the others; a run of one operator has no others, and there the reservation only
+        kept its second task waiting for the first result (0.6 s of a 400 MB JSONL shard
+        on 2 CPUs, bench_pipeline).
+        """
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = self.progress_bars
+        context.op_resource_reservation_enabled = operators > 1
         if self.stall_timeout_s is not None:
             context.execution_no_progress_timeout_s = self.stall_timeout_s
 
@@ -272,9 +280,9 @@ class RayDataExecutor:
         """Yield every task that leaves the last stage, in completion order."""
         if not tasks:
             return
-        self._configure_context()
         shape = cluster_shape()
         segments = chain_stages(stages)
+        self._configure_context(len(segments))
         group = tasks_per_block(len(tasks), shape, segments[0][0])
         blocks = [_encode(tasks[i:i + group], handed_over=False) for i in range(0, len(tasks), group)]
         dataset = ray.data.from_arrow(blocks)

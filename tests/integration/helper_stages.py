@@ -109,10 +109,23 @@ class SetupCountingStage(ProcessingStage):
 
 
 class AutoscalingSetupCountingStage(SetupCountingStage):
-    """The same probe as an actor stage that declares no pool size (Ray Data autoscales it)."""
+    """The same probe as an actor stage that declares no pool size (Ray Data autoscales it).
+
+    Its tasks wait (until a minute after its set-up) for a second actor to set up, so that a
+    pool that never starts a second actor shows as one, however fast the first one works.
+    """
 
     name = "autoscaling_setup_counter"
     ray_stage_spec = {"is_actor_stage": True}
+
+    def setup(self) -> None:
+        super().setup()
+        self.deadline = time.monotonic() + 60
+
+    def process(self, task):
+        while len(list(Path(self.probe_dir).glob("setup-*"))) < 2 and time.monotonic() < self.deadline:
+            time.sleep(0.1)
+        return super().process(task)
 
 
 class ProcessProbeStage(ProcessingStage):

@@ -115,7 +115,7 @@ def _run(request: RunRequest, prepared: PreparedShard, client: RayClusterClient,
     from ..execution.ray_data import RayDataExecutor, describe_cluster
     from .runner import run_prepared
 
-    attempt = job.attempt_id()
+    attempt = errors.attempt  # one attempt id for its records, whenever they are written
     profile_dir = str(prepared.layout.profile_dir(attempt, prepared.shard.shard_index)) if request.profile else None
     executor = RayDataExecutor(stall_timeout_s=request.stall_timeout, progress_bars=request.progress,
                                profile_dir=profile_dir)

@@ -118,7 +118,7 @@ def durability_cost(outputs: Path) -> tuple[float, float]:
     temporary name, fsync, rename, the directory synced) and plainly, file by file in turn."""
     from curator_array.core.atomic import replacing
 
-    durable = plain = 0.0
+    seconds = {True: 0.0, False: 0.0}
     for index, path in enumerate(sorted(outputs.glob("*.parquet"))):
         data = path.read_bytes()
         for fsynced in (True, False) if index % 2 == 0 else (False, True):
@@ -129,10 +129,9 @@ def durability_cost(outputs: Path) -> tuple[float, float]:
                     temporary.write_bytes(data)
             else:
                 target.write_bytes(data)
-            elapsed = time.perf_counter() - began
-            durable, plain = (durable + elapsed, plain) if fsynced else (durable, plain + elapsed)
+            seconds[fsynced] += time.perf_counter() - began
             target.unlink()
-    return durable, plain
+    return seconds[True], seconds[False]
 
 
 def main() -> None:

@@ -39,9 +39,8 @@ FILTERS = ["--output-file-type", "parquet", "--drop-empty", "--min-words", "5", 
 
 
 def command(out: Path) -> list[str]:
-    return [sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(shard_input()), "--output-dir",
-            str(out),
-            *FILTERS]
+    return [sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(shard_input()),
+            "--output-dir", str(out), *FILTERS]
 
 
 def recorded(out: Path) -> int:

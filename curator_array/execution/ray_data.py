@@ -288,18 +288,19 @@ class RayDataExecutor:
         dataset = ray.data.from_arrow(blocks)
         pending_budget = None
         for segment in segments:
-            kwargs = self._map_kwargs(segment[0], shape, len(blocks))
-            worker = "actor" if segment[0].validate().is_actor_stage else "task"
+            head, spec = segment[0], segment[0].validate()
+            kwargs = self._map_kwargs(head, shape, len(blocks))
+            worker = "actor" if spec.is_actor_stage else "task"
             for chained in segment[1:]:
-                logger.info("stage %s: runs in the same Ray %s as %s", chained.stage_name, worker,
-                            segment[0].stage_name)
+                logger.info("stage %s: runs in the same Ray %s as %s", chained.stage_name, worker, head.stage_name)
             give, pending_budget = pending_budget, None
             take = None
-            choice = self.pool_choices[segment[0].stage_name]
-            if segment[0].validate().bound_backlog and choice.size:
+            choice = self.pool_choices[head.stage_name]
+            if spec.bound_backlog and choice.size:
                 take = pending_budget = BacklogBudget.remote(BACKLOG_PER_WORKER * choice.size)
-                logger.info("stage %s: at most %d outputs ahead of the next stage", segment[0].stage_name, BACKLOG_PER_WORKER * choice.size)
-            if segment[0].validate().is_actor_stage:
+                logger.info("stage %s: at most %d outputs ahead of the next stage", head.stage_name,
+                            BACKLOG_PER_WORKER * choice.size)
+            if spec.is_actor_stage:
                 actor_cls = type("->".join(stage.stage_name for stage in segment), (_StageActor,), {})
                 kwargs["fn_constructor_kwargs"] = {"stages": segment, "take": take, "give": give,
                                                    "profile_dir": self.profile_dir}

@@ -52,6 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_quality.py
 	$(BIN)/python bench/bench_dedup.py
 	$(BIN)/python bench/bench_clusters.py
+	$(BIN)/python bench/bench_components.py
 	$(BIN)/python bench/bench_tokenize.py
 	$(BIN)/python bench/bench_report.py
 	$(BIN)/python bench/bench_resume.py

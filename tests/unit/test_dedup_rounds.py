@@ -94,7 +94,8 @@ def test_no_pairs_give_no_labels_in_one_step(tmp_path):
 
 def test_a_truncated_step_file_is_refused_by_name(tmp_path):
     ids = np.arange(1, 50, dtype=np.uint64)
-    rounds.run_step(0, partial(rounds.first_edges, lambda: [(ids[:-1], ids[1:])], 0, 1), 1, lambda _: tmp_path / "0", RUN)
+    edges = partial(rounds.first_edges, lambda: [(ids[:-1], ids[1:])], 0, 1)
+    rounds.run_step(0, edges, 1, lambda _: tmp_path / "0", RUN)
     data = (tmp_path / "0").read_bytes()
     (tmp_path / "0").write_bytes(data[:-8])
     with pytest.raises(CorruptCheckpointError, match=str(tmp_path / "0")):

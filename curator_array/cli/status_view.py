@@ -36,6 +36,8 @@ def format_phases(status: RunStatus) -> list[str]:
             lines.append(f"  {state.name:<11}{done} complete" + (f" ({shown})" if shown else ""))
             continue
         parts = [f"missing {format_array_expression(state.missing)}"]
+        if state.progress:
+            parts.append(state.progress)
         if queued:
             parts.append(f"queued {format_array_expression(queued)}")
         waiting = blocked_by(status.phases, state.phase)

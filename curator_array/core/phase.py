@@ -111,6 +111,7 @@ class PhaseResult:
 
     counts: Counts
     exit_code: int = 0
+    complete: bool = True  # False: one step of the element's work is done, and it runs again (``Phase.passes``)
 
 
 class Phase:
@@ -121,7 +122,9 @@ class Phase:
     ``matching_elements`` says that element ``i`` reads element ``i`` of each of them (they
     share the curation shards), else it reads all their elements. ``noun`` names what one
     element's data is (``bucket_3.pairs``); ``added_by`` is the option that adds the phase
-    to a run, for messages.
+    to a run, for messages. ``passes`` is how many times one submission queues its elements,
+    each window after the one before, for a phase whose element does one step a run (its
+    work says ``complete=False`` until the last).
     """
 
     name: ClassVar[str]
@@ -130,6 +133,7 @@ class Phase:
     counts: ClassVar[type[Counts]] = Counts
     matching_elements: ClassVar[bool] = False
     added_by: ClassVar[str] = ""
+    passes: ClassVar[int] = 1
 
     @property
     def is_root(self) -> bool:
@@ -152,6 +156,12 @@ class Phase:
     def work(self, context: Any, index: int) -> PhaseResult:
         """Do element ``index``: its inputs are complete; return what it counted."""
         raise NotImplementedError
+
+    def progress(self, records: Any, run_id: str | None, elements: int) -> str | None:
+        """How far an incomplete phase of steps has gone in run ``run_id`` with ``elements``
+        elements, from its records (its ``PhaseLayout``); None for a phase whose elements are
+        done in one go."""
+        return None
 
     def __repr__(self) -> str:
         return f"<phase {self.name}>"

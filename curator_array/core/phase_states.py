@@ -25,6 +25,7 @@ class PhaseState:
     complete: tuple[int, ...]
     failed: dict[int, str]  # element → the latest recorded reason, for incomplete elements
     manifests: dict[int, PhaseManifest] = field(default_factory=dict)
+    progress: str | None = None  # how far an incomplete phase of steps has gone (``Phase.progress``)
 
     @property
     def name(self) -> str:
@@ -65,8 +66,10 @@ def phase_states(layout: CheckpointLayout, run: RunConfig, plan: Sequence[Planne
         manifests = phase_manifests(phase_layout, run.run_id)
         failed = {f.index: f.error for _, f in phase_failures(phase_layout)
                   if f.index not in manifests and f.index in elements}
-        states.append(PhaseState(phase, elements, tuple(i for i in elements if i in manifests), failed,
-                                 {i: m for i, m in manifests.items() if i in elements}))
+        complete = tuple(i for i in elements if i in manifests)
+        progress = phase.progress(phase_layout, run.run_id, elements.total) if len(complete) < elements.total else None
+        states.append(PhaseState(phase, elements, complete, failed,
+                                 {i: m for i, m in manifests.items() if i in elements}, progress))
     return states
 
 

@@ -133,6 +133,7 @@ def phase_json(state: PhaseState, states: list[PhaseState], queued: dict[int, st
         "blocked_by": waiting.name if waiting is not None and not state.is_complete else None,
         "counts": state.totals().to_json(),
         **({"per_second": {state.phase.counts.RATE: round(rate, 1)}} if (rate := state.rate()) is not None else {}),
+        **({"progress": state.progress} if state.progress else {}),
     }
 
 

@@ -38,7 +38,8 @@ class MinHashSettings:
 class DedupSettings:
     """The dedup phases of a run: ``mode`` exact (the normalised text) or fuzzy (MinHash).
 
-    ``buckets`` None means one bucket element per curation shard; ``verify`` confirms each
+    ``buckets`` None means one bucket element per curation shard; ``components_elements``
+    above 1 finds the clusters over that many elements in rounds; ``verify`` confirms each
     candidate pair (fuzzy: by a true Jaccard similarity of at least ``threshold``);
     ``against`` names earlier runs' checkpoints whose documents this run's copies must not
     duplicate; ``language`` is the language of documents without a ``language`` field,
@@ -49,6 +50,7 @@ class DedupSettings:
     mode: str
     minhash: MinHashSettings = field(default_factory=MinHashSettings)
     buckets: int | None = None
+    components_elements: int = 1
     verify: bool = False
     threshold: float = 0.75
     against: tuple[str, ...] = ()
@@ -58,6 +60,8 @@ class DedupSettings:
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"dedup mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if self.components_elements < 1:
+            raise ValueError(f"dedup components_elements must be at least 1, got {self.components_elements}")
 
     @property
     def fuzzy(self) -> MinHashSettings | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from ..core.phase import Phase
 from ..core.sharding import ShardConfig
 from ..slurm.job_context import JobContext
-from .lifecycle import PhaseContext, open_run, run_element, run_ready_phases
+from .lifecycle import PhaseContext, open_run, run_element, run_phase, run_ready_phases
 from .phases import PHASES
 from .request import RunRequest
 from .shard import ShardStart, serve_worker_node
@@ -57,9 +57,10 @@ def _later_phase_element(request: RunRequest, context: JobContext, phase: Phase,
     if request.cluster == "slurm" and not context.job.is_driver:
         return 0
     phases = _phase_context(request, context, stop)
-    index = context.shard.shard_index if context.shard is not None else None
-    for element in ([index] if index is not None else list(phases.elements(phase))):
-        run_element(phases, phase, element, request.force)
+    if context.shard is not None:
+        run_element(phases, phase, context.shard.shard_index, request.force)
+        return 0
+    run_phase(phases, phase, request.force, wait=False)
     return 0
 
 

@@ -159,18 +159,21 @@ class PhaseContext:
         return None
 
 
-def refuse_beyond_memory(element: str, items: int, noun: str, bytes_each: int, limit_mb: float | None) -> None:
-    """Refuse an element whose share (``items`` of ``bytes_each``) cannot fit in its memory."""
+def refuse_beyond_memory(element: str, items: int, noun: str, bytes_each: int, limit_mb: float | None,
+                         instead: str = "split the corpus into runs chained with --dedup-against") -> None:
+    """Refuse an element whose share (``items`` of ``bytes_each``) cannot fit in its memory;
+    ``instead`` says what else the user can change."""
     needed_mb = items * bytes_each / 2**20
     if limit_mb is not None and needed_mb > 0.8 * limit_mb:
         raise ConfigError(
             f"the {element} element would hold {items:,} {noun}, about {needed_mb:,.0f} MiB, but it has "
             f"{limit_mb:,.0f} MiB: give it more memory (memory = \"{int(needed_mb * 1.5)}M\" in the site file, or "
-            "sbatch --mem), or split the corpus into runs chained with --dedup-against")
+            f"sbatch --mem), or {instead}")
 
 
 def run_element(context: PhaseContext, phase: Phase, index: int, force: bool = False) -> PhaseManifest | None:
-    """One element of ``phase``; None when it was already complete."""
+    """One element of ``phase`` (one step of it, for a phase of steps); None when it was
+    already complete, or has steps left."""
     layout, elements = context.layout, context.elements(phase)
     if index not in elements:
         raise ConfigError(f"{phase.name} has elements {elements}, not {index} (TOTAL_SHARDS and the array must "
@@ -196,6 +199,10 @@ def run_element(context: PhaseContext, phase: Phase, index: int, force: bool = F
         PhaseFailure(phase.name, index, str(attempt), str(exc) or type(exc).__name__, code,
                      context.job.identity()).write(phase_layout, attempt)
         raise
+    if not result.complete:
+        logger.info("%s element %d: a step done in %.1fs; the next runs when every element has done this one",
+                    phase.name, index, time.monotonic() - clock)
+        return None
     manifest = PhaseManifest(
         phase.name, index, len(elements), context.run.run_id, result.counts, started, utc_now(),
         round(time.monotonic() - clock, 3), round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -215,15 +222,27 @@ def run_ready_phases(context: PhaseContext, force: bool = False) -> str | None:
     one shard at a time on a workstation finishes the later phases with its last shard.
     """
     for planned in context.plan:
-        phase = planned.phase
-        if phase.is_root:
-            continue
-        done = set(context.manifests(phase, refresh=True))
-        for index in planned.elements:
-            if index in done and not force:
-                continue
-            missing = context.missing_inputs(phase, index)
-            if missing:
-                return f"{phase.name} waits for {missing}"
-            run_element(context, phase, index, force)
+        if not planned.phase.is_root:
+            waiting = run_phase(context, planned.phase, force)
+            if waiting:
+                return waiting
     return None
+
+
+def run_phase(context: PhaseContext, phase: Phase, force: bool = False, wait: bool = True) -> str | None:
+    """Every element of ``phase`` in this process, step after step for a phase of steps,
+    until it is complete; what it waits for, or None. Without ``wait`` an element whose
+    inputs are incomplete is refused (``InputsIncomplete``, with its attempt record)."""
+    elements = context.elements(phase)
+    forced = set(elements) if force else set()
+    while True:
+        done = set(context.manifests(phase, refresh=True)) - forced
+        pending = [index for index in elements if index not in done]
+        if not pending:
+            return None
+        for index in pending:
+            missing = context.missing_inputs(phase, index)
+            if missing and wait:
+                return f"{phase.name} waits for {missing}"
+            run_element(context, phase, index, index in forced)
+            forced.discard(index)

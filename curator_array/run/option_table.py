@@ -247,6 +247,8 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               "choice", "dedup", choices=DEDUP_MODES, hint="the per-task exact dedup is --dedup-within-task"),
     RunOption("dedup_buckets", "Bucket elements of the dedup phases (each holds 1/N of the band keys).", "int", "dedup",
               minimum=1, default_text="--total-shards"),
+    RunOption("dedup_components_elements", "Elements that find the clusters of duplicate pairs together, in rounds "
+              "(each holds 1/N of the pairs); 1: one element holds them all.", "int", "dedup", minimum=1),
     RunOption("dedup_ngram", "fuzzy: words per shingle.", "int", "dedup", minimum=1),
     RunOption("dedup_bands", "fuzzy: LSH bands.", "int", "dedup", minimum=1),
     RunOption("dedup_rows", "fuzzy: hashes per band.", "int", "dedup", minimum=1),

@@ -114,8 +114,9 @@ def queued_phases(request: RunRequest, request_id: str, wanted: Mapping[str, Seq
                   plan: Sequence[PlannedPhase], script: str, max_size: int | None,
                   parallel: int | None) -> list[list[Submission]]:
     """One group of windows per phase that has elements to queue, in the phases' order (see
-    ``slurm.submit.chained``): elements get the checkpoint and the request id as arguments,
-    and the job script the paths it mounts (it cannot read them from the request)."""
+    ``slurm.submit.chained``), and one per pass of a phase of steps (``Phase.passes``):
+    elements get the checkpoint and the request id as arguments, and the job script the
+    paths it mounts (it cannot read them from the request)."""
     paths = {"OUTPUT_DIR": request.options.output_dir, "CHECKPOINT_PATH": request.checkpoint}
     if request.options.input_dir:
         paths["INPUT_DIR"] = request.options.input_dir
@@ -123,10 +124,11 @@ def queued_phases(request: RunRequest, request_id: str, wanted: Mapping[str, Seq
     for planned in plan:
         indices = [i for i in wanted.get(planned.name, ()) if i in planned.elements]
         if indices:
-            groups.append(plan_submissions(
+            windows = plan_submissions(
                 indices, planned.elements, script, max_size, parallel,
                 ("--checkpoint-path", request.checkpoint, "--request", request_id), paths, request_id,
-                None if planned.phase.is_root else planned.name))
+                None if planned.phase.is_root else planned.name)
+            groups += [windows] * planned.phase.passes
     return groups
 
 

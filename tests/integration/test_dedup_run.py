@@ -17,9 +17,10 @@ import pytest
 from curator_array.core.layout import CheckpointLayout
 from curator_array.core.phase_records import PhaseLayout
 from curator_array.run.phases.buckets import Buckets
+from curator_array.run.phases.components import Components
 from tests.conftest import curator_cli as curator
 from tests.conftest import read_records
-from tests.support.planted import write_corpus
+from tests.support.planted import write_corpus, write_doubled_corpus
 
 pytestmark = pytest.mark.ray
 PHASES = ("signatures", "buckets", "clusters", "removal")
@@ -82,6 +83,30 @@ def test_three_shards_and_three_buckets_give_the_same_output(corpus, one_shard, 
     layout = CheckpointLayout(out)
     assert sorted(p.name for p in PhaseLayout(layout, Buckets()).data_dir.iterdir()) == \
         ["bucket_0.pairs", "bucket_1.pairs", "bucket_2.pairs"]
+
+
+def test_the_clusters_over_four_elements_in_rounds_give_one_elements_output(tmp_path):
+    inputs = tmp_path / "in"
+    write_doubled_corpus(inputs)
+    one, four = tmp_path / "one", tmp_path / "four"
+    run(inputs, one, "--dedup", "fuzzy")
+    for shard in range(2):
+        run(inputs, four, "--dedup", "fuzzy", "--dedup-components-elements", "4", "--dedup-keep-removed",
+            shard=(shard, 2))
+    assert visible(four) == visible(one), "byte for byte the files of one clusters element"
+    report = json.loads(curator("status", "--checkpoint-path", str(four), "--json").stdout)
+    phases = {p["phase"]: p for p in report["phases"]}
+    assert "clusters" not in phases and phases["components"]["complete"] == 4
+    clusters = json.loads(curator("status", "--checkpoint-path", str(one), "--json").stdout)["phases"][2]
+    counts = phases["components"]["counts"]
+    assert counts["steps"] >= 3, "cliques of four copies are no stars: it took rounds"
+    assert (counts["removed"], counts["clusters"], counts["cluster_sizes"]) == \
+        (clusters["counts"]["removed"], clusters["counts"]["clusters"], clusters["counts"]["cluster_sizes"])
+    assert counts["cluster_sizes"]["4"] == 80, "each of the 80 planted originals with its copy, twice"
+    steps = PhaseLayout(CheckpointLayout(four), Components()).data_dir
+    assert [p.name for p in steps.iterdir()] == [f"step_{counts['steps'] - 1}"], "only the final labels are left"
+    removed = read_records(four / ".removed" / "dedup")
+    assert len(removed) == counts["removed"] and all(r["minhash_kept_id"] for r in removed)
 
 
 def test_removed_documents_can_be_kept_for_an_audit(corpus, tmp_path):

@@ -1,7 +1,9 @@
 """Dedup phases on the real SLURM cluster: queued by one `submit`, each phase after the one
 before; an element SIGKILLed in every phase, and a whole phase cancelled, and each time
 `retry` names exactly what is missing and one resubmission finishes the run, with the
-output of an uninterrupted run.
+output of an uninterrupted run. With the clusters found by four elements in rounds, an
+element killed in a middle round and the later rounds cancelled: `retry --submit` resumes
+at that round, with the output of one clusters element.
 
 The elements run through a bare-metal site rendered from the real templates (this
 checkout's venv), with real sbatch, srun, the entrypoint and, for curation, Ray.
@@ -17,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from curator_array.run.phases.components import STEPS_QUEUED
 from tests.conftest import REPO, curator_cli
 from tests.slurm.conftest import queued, wait_all
 from tests.slurm.test_faults import render_test_site
-from tests.support.planted import write_corpus
+from tests.support.planted import write_corpus, write_doubled_corpus
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ray]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
@@ -121,3 +124,41 @@ def test_a_cancelled_phase_blocks_the_later_ones_visibly_and_one_retry_finishes(
     wait_all(queued(done.stdout))
     assert retry_fields(out) == ""
     assert visible(out) == baseline
+
+
+def test_components_over_four_elements_killed_mid_round_resume_to_one_elements_output(slurm_cluster, tmp_path):
+    """Four components elements in rounds: element 0 SIGKILLed in step 1 and the later windows
+    cancelled; status names the step and the element it waits for, and one `retry --submit`
+    finishes the run with the files one clusters element writes."""
+    inputs, sites = tmp_path / "in", tmp_path / "sites"
+    write_doubled_corpus(inputs)
+    sites.mkdir()
+    render_test_site(sites)
+    baseline, out, marker = tmp_path / "baseline", tmp_path / "out", tmp_path / "held"
+    curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *DEDUP)
+    done = curator("submit", "--site", "test-site", "--sites-dir", str(sites), "--total-shards", "2", "--",
+                   "--input-dir", str(inputs), "--output-dir", str(out), *SMALL, *DEDUP,
+                   "--dedup-components-elements", "4",
+                   env={HOLD: f"components:0:{marker}", "CURATOR_ARRAY_TEST_HOLD_AT": "1"}, cwd=sites)
+    jobs = queued(done.stdout)
+    rounds = [job for job, phase, count in jobs if phase == "components"]
+    assert len(rounds) == STEPS_QUEUED and all(n == 4 for _, p, n in jobs if p == "components")
+    deadline = time.monotonic() + 240
+    while not marker.exists():  # element 0 holds as its step 1 starts: in the second window
+        assert time.monotonic() < deadline, "components element 0 never reached step 1"
+        time.sleep(0.2)
+    subprocess.run(["scancel", *rounds[2:]], check=True, capture_output=True)  # as if preempted
+    subprocess.run(["scancel", "--signal=KILL", "--full", f"{rounds[1]}_0"], check=True, capture_output=True)
+    wait_all([job for job in jobs if job[0] not in rounds[2:]])
+    status = curator("status", "--checkpoint-path", str(out)).stdout
+    line = next(line for line in status.splitlines() if line.strip().startswith("components"))
+    assert "0/4; missing 0-3; step 1 (small-star): 3/4 done, waits for element(s) 0" in line, status
+    assert retry_fields(out) == "0-3 0 0 4 components"
+    done = curator("retry", "--checkpoint-path", str(out), "--submit", "--site", "test-site", "--sites-dir",
+                   str(sites), cwd=sites)
+    wait_all(queued(done.stdout))
+    assert retry_fields(out) == ""
+    report = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
+    components = next(p for p in report["phases"] if p["phase"] == "components")
+    assert components["complete"] == 4 and components["counts"]["steps"] >= 3
+    assert visible(out) == visible(baseline), "the same files, byte for byte, as one clusters element"

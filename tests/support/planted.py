@@ -102,3 +102,17 @@ def write_corpus(directory: Path, files: int = 8, seed: int = 5, scale: int = 1,
             offset = (i - originals) % 110  # 20 exact, 20 case, 40 edited, 30 boilerplate per block
             kinds[ids[i]] = "exact" if offset < 20 else "case" if offset < 40 else "edited"
     return PlantedCorpus(tuple(ids), {ids[i]: ids[o] for i, o in enumerate(original_of) if o is not None}, kinds)
+
+
+def write_doubled_corpus(directory: Path, files: int = 8) -> None:
+    """The planted corpus twice (ids ``a-…`` and ``b-…``, in the same files): a cluster then
+    has four members, each a copy of every other, a graph the components phase settles only
+    in several steps (a pair is a star from the start)."""
+    write_corpus(directory, files, prefix="a")
+    second = directory.with_name(directory.name + "-b")
+    write_corpus(second, files, prefix="b")
+    for part in sorted(second.iterdir()):
+        with open(directory / part.name, "a", encoding="utf-8") as handle:
+            handle.write(part.read_text(encoding="utf-8"))
+        part.unlink()
+    second.rmdir()

@@ -30,6 +30,7 @@ from curator_array.run.option_table import RUN_OPTIONS, RunOption
 from curator_array.dedup.settings import DedupSettings
 from curator_array.pipelines.phase_settings import PhaseSettings
 from curator_array.run.phases import PHASES
+from curator_array.run.phases.components import STEPS_QUEUED
 from curator_array.run.precedence import ENVIRONMENT, FLAG, SITE, settings_for_start
 from curator_array.run.submission import run_request_id
 from curator_array.stages.web.fasttext_language import bundled_model
@@ -176,7 +177,8 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     if way != "sbatch variable":
         assert flags.keys() == {"checkpoint_path", "request"}, "a submitted element gets only where to read its request"
         phases = [parse_run_args(e["argv"]) for e in recorded[1:]]
-        assert [p.get("phase") for p in phases] == ["signatures", "buckets", "clusters", "removal", "tokenize", "tokens"]
+        rounds = ["components"] * STEPS_QUEUED if values["dedup_components_elements"] > 1 else ["clusters"]
+        assert [p.get("phase") for p in phases] == ["signatures", "buckets", *rounds, "removal", "tokenize", "tokens"]
         assert all(p.keys() == {"checkpoint_path", "request", "phase"} for p in phases)
         alone = settings_for_start(flags, {})
         assert all(alone[name].value == value for name, value in values.items()), \

@@ -20,6 +20,7 @@ from ...core.sharding import ShardRange
 from ...pipelines.phase_settings import PhaseSettings
 from .buckets import Buckets
 from .clusters import Clusters
+from .components import Components
 from .curation import Curation
 from .removal import Removal
 from .signatures import Signatures
@@ -84,6 +85,7 @@ PHASES = PhaseRegistry([
     Signatures(),
     Buckets(),
     Clusters(),
+    Components(),
     Removal(),
     Tokenize(),
     TokenFiles(),

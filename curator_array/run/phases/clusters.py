@@ -9,6 +9,7 @@ element then reads only its own shard's file.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 # At the peak, 27 bytes per document in a cluster (bench/bench_clusters.py, docs/dedup.md),
 # and a pair brings at most two documents.
 BYTES_PER_PAIR = 56
+# Shared among the elements of the components phase, 160 bytes per pair at a step's peak
+# (bench/bench_components.py: 1,378 MiB for 9.2 million pairs on one element, 394 MiB each on four).
+BYTES_PER_PAIR_IN_ROUNDS = 160
 
 
 @dataclass(frozen=True)
@@ -45,13 +49,15 @@ class Clusters(Phase):
     added_by = "--dedup"
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        return ShardRange(1) if settings.dedup is not None else None
+        one = settings.dedup is not None and settings.dedup.components_elements == 1
+        return ShardRange(1) if one else None  # else the components phase does this work
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
-
-
         pairs = sum(m.counts.pairs for m in context.manifests(Buckets()).values())
-        refuse_beyond_memory(self.name, pairs, "duplicate pairs", BYTES_PER_PAIR, context.memory_limit_mb())
+        limit = context.memory_limit_mb()
+        elements = max(2, math.ceil(pairs * BYTES_PER_PAIR_IN_ROUNDS / 2**20 / (0.8 * limit))) if limit else 2
+        refuse_beyond_memory(self.name, pairs, "duplicate pairs", BYTES_PER_PAIR, limit,
+                             f"share them among elements (--dedup-components-elements {elements})")
         paths = [pairs_file(context.layout, b) for b in context.elements(Buckets())]
         run_id = context.run.run_id
         counts = cluster_files(streamed_pairs(paths, pairs, run_id, context.tick), pairs,

@@ -19,10 +19,13 @@ from ...core.phase import SHARD, Counts, Phase, PhaseResult
 from ...core.sharding import ShardRange
 from ...pipelines.phase_settings import PhaseSettings
 from .clusters import cluster_file
+from .components import Components, shard_labels
 from .curation import curated_files
 from .signatures import CuratedFiles
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from ...stages.io import Added
     from ..lifecycle import PhaseContext
 
@@ -40,7 +43,7 @@ class RemovalCounts(Counts):
 
 class Removal(Phase):
     name = "removal"
-    needs = ("clusters",)
+    needs = ("clusters", "components")
     noun = SHARD
     counts = RemovalCounts
     added_by = "--dedup"
@@ -50,12 +53,11 @@ class Removal(Phase):
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         import numpy as np
-        import pyarrow.parquet as pq
 
         from ...dedup.keys import files, rows
         from ...formats import reader_for, writer_for
 
-        clustered = pq.read_table(cluster_file(context.layout, index))
+        clustered = clustered_documents(context, index)
         ids, kept, sizes = (clustered[name].to_numpy() for name in ("id", "kept", "size"))
         every = CuratedFiles.of(context)
         writer, reader = writer_for(context.output_format, context.output_dir), reader_for(context.output_format)
@@ -82,6 +84,16 @@ class Removal(Phase):
                               only=True, added=kept_fields(context, every, row[gone], chosen))
             rows_in, rows_out = rows_in + read, rows_out + written
         return PhaseResult(RemovalCounts(rows_in, rows_out, rows_in - rows_out))
+
+
+def clustered_documents(context: PhaseContext, shard: int) -> pa.Table:
+    """Shard ``shard``'s documents in a cluster (identity, the copy kept, the size), from
+    whichever phase found the clusters."""
+    import pyarrow.parquet as pq
+
+    if any(planned.name == Components.name for planned in context.plan):
+        return shard_labels(context, shard)
+    return pq.read_table(cluster_file(context.layout, shard))
 
 
 def kept_fields(context: PhaseContext, every: CuratedFiles, removed_rows, kept_ids) -> dict[str, Added]:

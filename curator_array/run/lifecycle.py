@@ -25,7 +25,7 @@ from ..core.checkpoint import scan_completion_manifests
 from ..core.errors import ConfigError, CuratorArrayError
 from ..core.formats import DEFAULT_FORMAT
 from ..core.layout import CheckpointLayout, utc_now
-from ..core.phase import Phase, PlannedPhase, needed
+from ..core.phase import Counts, Phase, PlannedPhase, needed
 from ..core.phase_records import PhaseFailure, PhaseLayout, PhaseManifest, phase_manifests
 from ..core.run_contract import RunConfig, check_pipeline, read_run_config
 from ..core.sharding import ShardRange
@@ -145,6 +145,15 @@ class PhaseContext:
                 return f"{before.name} {before.phase.element_noun}(s) {format_array_expression(missing)}"
         return None
 
+    def finished(self, phase: Phase, index: int, elements: int, counts: Counts, started: str,
+                 clock: float) -> PhaseManifest:
+        """The manifest of ``phase``'s element ``index``, started at ``started`` (``clock``:
+        its ``time.monotonic()``) and finished now, in this job."""
+        return PhaseManifest(
+            phase.name, index, elements, self.run.run_id, counts, started, utc_now(),
+            round(time.monotonic() - clock, 3), round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            str(self.job.attempt_id()), self.job.identity())
+
     def memory_limit_mb(self) -> float | None:
         """The job's memory on this node, else what the machine has available."""
         if self.job.mem_per_node_mb:
@@ -203,10 +212,7 @@ def run_element(context: PhaseContext, phase: Phase, index: int, force: bool = F
         logger.info("%s element %d: a step done in %.1fs; the next runs when every element has done this one",
                     phase.name, index, time.monotonic() - clock)
         return None
-    manifest = PhaseManifest(
-        phase.name, index, len(elements), context.run.run_id, result.counts, started, utc_now(),
-        round(time.monotonic() - clock, 3), round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        str(attempt), context.job.identity())
+    manifest = context.finished(phase, index, len(elements), result.counts, started, clock)
     path = manifest.write(phase_layout)
     context.manifests(phase)[index] = manifest
     figures = ", ".join(f"{k} {v}" for k, v in result.counts.figures().items())

@@ -21,7 +21,6 @@ that needs more steps is continued by ``retry --submit`` from the first incomple
 from __future__ import annotations
 
 import contextlib
-import resource
 import shutil
 import time
 from collections.abc import Callable
@@ -219,10 +218,7 @@ class StepRecords:
 
     def record(self, context: PhaseContext, step: int, index: int, counts: StepCounts, started: str,
                clock: float) -> None:
-        manifest = PhaseManifest(
-            Step(step).name, index, self.elements, self.run_id, counts, started, utc_now(),
-            round(time.monotonic() - clock, 3), round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            str(context.job.attempt_id()), context.job.identity())
+        manifest = context.finished(Step(step), index, self.elements, counts, started, clock)
         manifest.write(PhaseLayout(self.layout, Step(step)))
         self._known.setdefault(step, {})[index] = manifest
 

@@ -59,8 +59,7 @@ class Components:
 
     def size_histogram(self, sizes: np.ndarray | None = None) -> dict[int, int]:
         """How many clusters have each size (from ``cluster_sizes()``, when already known)."""
-        counts = counted(self.cluster_sizes() if sizes is None else sizes)
-        return {size: int(counts[size]) for size in np.flatnonzero(counts).tolist() if size > 0}
+        return size_histogram(self.cluster_sizes() if sizes is None else sizes)
 
 
 CHUNK = 1 << 20  # identities looked up (or grouped) at once: a fixed 25 MB of temporaries
@@ -85,6 +84,12 @@ def counted(values: np.ndarray, length: int = 0) -> np.ndarray:
         part = np.bincount(values[start:start + CHUNK])
         counts[:len(part)] += part
     return counts
+
+
+def size_histogram(sizes: np.ndarray) -> dict[int, int]:
+    """How many of ``sizes`` (one per cluster; 0: no cluster) have each size."""
+    counts = counted(sizes)
+    return {size: int(counts[size]) for size in np.flatnonzero(counts).tolist() if size > 0}
 
 
 def grouped(groups: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:

@@ -34,12 +34,17 @@ BYTES_PER_PAIR = 56
 BYTES_PER_PAIR_IN_ROUNDS = 160
 
 
+def cluster_sizes_field():
+    """The counts field of how many duplicate clusters have each size."""
+    return histogram("Duplicate clusters by size", "documents in the cluster", "clusters")
+
+
 @dataclass(frozen=True)
 class ClusterCounts(Counts):
     pairs: int = 0
     removed: int = 0
     clusters: int = 0
-    cluster_sizes: dict[int, int] = histogram("Duplicate clusters by size", "documents in the cluster", "clusters")
+    cluster_sizes: dict[int, int] = cluster_sizes_field()
 
 
 class Clusters(Phase):
@@ -71,23 +76,14 @@ def cluster_files(pairs_of, pairs: int, shard_of_file, shards: ShardRange, path_
     shard (``path_of(shard)``): every one of the shard's documents in a cluster, with the
     copy kept and the size. Beside the components it holds 13 bytes a document (each one's
     shard, the order by shard, the sizes), every other array chunk by chunk."""
-    import numpy as np
     import pyarrow as pa
 
-    from ...dedup.clusters import CHUNK, components, grouped
-    from ...dedup.keys import FILE_MASK, ROW_BITS, SOURCE_SHIFT, THIS_RUN
+    from ...dedup.clusters import components
     from ...formats.parquet import write_parquet
 
     clusters = components(pairs_of)
-    nodes, table = clusters.nodes, np.asarray(shard_of_file, dtype=np.int32)
-    ours = nodes >= np.uint64(THIS_RUN << SOURCE_SHIFT)  # this run's documents sort last
-    group = np.zeros(len(nodes), dtype=np.int32)  # 0: another run's document; else 1 + its shard's place
-    for start in range(0, len(nodes), CHUNK):
-        mine = ours[start:start + CHUNK]
-        files = (nodes[start:start + CHUNK][mine] >> np.uint64(ROW_BITS)) & np.uint64(FILE_MASK)
-        group[start:start + CHUNK][mine] = table[files] - shards.minimum + 1
-    order, bounds = grouped(group, shards.total + 1)
-    del group
+    nodes = clusters.nodes
+    ours, order, bounds = by_shard(nodes, shard_of_file, shards)
     sizes = clusters.cluster_sizes()
     for shard, start, stop in zip(shards, bounds[1:-1], bounds[2:]):
         tick()
@@ -96,6 +92,27 @@ def cluster_files(pairs_of, pairs: int, shard_of_file, shards: ShardRange, path_
         write_parquet(pa.table({"id": nodes[chosen], "kept": nodes[roots], "size": sizes[roots]}), path_of(shard))
     histogram_ = clusters.size_histogram(sizes)
     return ClusterCounts(pairs, int(ours.sum()) - clusters.kept_among(ours), sum(histogram_.values()), histogram_)
+
+
+def by_shard(nodes, shard_of_file, shards: ShardRange):
+    """Which ``nodes`` are this run's documents, their indices grouped by their file's
+    curation shard (stable: sorted nodes stay sorted), and where each group starts: group 0
+    holds earlier runs' documents, group 1 + k the shard ``shards.minimum + k``. Worked out
+    chunk by chunk, beside 4 bytes a node."""
+    import numpy as np
+
+    from ...dedup.clusters import CHUNK, grouped
+    from ...dedup.keys import FILE_MASK, ROW_BITS, SOURCE_SHIFT, THIS_RUN
+
+    table = np.asarray(shard_of_file, dtype=np.int32)
+    ours = nodes >= np.uint64(THIS_RUN << SOURCE_SHIFT)  # this run's documents sort last
+    group = np.zeros(len(nodes), dtype=np.int32)
+    for start in range(0, len(nodes), CHUNK):
+        mine = ours[start:start + CHUNK]
+        files = (nodes[start:start + CHUNK][mine] >> np.uint64(ROW_BITS)) & np.uint64(FILE_MASK)
+        group[start:start + CHUNK][mine] = table[files] - shards.minimum + 1
+    order, bounds = grouped(group, shards.total + 1)
+    return ours, order, bounds
 
 
 def cluster_file(layout: CheckpointLayout, shard: int) -> Path:

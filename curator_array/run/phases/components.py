@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.layout import utc_now
-from ...core.phase import Counts, Phase, PhaseResult, histogram
+from ...core.phase import Counts, Phase, PhaseResult
 from ...core.phase_records import PhaseLayout, PhaseManifest, phase_manifests
 from ...core.sharding import ShardRange
 from ...pipelines.phase_settings import PhaseSettings
 from ..lifecycle import InputsIncomplete, refuse_beyond_memory
 from .buckets import Buckets, pairs_file
-from .clusters import BYTES_PER_PAIR_IN_ROUNDS, streamed_pairs
+from .clusters import BYTES_PER_PAIR_IN_ROUNDS, by_shard, cluster_sizes_field, streamed_pairs
 from .signatures import CuratedFiles
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class StepCounts(Counts):
     unsettled: int = 0
     removed: int = 0
     clusters: int = 0
-    cluster_sizes: dict[int, int] = histogram("Duplicate clusters by size", "documents in the cluster", "clusters")
+    cluster_sizes: dict[int, int] = cluster_sizes_field()
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class ComponentCounts(Counts):
     edges: int = 0  # held in the first step, both directions of each pair
     removed: int = 0
     clusters: int = 0
-    cluster_sizes: dict[int, int] = histogram("Duplicate clusters by size", "documents in the cluster", "clusters")
+    cluster_sizes: dict[int, int] = cluster_sizes_field()
 
 
 class Step(Phase):
@@ -249,26 +249,18 @@ def write_labels(context: PhaseContext, steps: StepRecords, step: int, index: in
     import numpy as np
     import pyarrow as pa
 
-    from ...dedup.clusters import counted, grouped
-    from ...dedup.keys import THIS_RUN, files, sources
+    from ...dedup.clusters import size_histogram
     from ...formats.parquet import write_parquet
 
     shards = context.run.shards
-    shard_of_file = np.asarray(CuratedFiles.of(context).shards, dtype=np.int32)
-    ours = sources(labels.nodes) == THIS_RUN
-    group = np.zeros(len(labels.nodes), dtype=np.int32)
-    group[ours] = shard_of_file[files(labels.nodes[ours])] - shards.minimum + 1
-    order, bounds = grouped(group, shards.total + 1)
+    ours, order, bounds = by_shard(labels.nodes, CuratedFiles.of(context).shards, shards)
     for shard, start, stop in zip(shards, bounds[1:-1], bounds[2:]):
-        chosen = order[start:stop]  # a stable grouping of sorted nodes: sorted
+        chosen = order[start:stop]
         write_parquet(pa.table({"id": labels.nodes[chosen], "kept": labels.kept[chosen],
                                 "size": labels.sizes[chosen].astype(np.int32)}), steps.labels(step, index, shard))
     centres = labels.nodes == labels.kept
-    sizes = counted(labels.sizes[centres])
-    histogram_ = {int(size): int(sizes[size]) for size in np.flatnonzero(sizes).tolist() if size > 0}
-    removed = int(np.count_nonzero(ours & ~centres))
-    return replace(counts, removed=removed, clusters=int(np.count_nonzero(centres)),
-                   cluster_sizes=histogram_)
+    return replace(counts, removed=int(np.count_nonzero(ours & ~centres)), clusters=int(np.count_nonzero(centres)),
+                   cluster_sizes=size_histogram(labels.sizes[centres]))
 
 
 def shard_labels(context: PhaseContext, shard: int) -> pa.Table:

@@ -110,18 +110,39 @@ def curator(log: Path, *args: str, shard: tuple[int, int] | None = None) -> tupl
         env.update(NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX=str(shard[0]), NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS=str(shard[1]))
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "w") as handle:
-        return subprocess.Popen([sys.executable, "-m", "curator_array.cli", *args], env=env, stdout=handle,
-                                stderr=subprocess.STDOUT), log
+        return subprocess.Popen([sys.executable, "-c", _CLI_REPORTING_PEAK, str(_peak_file(log)), *args], env=env,
+                                stdout=handle, stderr=subprocess.STDOUT), log
+
+
+# The CLI, writing its own VmHWM (MiB) to a file as it exits. wait4's ru_maxrss would not do:
+# exec carries the bench process's own peak over into it.
+_CLI_REPORTING_PEAK = """
+import atexit, runpy, sys
+
+
+def _write_peak(path=sys.argv.pop(1)):
+    with open("/proc/self/status") as status:
+        peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    with open(path, "w") as out:
+        out.write(str(peak / 1024))
+
+
+atexit.register(_write_peak)
+runpy.run_module("curator_array.cli", run_name="__main__", alter_sys=True)
+"""
+
+
+def _peak_file(log: Path) -> Path:
+    return log.with_name(log.name + ".peak")
 
 
 def wait_peak(started: tuple[subprocess.Popen, Path]) -> float:
-    """Wait for the process; its peak RSS in MiB (from wait4: the process alone, not Ray's)."""
+    """Wait for the process; its own peak RSS in MiB (the process alone, not Ray's)."""
     process, log = started
-    _, status, usage = os.wait4(process.pid, 0)
-    process.returncode = os.waitstatus_to_exitcode(status)
+    process.wait()
     if process.returncode:
         raise RuntimeError(f"{process.args} failed:\n{log.read_text()[-3000:]}")
-    return usage.ru_maxrss / 1024
+    return float(_peak_file(log).read_text())
 
 
 def baseline_tree(commit: str) -> Path:

@@ -111,8 +111,9 @@ def test_clusters_agree_with_a_plain_union_find_on_random_graphs(monkeypatch, ch
 
 def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[int], dict[int, int]]:
     """Signatures per shard, pairs per bucket, clusters: the phases' file-level work."""
-    from curator_array.run.phases.buckets import bucket_pairs
+    from curator_array.dedup.bandfile import BandFile
     from curator_array.dedup.pairfile import write_pairs
+    from curator_array.run.phases.buckets import bucket_pairs
     from curator_array.run.phases.clusters import streamed_pairs
     from curator_array.run.phases.signatures import write_signatures
 
@@ -120,19 +121,21 @@ def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[int]
     signature_files = []
     for shard in range(shards):
         mine = [i for i in range(len(texts)) if i % shards == shard]
-        path = tmp_path / f"s{shards}-b{buckets}" / f"signatures-{shard}.parquet"
-        write_signatures([(keys[mine], pa.array([texts[i] for i in mine]), None)], path,
+        path = tmp_path / f"s{shards}-b{buckets}" / f"signatures-{shard}.bands"
+        write_signatures([(keys[mine[:9]], pa.array([texts[i] for i in mine[:9]]), None),
+                          (keys[mine[9:]], pa.array([texts[i] for i in mine[9:]]), None)], path,
                          MinHashSettings(), buckets=buckets)
-        groups = pq.ParquetFile(path).metadata
-        for group in range(groups.num_row_groups):  # a bucket element reads its own row groups only
-            stats = groups.row_group(group).column(3).statistics
-            assert stats.min == stats.max
+        written = BandFile(path)
+        for bucket in range(buckets):  # a bucket element reads its own rows only
+            for band in range(MinHashSettings().bands):
+                assert (written.rows(bucket, band)[1] % np.uint64(buckets) == bucket).all()
         signature_files.append(path)
     pair_files = []
     for bucket in range(buckets):
         path = tmp_path / f"s{shards}-b{buckets}" / f"bucket-{bucket}.pairs"
-        pairs = bucket_pairs([(file, None) for file in signature_files], bucket, buckets)[0]
-        write_pairs(path, pairs["first"].to_numpy(), pairs["second"].to_numpy(), "run-1")
+        first, second = bucket_pairs([(file, None) for file in signature_files], bucket, buckets,
+                                     MinHashSettings().bands)[0]
+        write_pairs(path, first, second, "run-1")
         pair_files.append(path)
     total = sum((path.stat().st_size - 32) // 16 for path in pair_files)
     clusters = components(streamed_pairs(pair_files, total, "run-1"))
@@ -152,7 +155,7 @@ def test_the_answer_does_not_depend_on_shards_or_buckets(tmp_path):
 
 
 def test_verification_drops_pairs_that_only_the_hashes_joined():
-    from curator_array.dedup.lsh import PAIR_SCHEMA, confirmed_pairs
+    from curator_array.dedup.lsh import confirmed_pairs
 
     rng = random.Random(2)
     words = vocabulary(rng)
@@ -161,12 +164,12 @@ def test_verification_drops_pairs_that_only_the_hashes_joined():
     for position in range(0, len(edited), 3):  # a third of the words changed: Jaccard far below 0.75
         edited[position] = rng.choice(words)
     texts = {1: base, 2: "  " + base.upper(), 3: " ".join(edited), 9: "from an earlier run"}
-    pairs = pa.table({"first": [1, 1, 1], "second": [2, 3, 9]}, schema=PAIR_SCHEMA)
+    first, second = np.array([1, 1, 1], np.uint64), np.array([2, 3, 9], np.uint64)
     readable = lambda ids: {i: (texts[i], ("spaced", "en")) for i in ids if i != 9}  # noqa: E731
-    fuzzy = confirmed_pairs(pairs, readable, 0.75, MinHashSettings())
-    assert fuzzy["second"].to_pylist() == [2, 9], "a pair with an unreadable text is kept as found"
-    exact = confirmed_pairs(pairs, readable, 0.75, None)
-    assert exact["second"].to_pylist() == [2, 9]
+    fuzzy = confirmed_pairs(first, second, readable, 0.75, MinHashSettings())
+    assert fuzzy[1].tolist() == [2, 9], "a pair with an unreadable text is kept as found"
+    exact = confirmed_pairs(first, second, readable, 0.75, None)
+    assert exact[1].tolist() == [2, 9]
 
 
 def test_a_pair_file_truncated_or_of_another_run_is_refused_by_name(tmp_path):
@@ -194,7 +197,8 @@ def test_a_pair_file_truncated_or_of_another_run_is_refused_by_name(tmp_path):
 
 def test_candidate_pairs_equal_a_plain_grouping():
     """Band by band, each document pairs with the smallest identity sharing one of its keys."""
-    from curator_array.dedup.lsh import SIGNATURE_SCHEMA, candidate_pairs
+    from curator_array.dedup.bandfile import BandRows
+    from curator_array.dedup.candidates import candidate_pairs
 
     rng = np.random.default_rng(7)
     rows = 5000
@@ -205,6 +209,70 @@ def test_candidate_pairs_equal_a_plain_grouping():
     for i, b, k in zip(ids.tolist(), band.tolist(), band_key.tolist()):
         groups[(b, k)].add(i)
     expected = sorted({(min(g), i) for g in groups.values() for i in g if i != min(g)})
-    table = pa.table({"id": ids, "band": band, "band_key": band_key}, schema=SIGNATURE_SCHEMA)
-    pairs = candidate_pairs(table)
-    assert list(zip(pairs["first"].to_pylist(), pairs["second"].to_pylist())) == expected
+    first, second = candidate_pairs(BandRows(ids, band, band_key))
+    assert list(zip(first.tolist(), second.tolist())) == expected
+
+
+def band_rows_of(seed: int, count: int, bands: int = 14):
+    from curator_array.dedup.bandfile import BandRows
+
+    rng = np.random.default_rng(seed)
+    return BandRows(identities(3, np.arange(count)), np.tile(np.arange(bands, dtype=np.int16), count // bands),
+                    rng.integers(0, 1 << 63, count, dtype=np.uint64))
+
+
+def test_a_band_file_holds_every_bucket_and_band_across_spills(tmp_path):
+    from curator_array.dedup.bandfile import BandFile, BandFileWriter
+
+    rows = band_rows_of(1, 14 * 700)
+    with BandFileWriter(tmp_path / "shard_0.bands", 3, 14, flush_rows=1000) as writer:
+        for start in range(0, len(rows), 350):  # ten spills, each of every bucket and band
+            writer.add(type(rows)(rows.ids[start:start + 350], rows.bands[start:start + 350],
+                                  rows.keys[start:start + 350]))
+    written = BandFile(tmp_path / "shard_0.bands")
+    for bucket in range(3):
+        for band in range(14):
+            mine = (rows.keys % np.uint64(3) == bucket) & (rows.bands == band)
+            ids, keys = written.rows(bucket, band)
+            assert ids.tolist() == rows.ids[mine].tolist() and keys.tolist() == rows.keys[mine].tolist()
+    assert sorted(written.band(5)[0].tolist()) == sorted(rows.ids[rows.bands == 5].tolist())
+    assert [p.name for p in tmp_path.iterdir()] == ["shard_0.bands"], "the spill file is gone"
+
+
+def test_a_band_file_truncated_or_not_one_is_refused_by_name(tmp_path):
+    from curator_array.core.errors import CorruptCheckpointError
+    from curator_array.dedup.bandfile import BandFile, BandFileWriter
+
+    path = tmp_path / "shard_4.bands"
+    with BandFileWriter(path, 2, 14, flush_rows=100) as writer:
+        writer.add(band_rows_of(2, 280))
+    path.write_bytes(path.read_bytes()[:-3])
+    with pytest.raises(CorruptCheckpointError, match=r"shard_4.bands: .* \(truncated\?\): rerun its signatures"):
+        BandFile(path)
+    path.write_bytes(b"PAR1 and then some")
+    with pytest.raises(CorruptCheckpointError, match="shard_4.bands: not a band-key file"):
+        BandFile(path)
+    with pytest.raises(RuntimeError), BandFileWriter(tmp_path / "shard_5.bands", 2, 14, flush_rows=100) as writer:
+        writer.add(band_rows_of(3, 280))
+        raise RuntimeError("killed mid-write")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shard_4.bands"], "nothing half-written is left"
+
+
+def test_an_earlier_releases_parquet_signatures_are_read_like_band_files(tmp_path):
+    """A run given with --dedup-against may hold the Parquet signature files of an earlier release."""
+    from curator_array.dedup.bandfile import BandFileWriter
+    from curator_array.run.phases.buckets import band_rows
+
+    rows = band_rows_of(4, 14 * 300)
+    bucket = (rows.keys % np.uint64(4)).astype(np.int32)
+    order = np.argsort(bucket, kind="stable")
+    legacy = pa.table({"id": rows.ids[order], "band": rows.bands[order], "band_key": rows.keys[order],
+                       "bucket": bucket[order]}).replace_schema_metadata({b"buckets": b"4"})
+    pq.write_table(legacy, tmp_path / "shard_0.parquet", row_group_size=300)
+    with BandFileWriter(tmp_path / "shard_0.bands", 4, 14, flush_rows=1000) as writer:
+        writer.add(rows)
+    for buckets, bucket in ((4, 1), (3, 2)):  # bucketed the same way, and another way
+        for band in (0, 13):
+            new = band_rows(tmp_path / "shard_0.bands", bucket, buckets, band)
+            old = band_rows(tmp_path / "shard_0.parquet", bucket, buckets, band)
+            assert sorted(zip(*(a.tolist() for a in new))) == sorted(zip(*(a.tolist() for a in old))) != []

@@ -14,8 +14,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from curator_array.dedup.candidates import candidate_pairs
 from curator_array.dedup.clusters import components_of
-from curator_array.dedup.lsh import candidate_pairs, signature_rows
+from curator_array.dedup.lsh import signature_rows
 from curator_array.dedup.settings import MinHashSettings
 from curator_array.stages.web.languages import for_language, language_settings
 
@@ -53,8 +54,7 @@ def planted(language: str):
 def removed(keys: list[str], texts: list[str], segmenters) -> set[str]:
     rows = signature_rows(np.arange(len(keys), dtype=np.uint64), pa.array(texts, pa.string()), MinHashSettings(),
                           segmenters)
-    pairs = candidate_pairs(rows)
-    clusters = components_of(pairs["first"].to_numpy(), pairs["second"].to_numpy())
+    clusters = components_of(*candidate_pairs(rows))
     return {keys[i] for i in clusters.nodes[~clusters.kept].tolist()}
 
 

@@ -1,10 +1,10 @@
 """Dedup, phase 2: ``buckets`` elements, each the candidate pairs of its share of band keys.
 
-Element ``b`` reads, from every shard's signature file, only the row groups of bucket
-``b`` (band keys with ``band_key % buckets == b``), and pairs each document with the
-smallest key sharing one of its band keys. Memory: one signature file at a time plus this
-bucket's share of all (14 rows of about 40 bytes per document, divided by the bucket
-count). With ``--dedup-verify`` each pair is confirmed against the documents' texts.
+Element ``b`` reads, one band at a time, the rows of bucket ``b`` (band keys with
+``band_key % buckets == b``) from every shard's band file, and pairs each document with the
+smallest identity sharing one of its band keys. Memory: one band of this bucket's share
+(documents ÷ buckets rows of 16 bytes, sorted) and the pairs found so far; numpy only, no
+pyarrow (unless ``--dedup-verify`` rereads the texts to confirm each pair).
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ from .signatures import (
 )
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import numpy as np
 
     from ..lifecycle import PhaseContext
 
-BYTES_PER_BAND_KEY = 260  # at the peak, per band-key row of the share (measured: docs/dedup.md)
+BYTES_PER_BAND_KEY = 40  # at the peak, per row of one band of the share (measured: docs/dedup.md)
 
 
 @dataclass(frozen=True)
@@ -57,79 +56,89 @@ class Buckets(Phase):
         return ShardRange(settings.dedup.bucket_count(shards.total)) if settings.dedup is not None else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
-        from ...dedup.lsh import confirmed_pairs
         from ...dedup.pairfile import write_pairs
 
         dedup, buckets = context.settings.dedup, len(context.elements(self))
         documents = sum(m.counts.documents for m in context.manifests(Signatures()).values())
-        rows = documents * (dedup.minhash.bands if dedup.fuzzy else 1) // buckets
-        refuse_beyond_memory(self.name, rows, "band keys", BYTES_PER_BAND_KEY, context.memory_limit_mb())
+        limit_mb = context.memory_limit_mb()
+        fits = -(-documents * BYTES_PER_BAND_KEY // int(0.8 * (limit_mb or 1) * 2**20))
+        refuse_beyond_memory(self.name, documents // buckets, "band keys of one band", BYTES_PER_BAND_KEY, limit_mb,
+                             instead=f"raise --dedup-buckets (to {fits:,} or more; it is pinned at submit)")
         files: list[tuple[Path, int | None]] = [(signatures_file(context.layout, s), None) for s in context.run.shards]
         files += against_signature_files(dedup)
-        target = pairs_file(context.layout, index)
-        pairs, held = bucket_pairs(_ticking(files, context.tick), index, buckets)
-        candidates = pairs.num_rows
-        if dedup.verify and pairs.num_rows:
-            pairs = confirmed_pairs(pairs, lambda keys: _read_texts(context, keys), dedup.threshold, dedup.fuzzy)
-        write_pairs(target, pairs["first"].to_numpy(), pairs["second"].to_numpy(), context.run.run_id)
-        return PhaseResult(BucketCounts(held, candidates, pairs.num_rows))
+        bands = dedup.minhash.bands if dedup.fuzzy else 1
+        (first, second), held = bucket_pairs(files, index, buckets, bands, context.tick)
+        candidates = len(first)
+        if dedup.verify and candidates:
+            from ...dedup.lsh import confirmed_pairs
+
+            first, second = confirmed_pairs(first, second, lambda keys: _read_texts(context, keys), dedup.threshold,
+                                            dedup.fuzzy)
+        write_pairs(pairs_file(context.layout, index), first, second, context.run.run_id)
+        return PhaseResult(BucketCounts(held, candidates, len(first)))
 
 
 def pairs_file(layout: CheckpointLayout, bucket: int) -> Path:
     return PhaseLayout(layout, Buckets()).data_path(bucket, ".pairs")
 
 
-def _ticking(items: list, tick) -> Iterable:
-    for done, item in enumerate(items):
-        tick(done, len(items))
-        yield item
-
-
-def bucket_rows(path: Path, bucket: int, buckets: int) -> pa.Table:
-    """The rows of ``bucket`` in one signature file: its row groups alone when the file was
-    bucketed the same way, else every row filtered (an earlier run's, with its own count)."""
+def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int, buckets: int, bands: int,
+                 tick=lambda done, total: None) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    """The candidate pairs of one bucket, and how many band keys it held, a band at a time;
+    a signature file may come with the source its documents take (an earlier run's, for
+    ``--dedup-against``)."""
     import numpy as np
-    import pyarrow as pa
+
+    from ...dedup.candidates import band_pairs, distinct_pairs
+    from ...dedup.keys import with_source
+
+    signature_files = list(signature_files)
+    firsts, seconds, held = [], [], 0
+    for band in range(bands):
+        tick(band, bands)
+        ids, keys = [], []
+        for file, source in signature_files:
+            mine = band_rows(file, bucket, buckets, band)
+            ids.append(mine[0] if source is None else with_source(mine[0], source))
+            keys.append(mine[1])
+        ids, keys = (np.concatenate(ids), np.concatenate(keys)) if ids else (np.empty(0, np.uint64),) * 2
+        held += len(ids)
+        first, second = band_pairs(ids, keys)
+        firsts.append(first)
+        seconds.append(second)
+    return distinct_pairs(firsts, seconds), held
+
+
+def band_rows(path: Path, bucket: int, buckets: int, band: int) -> tuple[np.ndarray, np.ndarray]:
+    """The identities and keys of ``bucket``'s rows of ``band`` in one signature file: its
+    slice alone when the file was bucketed the same way, else the band's rows filtered (an
+    earlier run's, with its own count)."""
+    import numpy as np
+
+    from ...dedup.bandfile import BandFile
+
+    if path.suffix == ".parquet":
+        return _legacy_band_rows(path, bucket, buckets, band)
+    signatures = BandFile(path)
+    if signatures.buckets == buckets:
+        return signatures.rows(bucket, band)
+    ids, keys = signatures.band(band)
+    mine = keys % np.uint64(buckets) == np.uint64(bucket)
+    return ids[mine], keys[mine]
+
+
+def _legacy_band_rows(path: Path, bucket: int, buckets: int, band: int) -> tuple[np.ndarray, np.ndarray]:
+    """``band_rows`` of an earlier release's Parquet signature file (``id``, ``band``,
+    ``band_key``, ``bucket``), read with the filters its row groups' statistics serve."""
+    import numpy as np
     import pyarrow.parquet as pq
 
-    signatures = pq.ParquetFile(path)
-    columns = ["id", "band", "band_key"]
-    if (signatures.schema_arrow.metadata or {}).get(BUCKETS_KEY) == str(buckets).encode():
-        groups = _row_groups_of(signatures, bucket)
-        if groups is not None:
-            return signatures.read_row_groups(groups, columns=columns)
-        return pq.read_table(path, columns=columns, filters=[("bucket", "=", bucket)])
-    table = signatures.read(columns=columns)
-    return table.filter(pa.array((table["band_key"].to_numpy() % np.uint64(buckets)) == np.uint64(bucket)))
-
-
-def _row_groups_of(signatures: pq.ParquetFile, bucket: int) -> list[int] | None:
-    """The row groups of one bucket (each holds one: ``write_signatures``), by their
-    statistics; None when a row group has none (then a filtered read finds them)."""
-    column, metadata = signatures.schema_arrow.get_field_index("bucket"), signatures.metadata
-    statistics = [metadata.row_group(group).column(column).statistics for group in range(metadata.num_row_groups)]
-    if any(s is None or not s.has_min_max for s in statistics):
-        return None
-    return [group for group, s in enumerate(statistics) if s.min == bucket]
-
-
-def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int,
-                 buckets: int) -> tuple[pa.Table, int]:
-    """The candidate pairs of one bucket, and how many band keys it held; a signature file
-    may come with the source its documents take (an earlier run's, for ``--dedup-against``)."""
-    import pyarrow as pa
-
-    from ...dedup.keys import with_source
-    from ...dedup.lsh import SIGNATURE_SCHEMA, candidate_pairs
-
-    mine = []
-    for file, source in signature_files:
-        table = bucket_rows(file, bucket, buckets)
-        if source is not None:
-            table = table.set_column(0, "id", pa.array(with_source(table["id"].to_numpy(), source)))
-        mine.append(table)
-    table = pa.concat_tables(mine) if mine else SIGNATURE_SCHEMA.empty_table()
-    return candidate_pairs(table), table.num_rows
+    same = (pq.read_schema(path).metadata or {}).get(BUCKETS_KEY) == str(buckets).encode()
+    filters = [("band", "=", band)] + ([("bucket", "=", bucket)] if same else [])
+    table = pq.read_table(path, columns=["id", "band_key"], filters=filters)
+    ids, keys = table["id"].to_numpy(), table["band_key"].to_numpy()
+    mine = keys % np.uint64(buckets) == np.uint64(bucket)
+    return ids[mine], keys[mine]
 
 
 def _read_texts(context: PhaseContext, ids: list[int]) -> dict[int, tuple[str, tuple[str, str]]]:

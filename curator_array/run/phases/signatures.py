@@ -4,11 +4,10 @@ The first element to start (once every curation shard is complete) freezes the r
 of curated files, sorted by path: a document's identity is its file's index there and its
 row (``dedup.keys``), the same however the run was sharded. Each of the shard's curated
 files is then read in turn, a batch of its text and language at a time (memory: one batch,
-never a file), and its documents' band keys (MinHash LSH,
-or one key of the normalised text for exact dedup) go into one Parquet file of ``id``,
-``band``, ``band_key``, in row groups of one bucket each (``band_key % buckets``, kept in a
-``bucket`` column), so a buckets element reads its share and skips the rest. At most
-``FLUSH_ROWS`` rows wait in memory before they are sorted into their row groups.
+never a file), and its documents' band keys (MinHash LSH, or one key of the normalised
+text for exact dedup) go into one band file (``dedup.bandfile``), grouped by bucket
+(``band_key % buckets``) and band, so a buckets element reads one band of its share at a
+time and nothing else. At most ``FLUSH_ROWS`` rows wait in memory before they are spilled.
 """
 
 from __future__ import annotations
@@ -36,9 +35,10 @@ if TYPE_CHECKING:
     from ..lifecycle import PhaseContext
 
 LANGUAGE = "language"
-FLUSH_ROWS = 1 << 18  # band-key rows sorted into bucket row groups at once (~5 MB, ~15 MB at the sort)
+FLUSH_ROWS = 1 << 18  # band-key rows held before they are spilled, sorted by bucket and band (~5 MB)
 CURATED_FILES = "curated_files.parquet"
-BUCKETS_KEY = b"buckets"  # the file's metadata: how many buckets its row groups are for
+BAND_SUFFIX = ".bands"
+BUCKETS_KEY = b"buckets"  # an earlier release's Parquet signatures: how many buckets its row groups are for
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,12 @@ class Signatures(Phase):
 
 
 def signatures_file(layout: CheckpointLayout, shard: int) -> Path:
-    return PhaseLayout(layout, Signatures()).data_path(shard)
+    """A shard's band file; an earlier release's Parquet file when that is what a run
+    given with ``--dedup-against`` holds."""
+    data = PhaseLayout(layout, Signatures())
+    path = data.data_path(shard, BAND_SUFFIX)
+    legacy = data.data_path(shard, ".parquet")
+    return legacy if not path.exists() and legacy.exists() else path
 
 
 @dataclass(frozen=True)
@@ -161,37 +166,16 @@ def texts_of(table: pa.Table, field: str, path: Path) -> pa.Array:
 
 def write_signatures(batches: Iterable[tuple[np.ndarray, pa.Array, list | None]], path: Path, settings,
                      buckets: int = 1) -> int:
-    """The band keys of every batch's documents, in one file of bucket row groups; returns how many documents."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """The band keys of every batch's documents, in one band file (``dedup.bandfile``) of
+    ``buckets`` buckets; returns how many documents."""
+    from ...dedup.bandfile import BandFileWriter
+    from ...dedup.lsh import signature_rows
 
-    from ...core.atomic import replacing
-    from ...dedup.lsh import SIGNATURE_SCHEMA, signature_rows
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    schema = SIGNATURE_SCHEMA.append(pa.field("bucket", pa.int32())).with_metadata({BUCKETS_KEY: str(buckets)})
-    documents, pending = 0, []
-
-    def flush() -> None:
-        table = pa.concat_tables(pending)
-        pending.clear()
-        bucket = (table["band_key"].to_numpy() % np.uint64(buckets)).astype(np.int32)
-        order = np.argsort(bucket, kind="stable")
-        table = table.take(pa.array(order)).append_column("bucket", pa.array(bucket[order]))
-        bounds = np.searchsorted(bucket[order], np.arange(buckets + 1))
-        for first, last in zip(bounds[:-1], bounds[1:]):
-            if last > first:
-                writer.write_table(table.slice(first, last - first).cast(schema))
-
-    with replacing(path) as partial, pq.ParquetWriter(partial, schema) as writer:
+    documents = 0
+    with BandFileWriter(path, buckets, settings.bands if settings else 1, FLUSH_ROWS) as writer:
         for ids, texts, segmenters in batches:
-            pending.append(signature_rows(ids, texts, settings, segmenters))
+            writer.add(signature_rows(ids, texts, settings, segmenters))
             documents += len(ids)
-            if sum(t.num_rows for t in pending) >= FLUSH_ROWS:
-                flush()
-        if pending:
-            flush()
     return documents
 
 

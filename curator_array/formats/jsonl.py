@@ -66,25 +66,45 @@ class JsonlReader(ReaderStage):
         return read_jsonl(path, self.malformed)
 
     def read_columns(self, path: str, columns: Collection[str]) -> Iterator[pa.Table]:
-        """Blocks of the file parsed as they are read, only ``columns`` kept, as strings (other
-        fields are skipped unparsed, so their types never matter); a file whose first block
-        the block reader refuses is read whole. One thread: its caller is one process of a
-        phase element, and threads read ahead (about 30 MB more at the peak)."""
+        """Blocks of whole lines parsed as they are read, only ``columns`` kept, as strings
+        (other fields are skipped unparsed, so their types never matter); a file whose first
+        block the block parser refuses is read whole. Memory is one block, however large the
+        file: Arrow's streaming JSON reader reads ahead, up to the whole file."""
         if os.path.getsize(path) == 0:
             return
         options = pa_json.ParseOptions(explicit_schema=pa.schema([(name, pa.string()) for name in columns]),
                                        unexpected_field_behavior="ignore")
+        blocks = _line_blocks(path)
         try:
-            reader = pa_json.open_json(pa.input_stream(path), parse_options=options,
-                                       read_options=pa_json.ReadOptions(block_size=BLOCK_BYTES, use_threads=False))
+            first = _parse(next(blocks, b""), options)
         except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
             yield from super().read_columns(path, columns)
             return
-        try:
-            for batch in reader:
-                yield pa.Table.from_batches([batch])
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
-            raise MalformedRecordError(f"{path}: malformed JSON record ({exc})") from None
+        yield first
+        for block in blocks:
+            try:
+                yield _parse(block, options)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+                raise MalformedRecordError(f"{path}: malformed JSON record ({exc})") from None
+
+
+def _line_blocks(path: str) -> Iterator[bytes]:
+    """The file (decompressed) in blocks of about ``BLOCK_BYTES`` that end at a line's end."""
+    with pa.input_stream(path) as stream:
+        rest = b""
+        while chunk := stream.read(BLOCK_BYTES):
+            data = rest + chunk
+            end = data.rfind(b"\n") + 1
+            if end:
+                yield data[:end]
+            rest = data[end:]
+        if rest.strip():
+            yield rest
+
+
+def _parse(block: bytes, options: pa_json.ParseOptions) -> pa.Table:
+    return pa_json.read_json(pa.BufferReader(block), parse_options=options,
+                             read_options=pa_json.ReadOptions(use_threads=False, block_size=len(block) + 1))
 
 
 def _json_default(value: Any) -> Any:

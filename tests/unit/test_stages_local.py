@@ -217,3 +217,20 @@ def test_read_columns_streams_the_named_columns_of_jsonl_and_parquet(tmp_path, m
         assert len(tables) > 1 and all(t.column_names == ["text", "language"] for t in tables), name
         got = [(t, lang) for table in tables for t, lang in zip(table["text"].to_pylist(), table["language"].to_pylist())]
         assert got == (expected if fmt == "jsonl" else [(t, None) for t, _ in expected]), name
+
+
+def test_read_columns_holds_one_block_of_whole_lines_and_names_a_bad_line_after_the_first(tmp_path, monkeypatch):
+    """A line longer than a block is read whole, a last line without its newline is read, and a
+    malformed line after the first block fails naming the file (the first block's would fall
+    back to the line-by-line reader)."""
+    from curator_array.formats import reader_for
+    from curator_array.stages.io import MalformedRecordError
+
+    monkeypatch.setattr("curator_array.formats.jsonl.BLOCK_BYTES", 1000)
+    texts = ["short", "x" * 5000, "after the long one", "last, without a newline"]
+    (tmp_path / "a.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in texts))
+    tables = list(reader_for("jsonl").read_columns(str(tmp_path / "a.jsonl"), ("text",)))
+    assert [t for table in tables for t in table["text"].to_pylist()] == texts
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"text": f"line {i}"}) + "\n" for i in range(200)) + "{oops\n")
+    with pytest.raises(MalformedRecordError, match=r"b.jsonl: malformed JSON record"):
+        list(reader_for("jsonl").read_columns(str(tmp_path / "b.jsonl"), ("text",)))

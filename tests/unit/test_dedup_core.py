@@ -276,3 +276,20 @@ def test_an_earlier_releases_parquet_signatures_are_read_like_band_files(tmp_pat
             new = band_rows(tmp_path / "shard_0.bands", bucket, buckets, band)
             old = band_rows(tmp_path / "shard_0.parquet", bucket, buckets, band)
             assert sorted(zip(*(a.tolist() for a in new))) == sorted(zip(*(a.tolist() for a in old))) != []
+
+
+def test_a_buckets_element_finds_its_pairs_without_importing_pyarrow(tmp_path):
+    """pyarrow's import alone is more memory than a buckets element's work (docs/dedup.md)."""
+    import subprocess
+    import sys
+
+    from curator_array.dedup.bandfile import BandFileWriter
+
+    with BandFileWriter(tmp_path / "shard_0.bands", 2, 14, flush_rows=1000) as writer:
+        writer.add(band_rows_of(5, 14 * 100))
+    code = ("import sys\nfrom pathlib import Path\nfrom curator_array.run.phases.buckets import bucket_pairs\n"
+            f"(first, second), held = bucket_pairs([(Path({str(tmp_path / 'shard_0.bands')!r}), None)], 1, 2, 14)\n"
+            "print(held, 'pyarrow' in sys.modules)")
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    held, imported = found.stdout.split()
+    assert int(held) > 0 and imported == "False"

@@ -87,6 +87,15 @@ def test_an_element_that_cannot_fit_is_refused_naming_what_to_change():
         in str(refused.value)
 
 
+def test_a_buckets_element_whose_band_cannot_fit_names_the_bucket_count_that_would():
+    from curator_array.run.phases.buckets import refuse_a_band_beyond_memory
+
+    refuse_a_band_beyond_memory(10**9, 15, 8192)
+    with pytest.raises(ConfigError, match=r"would hold 500,000,000 band keys of one band.*"
+                                          r"raise --dedup-buckets \(to 15 or more"):
+        refuse_a_band_beyond_memory(10**9, 2, 8192)
+
+
 def test_a_phase_window_carries_its_own_total_and_offset():
     windows = plan_submissions(range(7), ShardRange(7), "s.sbatch", max_size=5, script_args=("--request", "r"),
                                phase="buckets")

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
     from ..lifecycle import PhaseContext
 
-BYTES_PER_BAND_KEY = 40  # at the peak, per row of one band of the share (measured: docs/dedup.md)
+BYTES_PER_BAND_KEY = 100  # at the peak, per row of one band of the share, pairs included (docs/dedup.md)
 
 
 @dataclass(frozen=True)
@@ -60,10 +60,7 @@ class Buckets(Phase):
 
         dedup, buckets = context.settings.dedup, len(context.elements(self))
         documents = sum(m.counts.documents for m in context.manifests(Signatures()).values())
-        limit_mb = context.memory_limit_mb()
-        fits = -(-documents * BYTES_PER_BAND_KEY // int(0.8 * (limit_mb or 1) * 2**20))
-        refuse_beyond_memory(self.name, documents // buckets, "band keys of one band", BYTES_PER_BAND_KEY, limit_mb,
-                             instead=f"raise --dedup-buckets (to {fits:,} or more; it is pinned at submit)")
+        refuse_a_band_beyond_memory(documents, buckets, context.memory_limit_mb())
         files: list[tuple[Path, int | None]] = [(signatures_file(context.layout, s), None) for s in context.run.shards]
         files += against_signature_files(dedup)
         bands = dedup.minhash.bands if dedup.fuzzy else 1
@@ -76,6 +73,13 @@ class Buckets(Phase):
                                             dedup.fuzzy)
         write_pairs(pairs_file(context.layout, index), first, second, context.run.run_id)
         return PhaseResult(BucketCounts(held, candidates, len(first)))
+
+
+def refuse_a_band_beyond_memory(documents: int, buckets: int, limit_mb: float | None) -> None:
+    """Refuse a buckets element whose band would not fit, naming the bucket count that would."""
+    fits = -(-documents * BYTES_PER_BAND_KEY // int(0.8 * (limit_mb or 1) * 2**20))
+    refuse_beyond_memory("buckets", documents // buckets, "band keys of one band", BYTES_PER_BAND_KEY, limit_mb,
+                         instead=f"raise --dedup-buckets (to {fits:,} or more: it is pinned at submit)")
 
 
 def pairs_file(layout: CheckpointLayout, bucket: int) -> Path:

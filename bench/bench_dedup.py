@@ -3,7 +3,7 @@ dedup phases (`curator-array run --phase ...`, each element its own process) aga
 datatrove's 4-stage MinHash pipeline (MinhashDedupSignature → Buckets → Cluster → Filter on
 its LocalPipelineExecutor), same n-grams (5), bands (14) and hashes per band (8).
 
-The corpus (``DEDUP_DOCS`` documents, default 200,000, in 8 JSONL files) has planted
+The corpus (``DEDUP_DOCS`` documents, default 1,000,000, in 8 JSONL files) has planted
 duplicates: 10% of the documents are copies, half exact and half with about 1% of their
 words edited. curator-array's curation phase (read, write; 2 shards) runs first and is
 timed apart; both tools then read the same curated files, in the same order, so both keep
@@ -35,7 +35,7 @@ from support import CACHE, REPO, curator, wait_peak  # noqa: E402
 sys.path.insert(0, str(REPO))
 from tests.support.reference_site import ensure_reference_site, reference_environment  # noqa: E402
 
-DOCS = int(os.environ.get("DEDUP_DOCS", "200000"))
+DOCS = int(os.environ.get("DEDUP_DOCS", "1000000"))
 FILES, SHARDS, BUCKETS, WORKERS = 8, 2, 2, 2
 CORPUS = CACHE / f"dedup-{DOCS}"
 PHASES = ("signatures", "buckets", "clusters", "removal")

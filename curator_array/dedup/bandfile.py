@@ -100,7 +100,7 @@ class BandFileWriter:
 
 
 class BandFile:
-    """A band file's layout, checked when opened; ``rows(bucket, band)`` reads one slice."""
+    """A band file's layout, checked when opened; ``share`` reads one bucket's rows of one band."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -119,32 +119,39 @@ class BandFile:
         if size != expected:
             raise self._corrupt(f"{size:,} bytes, not the {expected:,} of its {self.row_count:,} rows (truncated?)")
 
-    def rows(self, bucket: int, band: int) -> tuple[np.ndarray, np.ndarray]:
-        """The identities and keys of one bucket's rows of one band."""
-        first, last = self._read(HEADER + 8 * (bucket * self.bands + band), 2)
-        if not 0 <= first <= last <= self.row_count:
-            raise self._corrupt("its row index is out of order")
-        return self._slice(int(first), int(last))
-
-    def band(self, band: int) -> tuple[np.ndarray, np.ndarray]:
-        """Every bucket's rows of one band (for a file bucketed another way: an earlier run's)."""
-        starts = self._read(HEADER, self.groups + 1)
-        parts = [self._slice(int(starts[g]), int(starts[g + 1])) for g in range(band, self.groups, self.bands)]
-        return (np.concatenate([p[0] for p in parts]) if parts else np.empty(0, np.uint64),
-                np.concatenate([p[1] for p in parts]) if parts else np.empty(0, np.uint64))
-
-    def _slice(self, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
-        data = HEADER + 8 * (self.groups + 1)
-        return (self._read(data + 8 * first, last - first),
-                self._read(data + 8 * (self.row_count + first), last - first))
-
-    def _read(self, offset: int, count: int) -> np.ndarray:
-        values = np.empty(count, dtype="<u8")
+    def share(self, bucket: int, buckets: int, band: int) -> tuple[np.ndarray, np.ndarray]:
+        """The identities and keys of ``bucket``'s rows of ``band``, in a run of ``buckets``
+        buckets: one slice when the file was bucketed the same way, else the band's rows of
+        every bucket, filtered (an earlier run's file, with its own count)."""
         with open(self.path, "rb") as handle:
-            handle.seek(offset)
-            if handle.readinto(memoryview(values).cast("B")) != 8 * count:
-                raise self._corrupt("it ended early")
+            if buckets == self.buckets:
+                first, last = (int(x) for x in self._read(handle, HEADER + 8 * (bucket * self.bands + band), 2))
+                if not 0 <= first <= last <= self.row_count:
+                    raise self._corrupt("its row index is out of order")
+                return self._slice(handle, first, last)
+            starts = self._read(handle, HEADER, self.groups + 1)
+            parts = [self._slice(handle, int(starts[group]), int(starts[group + 1]))
+                     for group in range(band, self.groups, self.bands)]
+        ids, keys = (np.concatenate([part[side] for part in parts]) for side in (0, 1))
+        return in_bucket(ids, keys, bucket, buckets)
+
+    def _slice(self, handle, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+        data = HEADER + 8 * (self.groups + 1)
+        return (self._read(handle, data + 8 * first, last - first),
+                self._read(handle, data + 8 * (self.row_count + first), last - first))
+
+    def _read(self, handle, offset: int, count: int) -> np.ndarray:
+        values = np.empty(count, dtype="<u8")
+        handle.seek(offset)
+        if handle.readinto(memoryview(values).cast("B")) != 8 * count:
+            raise self._corrupt("it ended early")
         return values.view(np.uint64)
 
     def _corrupt(self, why: str) -> CorruptCheckpointError:
         return CorruptCheckpointError(f"{self.path}: {why}: rerun its signatures element")
+
+
+def in_bucket(ids: np.ndarray, keys: np.ndarray, bucket: int, buckets: int) -> tuple[np.ndarray, np.ndarray]:
+    """The rows whose key falls in ``bucket`` of ``buckets``."""
+    mine = keys % np.uint64(buckets) == np.uint64(bucket)
+    return ids[mine], keys[mine]

@@ -128,7 +128,7 @@ def dedup_in_files(tmp_path, texts, shards: int, buckets: int) -> tuple[set[int]
         written = BandFile(path)
         for bucket in range(buckets):  # a bucket element reads its own rows only
             for band in range(MinHashSettings().bands):
-                assert (written.rows(bucket, band)[1] % np.uint64(buckets) == bucket).all()
+                assert (written.share(bucket, buckets, band)[1] % np.uint64(buckets) == bucket).all()
         signature_files.append(path)
     pair_files = []
     for bucket in range(buckets):
@@ -233,9 +233,9 @@ def test_a_band_file_holds_every_bucket_and_band_across_spills(tmp_path):
     for bucket in range(3):
         for band in range(14):
             mine = (rows.keys % np.uint64(3) == bucket) & (rows.bands == band)
-            ids, keys = written.rows(bucket, band)
+            ids, keys = written.share(bucket, 3, band)
             assert ids.tolist() == rows.ids[mine].tolist() and keys.tolist() == rows.keys[mine].tolist()
-    assert sorted(written.band(5)[0].tolist()) == sorted(rows.ids[rows.bands == 5].tolist())
+    assert sorted(written.share(0, 1, 5)[0].tolist()) == sorted(rows.ids[rows.bands == 5].tolist())
     assert [p.name for p in tmp_path.iterdir()] == ["shard_0.bands"], "the spill file is gone"
 
 
@@ -261,7 +261,7 @@ def test_a_band_file_truncated_or_not_one_is_refused_by_name(tmp_path):
 def test_an_earlier_releases_parquet_signatures_are_read_like_band_files(tmp_path):
     """A run given with --dedup-against may hold the Parquet signature files of an earlier release."""
     from curator_array.dedup.bandfile import BandFileWriter
-    from curator_array.run.phases.buckets import band_rows
+    from curator_array.run.phases.buckets import open_signatures
 
     rows = band_rows_of(4, 14 * 300)
     bucket = (rows.keys % np.uint64(4)).astype(np.int32)
@@ -273,8 +273,8 @@ def test_an_earlier_releases_parquet_signatures_are_read_like_band_files(tmp_pat
         writer.add(rows)
     for buckets, bucket in ((4, 1), (3, 2)):  # bucketed the same way, and another way
         for band in (0, 13):
-            new = band_rows(tmp_path / "shard_0.bands", bucket, buckets, band)
-            old = band_rows(tmp_path / "shard_0.parquet", bucket, buckets, band)
+            new = open_signatures(tmp_path / "shard_0.bands").share(bucket, buckets, band)
+            old = open_signatures(tmp_path / "shard_0.parquet").share(bucket, buckets, band)
             assert sorted(zip(*(a.tolist() for a in new))) == sorted(zip(*(a.tolist() for a in old))) != []
 
 

@@ -90,21 +90,21 @@ def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int
                  tick=lambda done, total: None) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     """The candidate pairs of one bucket, and how many band keys it held, a band at a time;
     a signature file may come with the source its documents take (an earlier run's, for
-    ``--dedup-against``)."""
+    ``--dedup-against``). Each file is checked once, before any band is read."""
     import numpy as np
 
     from ...dedup.candidates import band_pairs, distinct_pairs
     from ...dedup.keys import with_source
 
-    signature_files = list(signature_files)
+    readers = [(open_signatures(path), source) for path, source in signature_files]
     firsts, seconds, held = [], [], 0
     for band in range(bands):
         tick(band, bands)
         ids, keys = [], []
-        for file, source in signature_files:
-            mine = band_rows(file, bucket, buckets, band)
-            ids.append(mine[0] if source is None else with_source(mine[0], source))
-            keys.append(mine[1])
+        for reader, source in readers:
+            mine, their_keys = reader.share(bucket, buckets, band)
+            ids.append(mine if source is None else with_source(mine, source))
+            keys.append(their_keys)
         ids, keys = (np.concatenate(ids), np.concatenate(keys)) if ids else (np.empty(0, np.uint64),) * 2
         held += len(ids)
         first, second = band_pairs(ids, keys)
@@ -113,36 +113,32 @@ def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int
     return distinct_pairs(firsts, seconds), held
 
 
-def band_rows(path: Path, bucket: int, buckets: int, band: int) -> tuple[np.ndarray, np.ndarray]:
-    """The identities and keys of ``bucket``'s rows of ``band`` in one signature file: its
-    slice alone when the file was bucketed the same way, else the band's rows filtered (an
-    earlier run's, with its own count)."""
-    import numpy as np
-
+def open_signatures(path: Path):
+    """A shard's signature file, read with ``share(bucket, buckets, band)``: a band file, or
+    an earlier release's Parquet file."""
     from ...dedup.bandfile import BandFile
 
-    if path.suffix == ".parquet":
-        return _legacy_band_rows(path, bucket, buckets, band)
-    signatures = BandFile(path)
-    if signatures.buckets == buckets:
-        return signatures.rows(bucket, band)
-    ids, keys = signatures.band(band)
-    mine = keys % np.uint64(buckets) == np.uint64(bucket)
-    return ids[mine], keys[mine]
+    return LegacySignatures(path) if path.suffix == ".parquet" else BandFile(path)
 
 
-def _legacy_band_rows(path: Path, bucket: int, buckets: int, band: int) -> tuple[np.ndarray, np.ndarray]:
-    """``band_rows`` of an earlier release's Parquet signature file (``id``, ``band``,
-    ``band_key``, ``bucket``), read with the filters its row groups' statistics serve."""
-    import numpy as np
-    import pyarrow.parquet as pq
+class LegacySignatures:
+    """An earlier release's Parquet signature file (``id``, ``band``, ``band_key``, ``bucket``),
+    read with the filters its row groups' statistics serve."""
 
-    same = (pq.read_schema(path).metadata or {}).get(BUCKETS_KEY) == str(buckets).encode()
-    filters = [("band", "=", band)] + ([("bucket", "=", bucket)] if same else [])
-    table = pq.read_table(path, columns=["id", "band_key"], filters=filters)
-    ids, keys = table["id"].to_numpy(), table["band_key"].to_numpy()
-    mine = keys % np.uint64(buckets) == np.uint64(bucket)
-    return ids[mine], keys[mine]
+    def __init__(self, path: Path):
+        import pyarrow.parquet as pq
+
+        self.path = path
+        self.buckets = int((pq.read_schema(path).metadata or {}).get(BUCKETS_KEY, b"0"))
+
+    def share(self, bucket: int, buckets: int, band: int) -> tuple[np.ndarray, np.ndarray]:
+        import pyarrow.parquet as pq
+
+        from ...dedup.bandfile import in_bucket
+
+        filters = [("band", "=", band)] + ([("bucket", "=", bucket)] if buckets == self.buckets else [])
+        table = pq.read_table(self.path, columns=["id", "band_key"], filters=filters)
+        return in_bucket(table["id"].to_numpy(), table["band_key"].to_numpy(), bucket, buckets)
 
 
 def _read_texts(context: PhaseContext, ids: list[int]) -> dict[int, tuple[str, tuple[str, str]]]:

@@ -54,13 +54,19 @@ def run(ctx: click.Context, **kwargs) -> None:
     A completion manifest is written only when every task succeeded. SIGUSR1 (what
     `#SBATCH --signal` sends) and SIGTERM stop the shard cleanly, without a manifest (exit 4).
     """
+    from ..run import supervisor
     from ..run.element import run_element_command
     from ..run.precedence import request_of, settings_for_start
     from ..run.stopping import StopController
     from ..slurm.job_context import JobContext
+    from ..slurm.jobenv import JobEnvironment
 
     request = request_of(settings_for_start(given_flags(ctx), os.environ))
     context = ctx.obj or JobContext.from_env(os.environ)
+    if supervisor.wanted(os.environ, JobEnvironment.from_env(os.environ).in_slurm) and context.job.is_driver:
+        parent = supervisor.fork_driver()
+        if parent is not None:
+            raise click.exceptions.Exit(parent.wait())
     logging.getLogger("curator_array").setLevel(logging.INFO)
     stop = StopController().install()
     try:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
-from ..core.layout import AttemptId, CheckpointLayout
+from ..core.layout import ATTEMPT_ERROR_FILE, AttemptId, CheckpointLayout
 from ..core.records import AttemptRecord
 from ..core.run_contract import archive_run
 from ..core.sharding import ShardConfig
@@ -26,6 +26,7 @@ from ..slurm.job_context import JobContext
 from ..slurm.jobenv import JobEnvironment
 from .request import RunRequest
 from .stopping import StopController
+from .supervisor import announce_attempt
 from .timeline import Timeline
 
 if TYPE_CHECKING:  # the heavy modules (pyarrow, Ray Data) are imported after the head is launched
@@ -201,6 +202,8 @@ class _AttemptErrors:
     def __init__(self, layout: CheckpointLayout, shard: ShardConfig, attempt: AttemptId, job: JobEnvironment):
         self.layout, self.shard, self.attempt, self.job = layout, shard, attempt, job
         self.recorded = False
+        announce_attempt(layout.attempt_dir(attempt, shard.shard_index) / ATTEMPT_ERROR_FILE,
+                         AttemptRecord.of(attempt, shard, job.identity()))
 
     @contextmanager
     def recording(self) -> Iterator[None]:

@@ -43,7 +43,7 @@ class ShardStopped(BaseException):
     exit_code = 4
 
 
-def _message(name: str) -> str:
+def stop_message(name: str) -> str:
     return (
         f"received {name}: stopping before finishing; no completion manifest is written and "
         "the shard is retried (curator-array retry)"
@@ -122,13 +122,12 @@ class StopController:
         self.request(signal.Signals(signum).name)
 
     def _notice(self, reason: str) -> None:
-        """Remember the request and run the callbacks, once, in whichever thread comes first."""
+        """Remember the first request and run the callbacks, once, in whichever thread comes first."""
         with self._lock:
-            first = self.requested_by is None
+            if self.requested_by is not None:
+                return
             self.requested_by = reason
-        if not first:
-            return
-        stopped = ShardStopped(_message(reason))
+        stopped = ShardStopped(stop_message(reason))
         try:
             for callback in list(self._callbacks):
                 try:
@@ -139,13 +138,20 @@ class StopController:
             self._callbacks_done.set()
 
     def request(self, reason: str) -> None:
-        """Ask the run to stop (what a stop signal does); raises the first time."""
+        """Ask the run to stop (what a stop signal does); raises the first time.
+
+        A second signal can land while this thread is still running the first one's
+        callbacks (SLURM signals the step and srun forwards the same signal): it must
+        neither raise into them nor wait for them to finish.
+        """
+        if self._raised:
+            self._notice(reason)
+            return
+        self._raised = True
         self._notice(reason)
-        if not self._raised:
-            self._raised = True
-            # The watcher may still be recording; leaving now could cut that short.
-            self._callbacks_done.wait(timeout=30)
-            raise ShardStopped(_message(self.requested_by or reason))
+        # The watcher may still be recording; leaving now could cut that short.
+        self._callbacks_done.wait(timeout=30)
+        raise ShardStopped(stop_message(self.requested_by or reason))
 
     @contextmanager
     def on_stop(self, callback: Callable[[ShardStopped], None]) -> Iterator[None]:
@@ -172,8 +178,8 @@ class StopController:
         except Exception as exc:
             if self.requested_by is None:
                 raise
-            raise ShardStopped(_message(self.requested_by)) from exc
+            raise ShardStopped(stop_message(self.requested_by)) from exc
 
     def raise_if_requested(self) -> None:
         if self.requested_by is not None:
-            raise ShardStopped(_message(self.requested_by))
+            raise ShardStopped(stop_message(self.requested_by))

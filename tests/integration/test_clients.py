@@ -136,11 +136,12 @@ def test_worker_node_falls_back_to_ray_start_and_still_joins(caplog):
         joining = RayNodeProcess([sys.executable, "-c", FALLBACK_PROBE, *args], ray_environment(token),
                                  session / "ray-worker.log", None)
         driver = subprocess.run(
-            [sys.executable, "-c", (f"import ray, time; ray.init(address={address!r})\n"
-                                    "while sum(n['Alive'] for n in ray.nodes()) < 2: time.sleep(0.1)\n"
-                                    "print('NODES', len(ray.nodes()))")],
-            env=ray_environment(token), capture_output=True, text=True, timeout=120)
-        assert "NODES 2" in driver.stdout, driver.stderr[-2000:] + joining.log_tail()
+            [sys.executable, "-c", (f"import ray, time; ray.init(address={address!r}); end = time.monotonic() + 150\n"
+                                    "while sum(n['Alive'] for n in ray.nodes()) < 2 and time.monotonic() < end:\n"
+                                    "    time.sleep(0.1)\n"
+                                    "print('NODES', sum(n['Alive'] for n in ray.nodes()))")],
+            env=ray_environment(token), capture_output=True, text=True, timeout=240)
+        assert "NODES 2" in driver.stdout, driver.stdout + driver.stderr[-2000:] + joining.log_tail()
         report_fallback(joining, "Ray worker node")
         assert any(r.getMessage().startswith("Ray worker node: this Ray has no ray._private.node.Node as expected")
                    for r in caplog.records if r.levelname == "WARNING"), caplog.text

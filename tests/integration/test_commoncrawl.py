@@ -109,16 +109,18 @@ def test_urls_downloaded_under_the_per_node_cap_then_extracted(two_node_cluster,
         pipeline = load_pipeline("commoncrawl", options({"input_dir": "", "input_urls": (str(lists),)}, out))
         download = pipeline.stages[0]
         assert download.stage_name == "download"
-        pipeline.stages[0] = ProbedDownloadStage(str(download.download_dir), str(probe), workers_per_node=1)
+        # Two per node, as many as each node's download slots: the hard cap. Below it the pool
+        # is only spread by Ray's best effort, and two workers may share a node.
+        pipeline.stages[0] = ProbedDownloadStage(str(download.download_dir), str(probe), workers_per_node=2)
         executor = RayDataExecutor(progress_bars=False)
         outcome = run_shard_here(pipeline, tmp_path / "ckpt", output_dir=out, executor=executor)
     finally:
         server.stop()
     assert outcome.status == "completed"
-    assert executor.pool_choices["download"].size == 2
+    assert executor.pool_choices["download"].size == 4
     per_node = {p.name: peak_concurrency(str(p)) for p in probe.iterdir() if p.is_dir()}
-    assert per_node and all(peak == 1 for peak in per_node.values()), per_node
-    assert server.peak_active <= 2
+    assert per_node and all(peak <= 2 for peak in per_node.values()), per_node
+    assert server.peak_active <= 4
     check_documents(outputs(out), expected)
     check_counts(outcome.work, expected)
     manifest = json.loads(Path(outcome.manifest_path).read_text())

@@ -32,9 +32,11 @@ CLI_ENV = dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ['PATH']}")
 
 
 def driver_pid(array_job: str, task: str, deadline_s: float = 120) -> int:
-    """The entrypoint process of node 0 of one array element (a process this test started via SLURM)."""
+    """The driver of node 0 of one array element (a process this test started via SLURM): the
+    entrypoint process that runs Ray, a child of the one that supervises it."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
+        found = []
         for entry in os.scandir("/proc"):
             if not entry.name.isdigit():
                 continue
@@ -48,9 +50,19 @@ def driver_pid(array_job: str, task: str, deadline_s: float = 120) -> int:
             if (env.get(b"SLURM_ARRAY_JOB_ID"), env.get(b"SLURM_ARRAY_TASK_ID"), env.get(b"SLURM_NODEID", b"0")) == (
                 array_job.encode(), task.encode(), b"0"
             ):
-                return int(entry.name)
+                found.append(int(entry.name))
+        drivers = [pid for pid in found if parent_pid(pid) in found]
+        if drivers:
+            return drivers[0]
         time.sleep(0.3)
     raise AssertionError(f"no driver process for {array_job}_{task}")
+
+
+def parent_pid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def wait_for_log(log: Path, text: str, timeout: float = 120) -> None:

@@ -75,3 +75,24 @@ def test_a_stop_carried_out_by_another_error_still_leaves_as_the_stop():
             raise ValueError("an error without a stop request stays what it is")
     finally:
         stop.uninstall()
+
+
+def test_a_second_signal_during_the_first_ones_callbacks_neither_raises_into_them_nor_waits():
+    """SLURM signals the step and srun forwards the same signal: two arrive back to back."""
+    import pytest
+
+    from curator_array.run.stopping import ShardStopped, StopController
+
+    events = []
+
+    def record(stopped):
+        signal.raise_signal(signal.SIGTERM)  # its handler runs here, in the main thread
+        events.append(str(stopped))
+
+    stop = StopController().install()
+    try:
+        with stop.on_stop(record), pytest.raises(ShardStopped) as stopped:
+            stop.request("SIGUSR1")
+        assert events == [str(stopped.value)] and str(stopped.value).startswith("received SIGUSR1")
+    finally:
+        stop.uninstall()

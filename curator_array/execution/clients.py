@@ -98,6 +98,7 @@ class RayClusterClient(ABC):
         self.extra_nodes: list[RayNodeProcess] = []
         self.expected_nodes = 1
         self.started = False
+        self.owns_cluster = True  # we started every node: nothing else runs on it and it never autoscales
         self.startup_s: float | None = None
         self.teardown_s: float | None = None
         self._saved_env: dict[str, str | None] = {}

@@ -22,6 +22,7 @@ import ray.data
 from ..stages.apply import apply_chain
 from ..stages.base import ProcessingStage, RayStageSpec
 from ..stages.tasks import Task
+from .fixed_cluster import without_helper_actors
 from .pools import ClusterShape, PoolChoice, choose_pool
 from .profiling import profiled
 
@@ -216,11 +217,13 @@ class RayDataExecutor:
     ``stall_timeout_s`` fails a run whose operators make no progress for that long (Ray
     Data's default is 30 minutes). Progress bars appear on a terminal, log lines otherwise.
     ``profile_dir`` gets a cProfile of every worker process (``profiling``).
+    ``private_cluster`` says the cluster is one our client started for this run alone.
     """
 
     def __init__(self, *, stall_timeout_s: float | None = None, progress_bars: bool | None = None,
-                 profile_dir: str | None = None):
+                 profile_dir: str | None = None, private_cluster: bool = False):
         self.stall_timeout_s = stall_timeout_s
+        self.private_cluster = private_cluster
         self.profile_dir = profile_dir
         self.progress_bars = sys.stderr.isatty() if progress_bars is None else progress_bars
         self.pool_choices: dict[str, PoolChoice] = {}
@@ -277,9 +280,17 @@ class RayDataExecutor:
         return kwargs
 
     def execute(self, stages: Sequence[ProcessingStage], tasks: Sequence[Task]) -> Iterator[Task]:
-        """Yield every task that leaves the last stage, in completion order."""
+        """Yield every task that leaves the last stage, in completion order.
+
+        On a private cluster (``private_cluster``: one our client started, of fixed size),
+        Ray Data runs without its autoscaling and stats actors (:mod:`.fixed_cluster`).
+        """
         if not tasks:
             return
+        with without_helper_actors(self.private_cluster):
+            yield from self._execute(stages, tasks)
+
+    def _execute(self, stages: Sequence[ProcessingStage], tasks: Sequence[Task]) -> Iterator[Task]:
         shape = cluster_shape()
         segments = chain_stages(stages)
         self._configure_context(len(segments))

@@ -1,0 +1,47 @@
+"""Ray Data on a private cluster runs without its autoscaling and stats actors, to the same outputs."""
+
+import pytest
+import ray
+
+from curator_array.execution.clients import RayClient
+from curator_array.execution.ray_cluster import NodeOptions
+from curator_array.execution.ray_data import RayDataExecutor
+from curator_array.pipelines.options import PipelineOptions
+from curator_array.pipelines.pipeline import Pipeline
+from curator_array.run.shard import run_shard_here
+from tests.conftest import read_records, records_digest
+
+pytestmark = pytest.mark.ray
+
+HELPERS = {"AutoscalingCoordinator": "AutoscalingCoordinator", "datasets_stats_actor": "_dataset_stats_actor"}
+
+
+def helper_actors() -> set[str]:
+    found = set()
+    for name, namespace in HELPERS.items():
+        try:
+            ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            continue
+        found.add(name)
+    return found
+
+
+def copy(sample_jsonl, tmp_path, name, private_cluster):
+    out = tmp_path / name
+    options = PipelineOptions(str(sample_jsonl), str(out), drop_empty=True)
+    pipeline = Pipeline(options.source(), [options.reader(), *options.filters(), options.writer()])
+    executor = RayDataExecutor(progress_bars=False, private_cluster=private_cluster)
+    outcome = run_shard_here(pipeline, tmp_path / f"ckpt-{name}", output_dir=out, executor=executor)
+    assert outcome.status == "completed"
+    return records_digest(read_records(out))
+
+
+def test_a_private_cluster_runs_datasets_without_ray_datas_helper_actors(sample_jsonl, tmp_path):
+    # A cluster of its own: the helpers Ray Data starts are detached and outlive a run.
+    with RayClient(node_options=NodeOptions(num_cpus=2, object_store_memory=100 * 2**20)):
+        without = copy(sample_jsonl, tmp_path, "private", private_cluster=True)
+        assert helper_actors() == set()
+        with_helpers = copy(sample_jsonl, tmp_path, "shared", private_cluster=False)
+        assert helper_actors() == set(HELPERS), "the check must see the helpers Ray Data starts by default"
+    assert without == with_helpers

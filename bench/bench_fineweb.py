@@ -28,11 +28,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, SITE, ensure_datatrove  # noqa: E402
+from support import CACHE, REPO, datatrove_fineweb_env, ensure_datatrove  # noqa: E402
 
 sys.path.insert(0, str(REPO))
-from curator_array.stages.web.fasttext_language import bundled_model  # noqa: E402
-from tests.support.reference_site import ensure_reference_site, reference_environment  # noqa: E402
 from tests.support.warcs import Page, write_warc  # noqa: E402
 
 PAGES = REPO / "tests" / "fixtures" / "fineweb-pages.jsonl.gz"
@@ -109,11 +107,7 @@ def ours(directory: Path, out: Path) -> tuple[float, float]:
 
 
 def datatrove(directory: Path, out: Path, files: int) -> tuple[float, float]:
-    env = reference_environment()  # its WARC reader's own needs (warcio, ...) from the bench's datatrove site
-    env.update(PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "support" / "reference_lid"), env["PYTHONPATH"],
-                                           str(SITE)]),
-               REFERENCE_LID_MODEL=str(bundled_model()), TLDEXTRACT_CACHE=str(WORK / "tld"),
-               TLDEXTRACT_CACHE_TIMEOUT="2", HF_HOME=str(WORK / "hf"))
+    env = datatrove_fineweb_env(WORK)
     return timed([sys.executable, "-c", DATATROVE, str(directory), str(out), "", str(REPO), str(files)], env)
 
 
@@ -125,7 +119,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,8,32", help="WARC files per size, comma-separated")
     args = parser.parse_args()
-    ensure_reference_site()
     ensure_datatrove()
     print(f"FineWeb's recipe on {CPUS} cores: wall time (start-up included), pages/s, peak RSS of one process")
     for files in map(int, args.sizes.split(",")):

@@ -19,7 +19,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, datatrove_env, ensure_datatrove, measure_snippet, timed_tree  # noqa: E402
+from support import (  # noqa: E402
+    CACHE,
+    REPO,
+    datatrove_env,
+    datatrove_fineweb_env,
+    ensure_datatrove,
+    measure_snippet,
+    timed_tree,
+)
 
 sys.path.insert(0, str(REPO))
 from tests.support.warcs import Page, record_bytes, write_warc  # noqa: E402
@@ -195,11 +203,30 @@ with Pool(2) as pool:
 """
 
 
+DATATROVE_CHAIN_MAX_FILES = 4 * FILES  # about 55 pages/s on 2 cores (Trafilatura): 7 minutes at 16 x FILES
+DATATROVE_CHAIN = r"""
+import sys
+sys.path.insert(0, sys.argv[3])
+from tests.support.reference_fineweb import steps
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.readers import WarcReader
+from datatrove.pipeline.writers import ParquetWriter
+same_work = [step for name, step in steps() if name not in ("url_filter", "pii")]
+pipeline = [WarcReader(sys.argv[1], glob_pattern="*.warc.gz"), *same_work, ParquetWriter(sys.argv[2] + "/out")]
+tasks = int(sys.argv[4])
+LocalPipelineExecutor(pipeline, tasks=tasks, workers=min(tasks, 2), logging_dir=sys.argv[2] + "/logs").run()
+"""
+
+
 def chain_side_by_side(sizes: tuple[int, ...] = (FILES, 4 * FILES, 16 * FILES)) -> None:
     """The whole commoncrawl chain from start-up dominated to throughput dominated: ``run`` (Ray,
     start and stop included) against a bare ``Pool(2)`` calling the same stages on the same
-    files, with no Ray, no records."""
-    print("\nread, extract, language, quality, Parquet on 2 cores: ours (Ray) / a bare Pool(2) of the same stages")
+    files, with no Ray, no records; and datatrove's nearest chain on its ``LocalPipelineExecutor``
+    (2 workers): its WARC reader, then FineWeb's steps from extraction to the quality rules
+    (Trafilatura: datatrove 0.10 has no Resiliparse extractor), written to Parquet."""
+    print("\nread, extract, language, quality, Parquet on 2 cores: ours (Ray) / a bare Pool(2) of the same stages"
+          " / datatrove's chain")
+    reference_env = datatrove_fineweb_env(CACHE / "web_chain_reference")
     for files in sizes:
         directory, docs = input_of(files)
         runs = CACHE / "web_chain"
@@ -210,11 +237,17 @@ def chain_side_by_side(sizes: tuple[int, ...] = (FILES, 4 * FILES, 16 * FILES)) 
                                       "--input-dir", str(directory), "--input-file-type", "warc", "--output-dir",
                                       str(runs / "ours"), "--no-progress"], env)
         bare, bare_peak = timed_tree([sys.executable, "-c", BARE_CHAIN, str(directory), str(runs / "bare")], env)
+        theirs = None
+        if files <= DATATROVE_CHAIN_MAX_FILES:
+            theirs, theirs_peak = timed_tree([sys.executable, "-c", DATATROVE_CHAIN, str(directory),
+                                              str(runs / "datatrove"), str(REPO), str(files)], reference_env)
         manifest = json.loads((runs / "ours" / ".nemo_curator_metadata/.slurm_array_completion"
                                / "completed_slurm_array_0.json").read_text())
         print(f"  {files} WARCs, {docs:,} HTML pages: ours {ours:.1f} s (peak {ours_peak:,.0f} MiB), bare {bare:.1f} s "
               f"(peak {bare_peak:,.0f} MiB): ours {bare / ours:.2f}x the bare loop's speed, "
               f"{ours_peak / bare_peak:.1f}x its memory")
+        if theirs is not None:
+            print(f"    datatrove {theirs:.1f} s (peak {theirs_peak:,.0f} MiB): ours {theirs / ours:.2f}x its speed")
         marks = manifest["timeline_s"]
         print(f"    ours: Ray ready after {marks['ray_ready']:.1f} s, first result after "
               f"{marks['first_result']:.1f} s, last after {marks['last_result']:.1f} s")

@@ -47,6 +47,23 @@ def datatrove_env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(SITE), str(REPO), os.environ.get("PYTHONPATH", "")]))
 
 
+def datatrove_fineweb_env(work: Path) -> dict[str, str]:
+    """The environment datatrove's FineWeb steps (``tests.support.reference_fineweb``) run in:
+    the reference site's packages, our bundled fastText model for its language filter, and
+    caches under ``work`` (nothing is downloaded)."""
+    sys.path.insert(0, str(REPO))
+    from curator_array.stages.web.fasttext_language import bundled_model
+    from tests.support.reference_site import ensure_reference_site, reference_environment
+
+    ensure_reference_site()
+    env = reference_environment()  # its WARC reader's own needs (warcio, ...) from the bench's datatrove site
+    env.update(PYTHONPATH=os.pathsep.join([str(REPO / "tests" / "support" / "reference_lid"), env["PYTHONPATH"],
+                                           str(SITE)]),
+               REFERENCE_LID_MODEL=str(bundled_model()), TLDEXTRACT_CACHE=str(work / "tld"),
+               TLDEXTRACT_CACHE_TIMEOUT="2", HF_HOME=str(work / "hf"))
+    return env
+
+
 def timed(command: list[str], env: dict | None = None) -> float:
     began = time.perf_counter()
     subprocess.run(command, check=True, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -512,7 +512,10 @@ class AttemptRecord:
     def write(self, layout: CheckpointLayout, attempt: AttemptId) -> Path:
         if self.shard_index is None:
             raise ValueError("an attempt record needs its shard index")
-        path = layout.attempt_dir(attempt, self.shard_index) / self.file_name
+        return self.write_at(layout.attempt_dir(attempt, self.shard_index) / self.file_name)
+
+    def write_at(self, path: Path) -> Path:
+        """Written atomically at ``path`` (where :meth:`write` would put it, when the layout is not at hand)."""
         return write_json_atomic(path, {**self.to_json(), "written_at": self.written_at or utc_now()})
 
 

@@ -25,8 +25,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core.atomic import write_json_atomic
-from ..core.layout import utc_now
 from ..core.records import AttemptRecord
 from .stopping import STOP_SIGNALS, ShardStopped, stop_message
 
@@ -112,9 +110,14 @@ class Supervisor:
         return end.exit_code
 
     def _announced(self) -> tuple[Path, AttemptRecord] | None:
+        """The driver's last announcement; read without waiting, since a process the driver forked may hold the pipe."""
         chunks = []
-        while chunk := os.read(self.channel, 65536):
-            chunks.append(chunk)
+        os.set_blocking(self.channel, False)
+        try:
+            while chunk := os.read(self.channel, 65536):
+                chunks.append(chunk)
+        except BlockingIOError:
+            pass
         os.close(self.channel)
         lines = b"".join(chunks).decode(errors="replace").splitlines()
         if not lines:
@@ -126,9 +129,8 @@ class Supervisor:
     def _record(path: Path, record: AttemptRecord, error_type: str, error: str) -> None:
         if path.exists():  # the driver recorded it after all
             return
-        stopped = replace(record, error_type=error_type, error=error, failed_tasks=())
         try:
-            write_json_atomic(path, {**stopped.to_json(), "written_at": utc_now()})
+            replace(record, error_type=error_type, error=error, failed_tasks=()).write_at(path)
         except OSError as exc:
             logger.warning("could not record why the attempt ended (%s)", exc)
         else:

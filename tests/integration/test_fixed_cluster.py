@@ -1,4 +1,5 @@
-"""Ray Data on a private cluster runs without its autoscaling and stats actors, to the same outputs."""
+"""Ray Data on a private cluster runs without its helper actors (autoscaling, stats, actor
+locations), to the same outputs."""
 
 import pytest
 import ray
@@ -10,10 +11,12 @@ from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import Pipeline
 from curator_array.run.shard import run_shard_here
 from tests.conftest import read_records, records_digest
+from tests.integration.helper_stages import SetupCountingStage
 
 pytestmark = pytest.mark.ray
 
-HELPERS = {"AutoscalingCoordinator": "AutoscalingCoordinator", "datasets_stats_actor": "_dataset_stats_actor"}
+HELPERS = {"AutoscalingCoordinator": "AutoscalingCoordinator", "datasets_stats_actor": "_dataset_stats_actor",
+           "ActorLocationTracker": "ActorLocationTracker"}
 
 
 def helper_actors() -> set[str]:
@@ -30,7 +33,8 @@ def helper_actors() -> set[str]:
 def copy(sample_jsonl, tmp_path, name, private_cluster):
     out = tmp_path / name
     options = PipelineOptions(str(sample_jsonl), str(out), drop_empty=True)
-    pipeline = Pipeline(options.source(), [options.reader(), *options.filters(), options.writer()])
+    actors = SetupCountingStage(str(tmp_path / f"probe-{name}"))  # an actor pool: its actors report their node
+    pipeline = Pipeline(options.source(), [options.reader(), *options.filters(), actors, options.writer()])
     executor = RayDataExecutor(progress_bars=False, private_cluster=private_cluster)
     outcome = run_shard_here(pipeline, tmp_path / f"ckpt-{name}", output_dir=out, executor=executor)
     assert outcome.status == "completed"

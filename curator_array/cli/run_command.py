@@ -63,6 +63,8 @@ def run(ctx: click.Context, **kwargs) -> None:
 
     request = request_of(settings_for_start(given_flags(ctx), os.environ))
     context = ctx.obj or JobContext.from_env(os.environ)
+    # This process's own environment decides, not a context handed in (a test's SLURM
+    # context in-process must never fork the test runner).
     if supervisor.wanted(os.environ, JobEnvironment.from_env(os.environ).in_slurm) and context.job.is_driver:
         parent = supervisor.fork_driver()
         if parent is not None:

@@ -17,16 +17,15 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, datatrove_env, ensure_datatrove, timed_tree  # noqa: E402
+from support import CACHE, ROUNDS, datatrove_env, ensure_datatrove, in_turns, timed_tree  # noqa: E402
 
 SIZES = (("400 MB", 48, 400 * 10**6), ("1 GiB", 200, 2**30))
-ROUNDS = 3
 WORDS = [w for w in open(__file__).read().split() if w.isalpha()][:400] or ["word"]
 
 
@@ -100,19 +99,17 @@ def run_size(label: str, files: int, target_bytes: int) -> None:
                        str(files)], datatrove_env()),
         "pyarrow": ([sys.executable, "-c", PYARROW, str(source), str(runs / "pyarrow")], None),
     }
-    walls: dict[str, list[float]] = {name: [] for name in commands}
-    peaks: dict[str, float] = dict.fromkeys(commands, 0.0)
-    for _ in range(ROUNDS):  # the engines take turns, so a noisy moment of the host hits all of them
-        for name, (command, env) in commands.items():
-            for output in (runs / name, runs / "dt-logs"):  # every round starts from nothing
-                shutil.rmtree(output, ignore_errors=True)
-            wall, peak = timed_tree(command, env)
-            walls[name].append(wall)
-            peaks[name] = max(peaks[name], peak)
+
+    def run(name: str) -> tuple[float, float]:
+        for output in (runs / name, runs / "dt-logs"):  # every round starts from nothing
+            shutil.rmtree(output, ignore_errors=True)
+        return timed_tree(*commands[name])
+
+    turns = in_turns({name: partial(run, name) for name in commands})
     print(f"  median wall time of {ROUNDS} rounds in turn (" + "; ".join(
-        f"{name} " + "/".join(f"{wall:.1f}" for wall in walls[name]) for name in commands) + " s), largest peak")
-    (ours, datatrove, plain) = (statistics.median(walls[name]) for name in commands)
-    (ours_peak, datatrove_peak, plain_peak) = (peaks[name] for name in commands)
+        f"{name} {turns[name]}" for name in commands) + " s), largest peak")
+    (ours, datatrove, plain) = (turns[name].median for name in commands)
+    (ours_peak, datatrove_peak, plain_peak) = (turns[name].peak for name in commands)
     manifest = json.loads((runs / "ours" / ".nemo_curator_metadata" / ".slurm_array_completion"
                            / "completed_slurm_array_0.json").read_text())
     first, last = manifest["timeline_s"]["first_result"], manifest["timeline_s"]["last_result"]

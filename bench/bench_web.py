@@ -16,15 +16,18 @@ import random
 import shutil
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import (  # noqa: E402
     CACHE,
     REPO,
+    ROUNDS,
     datatrove_env,
     datatrove_fineweb_env,
     ensure_datatrove,
+    in_turns,
     measure_snippet,
     timed_tree,
 )
@@ -230,24 +233,32 @@ def chain_side_by_side(sizes: tuple[int, ...] = (FILES, 4 * FILES, 16 * FILES)) 
     for files in sizes:
         directory, docs = input_of(files)
         runs = CACHE / "web_chain"
-        shutil.rmtree(runs, ignore_errors=True)
-        runs.mkdir(parents=True)
         env = dict(os.environ, PYTHONPATH=str(REPO))
-        ours, ours_peak = timed_tree([sys.executable, "-m", "curator_array.cli", "run", "--pipeline", "commoncrawl",
-                                      "--input-dir", str(directory), "--input-file-type", "warc", "--output-dir",
-                                      str(runs / "ours"), "--no-progress"], env)
-        bare, bare_peak = timed_tree([sys.executable, "-c", BARE_CHAIN, str(directory), str(runs / "bare")], env)
-        theirs = None
+        commands = {
+            "ours": ([sys.executable, "-m", "curator_array.cli", "run", "--pipeline", "commoncrawl", "--input-dir",
+                      str(directory), "--input-file-type", "warc", "--output-dir", str(runs / "ours"), "--no-progress"],
+                     env),
+            "bare": ([sys.executable, "-c", BARE_CHAIN, str(directory), str(runs / "bare")], env),
+        }
         if files <= DATATROVE_CHAIN_MAX_FILES:
-            theirs, theirs_peak = timed_tree([sys.executable, "-c", DATATROVE_CHAIN, str(directory),
-                                              str(runs / "datatrove"), str(REPO), str(files)], reference_env)
+            commands["datatrove"] = ([sys.executable, "-c", DATATROVE_CHAIN, str(directory), str(runs / "datatrove"),
+                                      str(REPO), str(files)], reference_env)
+
+        def run(name: str) -> tuple[float, float]:
+            shutil.rmtree(runs / name, ignore_errors=True)  # every round starts from nothing
+            return timed_tree(*commands[name])
+
+        turns = in_turns({name: partial(run, name) for name in commands})
+        ours, bare = turns["ours"], turns["bare"]
         manifest = json.loads((runs / "ours" / ".nemo_curator_metadata/.slurm_array_completion"
                                / "completed_slurm_array_0.json").read_text())
-        print(f"  {files} WARCs, {docs:,} HTML pages: ours {ours:.1f} s (peak {ours_peak:,.0f} MiB), bare {bare:.1f} s "
-              f"(peak {bare_peak:,.0f} MiB): ours {bare / ours:.2f}x the bare loop's speed, "
-              f"{ours_peak / bare_peak:.1f}x its memory")
-        if theirs is not None:
-            print(f"    datatrove {theirs:.1f} s (peak {theirs_peak:,.0f} MiB): ours {theirs / ours:.2f}x its speed")
+        print(f"  {files} WARCs, {docs:,} HTML pages, medians of {ROUNDS} rounds in turn: ours {ours.median:.1f} s "
+              f"({ours} s, peak {ours.peak:,.0f} MiB), bare {bare.median:.1f} s ({bare} s, peak {bare.peak:,.0f} MiB): "
+              f"ours {bare.median / ours.median:.2f}x the bare loop's speed, {ours.peak / bare.peak:.1f}x its memory")
+        if "datatrove" in turns:
+            theirs = turns["datatrove"]
+            print(f"    datatrove {theirs.median:.1f} s ({theirs} s, peak {theirs.peak:,.0f} MiB): "
+                  f"ours {theirs.median / ours.median:.2f}x its speed")
         marks = manifest["timeline_s"]
         print(f"    ours: Ray ready after {marks['ray_ready']:.1f} s, first result after "
               f"{marks['first_result']:.1f} s, last after {marks['last_result']:.1f} s")

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -31,6 +34,37 @@ print("@@" + _json.dumps({"peak_rss": _peak_rss(),
                           "children_peak_rss": _resource.getrusage(_resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
                           **globals().get("REPORT", {})}))
 """
+
+
+ROUNDS = 3
+
+
+@dataclass
+class Turns:
+    """One engine's wall times over the rounds and the largest peak memory (MiB) it reached."""
+
+    walls: list[float] = field(default_factory=list)
+    peak: float = 0.0
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.walls)
+
+    def __str__(self) -> str:
+        return "/".join(f"{wall:.1f}" for wall in self.walls)
+
+
+def in_turns(engines: dict[str, Callable[[], tuple[float, float]]], rounds: int = ROUNDS) -> dict[str, Turns]:
+    """Run each engine once per round, the engines taking turns, so that a slow moment of this
+    shared host hits all of them rather than one; an engine returns (wall s, peak MiB). A single
+    run's time moved by a quarter between hours here."""
+    turns = {name: Turns() for name in engines}
+    for _ in range(rounds):
+        for name, engine in engines.items():
+            wall, peak = engine()
+            turns[name].walls.append(wall)
+            turns[name].peak = max(turns[name].peak, peak)
+    return turns
 
 
 def ensure_datatrove() -> None:

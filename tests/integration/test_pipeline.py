@@ -282,6 +282,18 @@ def test_plain_stages_share_one_ray_task_and_sized_stages_do_not(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("name", ["commoncrawl", "fineweb"])
+def test_the_web_pipelines_run_from_reading_to_parquet_in_one_ray_task(name, tmp_path):
+    """No actor stage in them: an actor would start a process of its own beside the task
+    workers Ray has already started, which would then idle."""
+    pytest.importorskip("resiliparse")
+    from curator_array.execution.ray_data import chain_stages
+    from curator_array.pipelines import load_pipeline
+
+    stages = load_pipeline(name, PipelineOptions(str(tmp_path), str(tmp_path / "o"), input_file_type="warc")).stages
+    assert [[s.stage_name for s in seg] for seg in chain_stages(stages)] == [[s.stage_name for s in stages]]
+
+
 def test_new_run_outside_an_array_archives_and_reruns_everything(ray_cluster, sample_jsonl, tmp_path, caplog):
     out = tmp_path / "out"
     flags = {"input_dir": str(sample_jsonl), "output_dir": str(out), "min_words": 5}

@@ -8,6 +8,8 @@ stable answer, and long pages then cost no more than short ones.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -16,9 +18,24 @@ from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
 
 
+@lru_cache(maxsize=1)
+def identifier():
+    """py3langid's identifier, loaded once per process.
+
+    The stage runs in Ray tasks rather than an actor, so that it fuses with the stages around
+    it into the task workers Ray has already started: an actor would start a process of its own
+    (importing Ray Data again) and leave those workers idle. A worker runs many tasks, so the
+    model still loads once per process.
+    """
+    try:
+        from py3langid.langid import MODEL_FILE, LanguageIdentifier
+    except ImportError:
+        raise ConfigError("language identification needs the web extras: pip install 'curator-array[web]'") from None
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
 class LanguageFilter(FilterStage):
     name = "language"
-    ray_stage_spec = {"is_actor_stage": True}
 
     def __init__(self, languages: tuple[str, ...] | list[str] = (), min_score: float = 0.0,
                  text_field: str = TEXT_FIELD, max_chars: int = 4000):
@@ -26,24 +43,14 @@ class LanguageFilter(FilterStage):
             raise ConfigError(f"language score threshold must be between 0 and 1, got {min_score}")
         self.languages = sorted({code.strip().lower() for code in languages if code.strip()})
         self.min_score, self.max_chars = min_score, max_chars
-        self._identifier = None
         super().__init__(text_field)
 
     def setup(self) -> None:
-        if self._identifier is None:
-            try:
-                from py3langid.langid import MODEL_FILE, LanguageIdentifier
-            except ImportError:
-                raise ConfigError("language identification needs the web extras: "
-                                  "pip install 'curator-array[web]'") from None
-            self._identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-
-    def __getstate__(self):
-        return {**self.__dict__, "_identifier": None}
+        identifier()
 
     def score(self, table, text):
-        self.setup()
-        found = [self._identifier.classify(t[: self.max_chars]) if t else ("und", 0.0) for t in text.to_pylist()]
+        classify = identifier().classify
+        found = [classify(t[: self.max_chars]) if t else ("und", 0.0) for t in text.to_pylist()]
         language = pa.array([code for code, _ in found], pa.string())
         score = pa.array([round(float(p), 4) for _, p in found], pa.float64())
         table = table.append_column("language", language).append_column("language_score", score)

@@ -9,6 +9,7 @@ depends on state or environment variables on the workers.
 from __future__ import annotations
 
 import logging
+import math
 import pickle
 import sys
 import time
@@ -35,8 +36,7 @@ BACKLOG_PER_WORKER = 4
 
 
 def _encode(tasks: Sequence[Task]) -> pa.Table:
-    """A block of tasks a stage hands on, stamped with when (the driver's source tasks are
-    not stamped: their wait is the shard's backlog, not a stall)."""
+    """A block of tasks a stage hands on, stamped with when it did."""
     return pa.table({COLUMN: pa.array([pickle.dumps(t, protocol=5) for t in tasks], type=pa.large_binary()),
                      HANDED_AT: pa.array([time.time()] * len(tasks), type=pa.float64())})
 
@@ -44,10 +44,9 @@ def _encode(tasks: Sequence[Task]) -> pa.Table:
 def _source_dataset(tasks: Sequence[Task], blocks: int) -> ray.data.Dataset:
     """The source tasks as a dataset of ``blocks`` blocks, built in this process.
 
-    ``ray.data.from_arrow`` asks one Ray task per block for the block's metadata. When every
-    stage runs in actors, those are the run's only tasks: they start worker processes that
-    import Ray Data for them and then idle (two on 2 CPUs, 2.5 CPU-s and about 300 MiB of a
-    web chain). ``from_items`` computes the same metadata here.
+    ``ray.data.from_arrow`` would run a Ray task per block only to read the block's metadata;
+    ``from_items`` computes it here. Source tasks are not stamped (``HANDED_AT``): their wait
+    is the shard's backlog, not a stall.
     """
     rows = [{COLUMN: pickle.dumps(t, protocol=5)} for t in tasks]
     return ray.data.from_items(rows, override_num_blocks=blocks)
@@ -304,7 +303,7 @@ class RayDataExecutor:
         shape = cluster_shape()
         segments = chain_stages(stages)
         self._configure_context(len(segments))
-        blocks = -(-len(tasks) // tasks_per_block(len(tasks), shape, segments[0][0]))
+        blocks = math.ceil(len(tasks) / tasks_per_block(len(tasks), shape, segments[0][0]))
         dataset = _source_dataset(tasks, blocks)
         pending_budget = None
         for segment in segments:

@@ -115,26 +115,33 @@ SPLIT_CHUNKS_KEPT = 200_000
 
 def spaced(text: str, language: str = "en") -> list[str]:
     words: list[str] = []
-    known = _SPLIT_CHUNKS.setdefault(language, {})
     for chunk in text.split():
         if chunk.isalnum():  # what \w+ matches, minus "_", which splits nothing either
             words.append(chunk)
-            continue
-        pieces = known.get(chunk)
-        if pieces is None:
-            simple = _WORD_AND_SUFFIX.fullmatch(chunk)
-            if simple and not _abbreviation(chunk, language):  # the commonest shape, as _split_chunk splits it
-                found = [simple.group(1), simple.group(2)]
-            else:
-                found = []
-                _split_chunk(chunk, language, found)
-                if len(found) > 1:
-                    found = _join_emoticons(found)
-            if len(known) >= SPLIT_CHUNKS_KEPT:
-                known.clear()
-            pieces = known[chunk] = tuple(found)
-        words.extend(pieces)
+        else:
+            words.extend(chunk_words(chunk, language))
     return words
+
+
+def chunk_words(chunk: str, language: str) -> tuple[str, ...]:
+    """The words of one whitespace-delimited chunk of text, as ``spaced`` splits it."""
+    if chunk.isalnum():
+        return (chunk,)
+    known = _SPLIT_CHUNKS.setdefault(language, {})
+    pieces = known.get(chunk)
+    if pieces is None:
+        simple = _WORD_AND_SUFFIX.fullmatch(chunk)
+        if simple and not _abbreviation(chunk, language):  # the commonest shape, as _split_chunk splits it
+            found = [simple.group(1), simple.group(2)]
+        else:
+            found = []
+            _split_chunk(chunk, language, found)
+            if len(found) > 1:
+                found = _join_emoticons(found)
+        if len(known) >= SPLIT_CHUNKS_KEPT:
+            known.clear()
+        pieces = known[chunk] = tuple(found)
+    return pieces
 
 
 def _split_chunk(chunk: str, language: str, out: list[str]) -> None:

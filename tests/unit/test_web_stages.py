@@ -254,17 +254,63 @@ def test_c4_leaves_languages_it_is_not_set_for_untouched():
 def test_repetition_counts_repeats_only_over_the_whole_text():
     import numpy as np
 
-    from curator_array.stages.web.textstats import greedy_duplicate_chars, most_frequent_ngram_chars
-    from curator_array.text.ngrams import ngram_keys
+    from curator_array.stages.web.textstats import RepeatedNGrams, greedy_duplicate_chars, most_frequent_ngram_chars
 
     words = "a b c d e a b c d e x a b c d e".split()
     ids, lengths = np.array([ord(w) for w in words]), np.ones(len(words))
-    grams = ngram_keys(ids, lengths, np.zeros(len(words), dtype=np.int64), 5)
+    repeats = RepeatedNGrams(ids, lengths, np.zeros(len(words), dtype=np.int64))
+    assert most_frequent_ngram_chars(repeats, 1, 2).tolist() == [3.0 * 3], "'a b' thrice, with its space"
     # scan: "a b c d e" first seen at 0; found again at 5 (5 chars), jump to 10: "x a b c d" new,
     # then "a b c d e" at 11 is a repeat again (5 chars)
-    assert greedy_duplicate_chars(grams, None, 1, 5).tolist() == [10.0]
-    grams2 = ngram_keys(ids, lengths, np.zeros(len(words), dtype=np.int64), 2)
-    assert most_frequent_ngram_chars(grams2, None, 1, 2).tolist() == [3.0 * 3], "'a b' thrice, with its space"
+    assert greedy_duplicate_chars(repeats, 1, 5).tolist() == [10.0]
+
+
+def _reference_top_chars(words: list[str], n: int) -> int:
+    from collections import Counter
+
+    grams = [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
+    if not grams:
+        return 0
+    gram, count = Counter(grams).most_common(1)[0]
+    return len(gram) * count
+
+
+def _reference_duplicate_chars(words: list[str], n: int) -> int:
+    seen, total, index = set(), 0, 0
+    while index <= len(words) - n:
+        gram = " ".join(words[index:index + n])
+        if gram in seen:
+            total += len(gram.replace(" ", ""))
+            index += n
+        else:
+            seen.add(gram)
+            index += 1
+    return total
+
+
+def test_repeated_ngrams_count_as_the_reference_in_every_document_and_any_order_of_sizes():
+    """Counting each n-gram size from the shorter sizes' repeats finds what counting every
+    n-gram finds: documents of few words drawn from a small vocabulary, so that they repeat."""
+    import random
+
+    import numpy as np
+
+    from curator_array.stages.web.textstats import RepeatedNGrams, greedy_duplicate_chars, most_frequent_ngram_chars
+
+    rng = random.Random(5)
+    documents = [[rng.choice("ab cd e fgh i".split()) for _ in range(rng.randint(0, 40))] for _ in range(300)]
+    flat = [word for words in documents for word in words]
+    vocabulary = sorted(set(flat))
+    ids = np.array([vocabulary.index(word) for word in flat])
+    lengths = np.array([len(word) for word in flat], dtype=np.float64)
+    parents = np.repeat(np.arange(len(documents)), [len(words) for words in documents])
+    for sizes in ([2, 3, 4, 5, 6, 7, 8, 9, 10], [3, 7, 4, 10]):
+        repeats = RepeatedNGrams(ids, lengths, parents)
+        for n in sizes:
+            assert most_frequent_ngram_chars(repeats, len(documents), n).tolist() == \
+                [_reference_top_chars(words, n) for words in documents], n
+            assert greedy_duplicate_chars(repeats, len(documents), n).tolist() == \
+                [_reference_duplicate_chars(words, n) for words in documents], n
 
 
 def test_commoncrawl_pipeline_by_name(tmp_path):

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import regex
 
 from .quality import LanguageAwareFilter, document_languages, limits, mask
-from .textstats import duplicate_elements, per_document, ratio, split_words
+from .textstats import batch_words, duplicate_elements, per_document, ratio
 
 SHORT_LINE_CHARACTERS = 30
 _SENTENCE_FINAL = regex.compile(r"[\p{Sentence_Terminal}\u17d6\u17d9\u17da]")
@@ -90,9 +90,9 @@ class FineWebQualityFilter(LanguageAwareFilter):
         chosen = np.flatnonzero(alive)
         if len(chosen) == 0:
             return passes
-        words = split_words(text.take(pa.array(chosen)).to_pylist(), [codes[i] for i in chosen],
-                            [settings[i].tokenizer for i in chosen])
-        counts = np.array([len(w) for w in words], dtype=np.float64)
+        _, parents = batch_words(text.take(pa.array(chosen)), [codes[i] for i in chosen],
+                                 [settings[i].tokenizer for i in chosen])
+        counts = np.bincount(parents, minlength=len(chosen)).astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             over = (counts > 0) & (newlines[chosen] / counts > limit("new_line_ratio")[chosen])
         passes[chosen] = ~over

@@ -35,19 +35,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...text.ngrams import ngram_keys
 from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
 from .languages import LanguageSettings, for_language, language_settings
 from .textstats import (
+    RepeatedNGrams,
+    batch_words,
     duplicate_elements,
-    flatten_words,
     greedy_duplicate_chars,
     has_sentences,
     most_frequent_ngram_chars,
     per_document,
     ratio,
-    split_words,
 )
 
 SYMBOL_CHARACTERS = r"^[\p{P}\p{S}]+$"
@@ -106,8 +105,7 @@ class _Words:
         self.codes = document_languages(table, default_language)
         self.settings = [for_language(languages, code) for code in self.codes]
         self.spaced = np.array([s.tokenizer != "none" for s in self.settings])
-        self.split = split_words(self.text.to_pylist(), self.codes, [s.tokenizer for s in self.settings])
-        self.words, self.parents = flatten_words(self.split)
+        self.words, self.parents = batch_words(self.text, self.codes, [s.tokenizer for s in self.settings])
         self.vocabulary = _Vocabulary(self.words)
 
     def limits(self, key: str) -> np.ndarray:
@@ -169,21 +167,19 @@ def repetition_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str
         "duplicate_line_chars": _within(ratio(line_dup_chars, chars), limit("dup_line_char_frac")),
     }
     vocabulary = words.vocabulary
-    ids = vocabulary.indices.astype(np.int64)
     lengths = vocabulary.per_word(pc.utf8_length(vocabulary.words)).astype(np.float64)
+    repeats = RepeatedNGrams(vocabulary.indices, lengths, parents)
+    measures = {"top_n_grams": most_frequent_ngram_chars, "dup_n_grams": greedy_duplicate_chars}
+    sizes = sorted({(n, key) for settings in set(words.settings) for key in measures for n, _ in getattr(settings, key)})
+    # By n, as each count starts from the shorter n-grams' repeats.
+    fractions = {(key, n): ratio(measures[key](repeats, rows, n), chars) for n, key in sizes}
     worst = np.zeros(rows)
-    for key, measure in (("top_n_grams", most_frequent_ngram_chars), ("dup_n_grams", greedy_duplicate_chars)):
-        words_in = np.ones(len(ids), dtype=bool)
-        for n in sorted({n for settings in set(words.settings) for n, _ in getattr(settings, key)}):
-            grams = ngram_keys(ids[words_in], lengths[words_in], parents[words_in], n)
-            found = measure(grams, parents, rows, n)
-            if key == "dup_n_grams":  # a longer n-gram repeats only where a shorter one does
-                words_in &= found[parents] > 0
-            fraction = ratio(found, chars)
+    for key in measures:  # the reference's order: top n-grams, then duplicate n-grams, each by n
+        for n in sorted(n for kind, n in fractions if kind == key):
             limits = words.ngram_limits(key, n)
             name = f"top_{n}gram" if key == "top_n_grams" else f"duplicate_{n}gram"
-            rules[name] = (np.isnan(limits) | ~(fraction > limits)) | ~words.spaced
-            worst = np.maximum(worst, fraction)
+            rules[name] = (np.isnan(limits) | ~(fractions[key, n] > limits)) | ~words.spaced
+            worst = np.maximum(worst, fractions[key, n])
     empty = chars == 0
     table = _add(table, "gopher_duplicate_line_fraction", ratio(line_dups, line_count))
     table = _add(table, "gopher_max_ngram_fraction", worst)
@@ -243,19 +239,17 @@ def _line_shares(lines: pa.ListArray, rows: int) -> tuple[np.ndarray, np.ndarray
 
 def _distinct_stop_words(words: _Words) -> np.ndarray:
     """How many different stop words of its language each document contains (as written)."""
-    rows, parents = words.rows, words.parents
-    per_language = dict(zip(words.codes, words.settings))
-    value_set = sorted({f"{code}\x1f{word}" for code, settings in per_language.items() for word in settings.stop_words})
-    if not value_set or len(words.words) == 0:
-        return np.zeros(rows)
-    word_codes = pa.array(words.codes, pa.string()).take(pa.array(parents))
-    joined = pc.binary_join_element_wise(word_codes, words.words, "\x1f")
-    hit = pc.is_in(joined, value_set=pa.array(value_set)).to_numpy(zero_copy_only=False)
+    rows, parents, vocabulary = words.rows, words.parents, words.vocabulary
+    hit = np.zeros(len(parents), dtype=bool)
+    codes = np.array(words.codes)
+    for code, settings in dict(zip(words.codes, words.settings)).items():
+        if settings.stop_words and len(parents):
+            stop = pc.is_in(vocabulary.words, value_set=pa.array(sorted(settings.stop_words)))
+            hit |= vocabulary.per_word(stop) & (codes == code)[parents]
     if not hit.any():
         return np.zeros(rows)
-    word_ids = pc.dictionary_encode(joined.filter(pa.array(hit))).indices.to_numpy(zero_copy_only=False)
-    pairs = np.unique(np.stack([parents[hit], word_ids]), axis=1)
-    return per_document(pairs[0], None, rows)
+    distinct = np.unique(parents[hit].astype(np.int64) * len(vocabulary.words) + vocabulary.indices[hit])
+    return per_document(distinct // len(vocabulary.words), None, rows)
 
 
 def _within(values: np.ndarray, limits: np.ndarray) -> np.ndarray:

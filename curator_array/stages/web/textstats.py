@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...text.ngrams import NGrams, keys_in_documents
-from ...text.segmenters import SEGMENTERS, spaced
+from ...text.ngrams import MULTIPLIER, NGrams, keys_in_documents
+from ...text.segmenters import SEGMENTERS, chunk_words, spaced
 
 # What spaCy's sentencizer takes as the end of a sentence, when a token is made of it.
 SENTENCE_ENDS = frozenset("!.?։؟۔܀܁܂߹।॥၊။።፧፨᙮᜵᜶᠃᠉᥄᥅᪨᪩᪪᪫᭚᭛᭞᭟᰻᰼᱾᱿‼‽⁇⁈⁉⸮⸼꓿꘎꘏꛳꛷꡶꡷꣎꣏꤯꧈꧉꩝꩞꩟꫰꫱꯫﹒﹖﹗！．？｡。")
@@ -31,6 +31,54 @@ def flatten_words(split: Sequence[Sequence[str]]) -> tuple[pa.Array, np.ndarray]
     counts = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
     flat = [word for words in split for word in words]
     return pa.array(flat, pa.string()), np.repeat(np.arange(len(split)), counts)
+
+
+def batch_words(text: pa.Array | pa.ChunkedArray, codes: Sequence[str], kinds: Sequence[str]) -> tuple[pa.Array, np.ndarray]:
+    """The words of every document (split as ``split_words`` splits them) as one flat array
+    in document order, and each word's document.
+
+    Documents of languages written with spaces are cut at whitespace by Arrow, and each
+    distinct chunk of the batch is split once: chunks repeat ("the", "said,"), so the words
+    of a batch cost a fraction of a Python call each, where document by document they cost
+    one or more (a third of the Gopher rules' time).
+    """
+    positions = np.arange(len(codes))
+    parts = []
+    for code in sorted({code for code, kind in zip(codes, kinds) if kind == "spaced"}):
+        chosen = positions[[c == code and k == "spaced" for c, k in zip(codes, kinds)]]
+        words, parents = _spaced_words(text.take(pa.array(chosen)), code)
+        parts.append((words, chosen[parents]))
+    others = positions[[kind != "spaced" for kind in kinds]]
+    if len(others):
+        picked = text.take(pa.array(others)).to_pylist()
+        words, parents = flatten_words(split_words(picked, [codes[i] for i in others], [kinds[i] for i in others]))
+        parts.append((words, others[parents]))
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
+        return pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+    parents = np.concatenate([parents for _, parents in parts])
+    order = np.argsort(parents, kind="stable")
+    return pa.concat_arrays([words for words, _ in parts]).take(pa.array(order)), parents[order]
+
+
+def _spaced_words(text: pa.Array | pa.ChunkedArray, language: str) -> tuple[pa.Array, np.ndarray]:
+    chunks = pc.utf8_split_whitespace(text)  # where str.split() cuts, for every code point
+    chunks = chunks.combine_chunks() if isinstance(chunks, pa.ChunkedArray) else chunks
+    flat = pc.list_flatten(chunks)
+    parents = pc.list_parent_indices(chunks).to_numpy(zero_copy_only=False)
+    filled = pc.greater(pc.binary_length(flat), 0)  # whitespace at either end leaves an empty chunk
+    flat, parents = flat.filter(filled), parents[filled.to_numpy(zero_copy_only=False)]
+    encoded = pc.dictionary_encode(flat)
+    pieces = [chunk_words(chunk, language) for chunk in encoded.dictionary.to_pylist()]
+    counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+    words = pa.array([word for chunk in pieces for word in chunk], pa.string())
+    ids = encoded.indices.to_numpy(zero_copy_only=False)
+    per_chunk = counts[ids]
+    chunk_of = np.repeat(np.arange(len(ids)), per_chunk)
+    within = np.arange(len(chunk_of)) - np.repeat(np.cumsum(per_chunk) - per_chunk, per_chunk)
+    first_word = np.cumsum(counts) - counts
+    return words.take(pa.array(first_word[ids][chunk_of] + within)), parents[chunk_of]
 
 
 def per_document(parents: np.ndarray, values, documents: int) -> np.ndarray:
@@ -66,48 +114,91 @@ def duplicate_elements(pieces: pa.ListArray, documents: int) -> tuple[np.ndarray
             per_document(parents, lengths * repeat, documents))
 
 
-def most_frequent_ngram_chars(grams: NGrams, parents: np.ndarray, documents: int, n: int) -> np.ndarray:
+class RepeatedNGrams:
+    """The word n-grams each document of a batch repeats, for n in increasing order.
+
+    An n-gram that occurs twice in a document is made of shorter n-grams that all occur
+    twice too, so after the first n only the positions where every shorter one repeats are
+    hashed and counted: a few in a hundred words, where counting every n-gram of every
+    document for each n cost most of the Gopher rules' time.
+    """
+
+    def __init__(self, ids: np.ndarray, lengths: np.ndarray, parents: np.ndarray):
+        self.ids, self.parents = ids.astype(np.uint64), parents
+        self.cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
+        self._n, self._repeated = 0, np.zeros(0, dtype=bool)
+
+    def of_size(self, n: int) -> tuple[NGrams, np.ndarray]:
+        """Every occurrence, in text order, of the n-grams that occur more than once in their
+        document, and how often each occurs there."""
+        count = len(self.ids) - n + 1
+        if count <= 0:
+            empty = np.zeros(0, dtype=np.int64)
+            return NGrams(empty.astype(np.uint64), empty, empty, empty.astype(np.float64)), empty
+        if self._n and self._n <= n:
+            span = n - self._n + 1  # the shorter n-grams at these many positions from here must repeat
+            repeating = np.concatenate([[0], np.cumsum(self._repeated)])
+            positions = np.flatnonzero(repeating[span:span + count] - repeating[:count] == span)
+        else:
+            positions = np.arange(count)
+        positions = positions[self.parents[positions] == self.parents[positions + n - 1]]
+        keys = np.zeros(len(positions), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for k in range(n):
+                keys = keys * MULTIPLIER + self.ids[positions + k] + np.uint64(1)
+        _, inverse, counts = np.unique(keys_in_documents(keys, self.parents[positions]), return_inverse=True,
+                                       return_counts=True)
+        occurrences = counts[inverse]
+        repeated = occurrences > 1
+        positions = positions[repeated]
+        self._n, self._repeated = n, np.zeros(len(self.ids), dtype=bool)
+        self._repeated[positions] = True
+        chars = self.cumulative[positions + n] - self.cumulative[positions]
+        return NGrams(keys[repeated], self.parents[positions], positions, chars), occurrences[repeated]
+
+    def first_chars(self, documents: int, n: int) -> np.ndarray:
+        """Per document: the characters of its first n-gram (0 for fewer than n words)."""
+        words = np.bincount(self.parents, minlength=documents)
+        first = np.concatenate([[0], np.cumsum(words)[:-1]])
+        long_enough = words >= n
+        chars = np.zeros(documents)
+        starts = first[long_enough]
+        chars[long_enough] = self.cumulative[starts + n] - self.cumulative[starts] + (n - 1)
+        return chars
+
+
+def most_frequent_ngram_chars(repeats: RepeatedNGrams, documents: int, n: int) -> np.ndarray:
     """Per document: the characters of its most frequent n-gram (words joined by single
     spaces; the earliest among equally frequent ones) times its count."""
-    best = np.zeros(documents)
+    best = repeats.first_chars(documents, n)  # no n-gram repeats: each occurs once, the first leads
+    grams, occurrences = repeats.of_size(n)
     if len(grams.keys) == 0:
         return best
-    keyed = keys_in_documents(grams.keys, grams.parents)
-    _, first, counts = np.unique(keyed, return_index=True, return_counts=True)
-    documents_of = grams.parents[first]
-    # One number per n-gram that orders by count, then by earliness: the document's maximum
-    # is its most frequent n-gram, the earliest of equally frequent ones.
-    rank = (counts.astype(np.int64) << 40) | ((1 << 40) - 1 - grams.starts[first].astype(np.int64))
+    # One number per occurrence that orders by count, then by earliness: a document's maximum
+    # is the first occurrence of its most frequent n-gram, the earliest of equally frequent ones.
+    rank = (occurrences.astype(np.int64) << 40) | ((1 << 40) - 1 - grams.starts.astype(np.int64))
     leader_rank = np.full(documents, -1, dtype=np.int64)
-    np.maximum.at(leader_rank, documents_of, rank)
-    leaders = first[rank == leader_rank[documents_of]]
-    leader_documents = grams.parents[leaders]
-    leader_counts = leader_rank[leader_documents] >> 40
-    best[leader_documents] = (grams.chars[leaders] + (n - 1)) * leader_counts
+    np.maximum.at(leader_rank, grams.parents, rank)
+    leaders = np.flatnonzero(rank == leader_rank[grams.parents])
+    best[grams.parents[leaders]] = (grams.chars[leaders] + (n - 1)) * occurrences[leaders]
     return best
 
 
-def greedy_duplicate_chars(grams: NGrams, parents: np.ndarray, documents: int, n: int) -> np.ndarray:
+def greedy_duplicate_chars(repeats: RepeatedNGrams, documents: int, n: int) -> np.ndarray:
     """Per document: the characters of duplicate n-grams as the reference counts them.
 
     Scanning left to right, an n-gram seen before adds its characters and the scan jumps
-    past it; any other is remembered and the scan moves one word. Only documents with a
-    repeated n-gram can count anything, so only they are scanned.
+    past it; any other is remembered and the scan moves one word. An n-gram that occurs once
+    is never found in the scan's memory, so the scan steps over it: only the occurrences of
+    repeated n-grams need a look, and only documents that have them are scanned.
     """
     found = np.zeros(documents)
+    grams, _ = repeats.of_size(n)
     if len(grams.keys) == 0:
         return found
-    keyed = keys_in_documents(grams.keys, grams.parents)
-    _, inverse, counts = np.unique(keyed, return_inverse=True, return_counts=True)
-    # An n-gram that occurs once in its document is never found in the scan's memory, so
-    # the scan steps over it; only the positions of n-grams that occur again need a look.
-    candidates = np.flatnonzero(counts[inverse] > 1)
-    if len(candidates) == 0:
-        return found
-    documents_of = grams.parents[candidates]
-    bounds = np.flatnonzero(np.diff(documents_of)) + 1
-    keys, positions, chars = keyed[candidates].tolist(), grams.starts[candidates].tolist(), grams.chars[candidates].tolist()
-    for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), len(candidates)]):
+    bounds = np.flatnonzero(np.diff(grams.parents)) + 1
+    keys, positions, chars = grams.keys.tolist(), grams.starts.tolist(), grams.chars.tolist()
+    for start, stop in zip([0, *bounds.tolist()], [*bounds.tolist(), len(keys)]):
         seen: set[int] = set()
         total, reached = 0.0, -1
         for index in range(start, stop):
@@ -121,7 +212,7 @@ def greedy_duplicate_chars(grams: NGrams, parents: np.ndarray, documents: int, n
             else:
                 seen.add(key)
                 reached = position + 1
-        found[int(documents_of[start])] = total
+        found[int(grams.parents[start])] = total
     return found
 
 

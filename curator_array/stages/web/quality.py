@@ -13,8 +13,9 @@
   a line must then end in . ? ! " or ' and not in an ellipsis). Only languages whose
   settings say ``c4 = true`` (English) are touched; FineWeb-2 does not apply C4.
 
-Words are split per document by its language's segmenter (``text.segmenters``); every count
-that follows is vectorised over the whole batch. Each rule's drops are counted in the
+Words are split by each document's language's segmenter (``text.segmenters``; for languages
+written with spaces, each distinct chunk of the batch once); every count that follows is
+vectorised over the whole batch. Each rule's drops are counted in the
 manifest as ``<stage>.<rule>``; rules run in the reference's order, so a document is
 counted under the first rule that rejects it.
 

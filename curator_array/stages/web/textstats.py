@@ -2,8 +2,9 @@
 
 Items (words, lines, paragraphs) of every document are flattened into one array with, for
 each item, the index of its document (``parents``); each function returns one number per
-document. Only the word splitting and the greedy duplicate n-gram scan go document by
-document, the second only for the documents that repeat an n-gram at all.
+document. Only the splitting of a distinct chunk into words (or of a whole document, for
+Japanese and Chinese) and the greedy duplicate n-gram scan run in Python, the scan only
+over the n-grams a document repeats.
 """
 
 from __future__ import annotations

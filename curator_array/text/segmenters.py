@@ -115,32 +115,41 @@ SPLIT_CHUNKS_KEPT = 200_000
 
 def spaced(text: str, language: str = "en") -> list[str]:
     words: list[str] = []
+    known = _SPLIT_CHUNKS.setdefault(language, {})
     for chunk in text.split():
         if chunk.isalnum():  # what \w+ matches, minus "_", which splits nothing either
             words.append(chunk)
         else:
-            words.extend(chunk_words(chunk, language))
+            pieces = known.get(chunk)
+            words.extend(pieces if pieces is not None else _split_new_chunk(chunk, language, known))
     return words
 
 
-def chunk_words(chunk: str, language: str) -> tuple[str, ...]:
-    """The words of one whitespace-delimited chunk of text, as ``spaced`` splits it."""
-    if chunk.isalnum():
-        return (chunk,)
+def chunk_words(chunks: list[str], language: str) -> list[tuple[str, ...]]:
+    """The words of each whitespace-delimited chunk of text, as ``spaced`` splits it."""
     known = _SPLIT_CHUNKS.setdefault(language, {})
-    pieces = known.get(chunk)
-    if pieces is None:
-        simple = _WORD_AND_SUFFIX.fullmatch(chunk)
-        if simple and not _abbreviation(chunk, language):  # the commonest shape, as _split_chunk splits it
-            found = [simple.group(1), simple.group(2)]
+    out = []
+    for chunk in chunks:
+        if chunk.isalnum():
+            out.append((chunk,))
         else:
-            found = []
-            _split_chunk(chunk, language, found)
-            if len(found) > 1:
-                found = _join_emoticons(found)
-        if len(known) >= SPLIT_CHUNKS_KEPT:
-            known.clear()
-        pieces = known[chunk] = tuple(found)
+            pieces = known.get(chunk)
+            out.append(pieces if pieces is not None else _split_new_chunk(chunk, language, known))
+    return out
+
+
+def _split_new_chunk(chunk: str, language: str, known: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    simple = _WORD_AND_SUFFIX.fullmatch(chunk)
+    if simple and not _abbreviation(chunk, language):  # the commonest shape, as _split_chunk splits it
+        found = [simple.group(1), simple.group(2)]
+    else:
+        found = []
+        _split_chunk(chunk, language, found)
+        if len(found) > 1:
+            found = _join_emoticons(found)
+    if len(known) >= SPLIT_CHUNKS_KEPT:
+        known.clear()
+    pieces = known[chunk] = tuple(found)
     return pieces
 
 

@@ -71,7 +71,7 @@ def _spaced_words(text: pa.Array | pa.ChunkedArray, language: str) -> tuple[pa.A
     filled = pc.greater(pc.binary_length(flat), 0)  # whitespace at either end leaves an empty chunk
     flat, parents = flat.filter(filled), parents[filled.to_numpy(zero_copy_only=False)]
     encoded = pc.dictionary_encode(flat)
-    pieces = [chunk_words(chunk, language) for chunk in encoded.dictionary.to_pylist()]
+    pieces = chunk_words(encoded.dictionary.to_pylist(), language)
     counts = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
     words = pa.array([word for chunk in pieces for word in chunk], pa.string())
     ids = encoded.indices.to_numpy(zero_copy_only=False)

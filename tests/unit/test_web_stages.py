@@ -393,3 +393,20 @@ def test_pii_replaces_addresses_in_turn_per_document_and_keeps_private_ips():
     assert result.table.column("text").to_pylist() == [expected, "no address", expected], \
         "the turn restarts with each document"
     assert anonymised("versions 01.2.3.4, 3.14 and 300.1.1.1") == "versions 01.2.3.4, 3.14 and 300.1.1.1"
+
+
+def test_batch_words_split_as_each_document_alone_does():
+    """Cutting a batch at whitespace with Arrow and splitting each distinct chunk once gives
+    every document the words its own segmenter gives it, in order, whatever the languages
+    and whitespace around them."""
+    from curator_array.stages.web.textstats import batch_words, flatten_words, split_words
+
+    texts = ["  The cat's (small) hat, e.g. U.S.A.  ", "", "Ein Satz: 4.8. usw. Debian-Projekt »Sid«",
+             "x\u2028y\x1cz\u3000w\u00a0v :-) don't", "ภาษาไทย ไม่มีช่องว่าง", "The cat's hat again.\n\nThe end."]
+    codes = ["en", "en", "de", "en", "th", "fr"]
+    kinds = ["spaced", "spaced", "spaced", "spaced", "none", "spaced"]
+    words, parents = batch_words(pa.array(texts, pa.large_string()), codes, kinds)
+    expected_words, expected_parents = flatten_words(split_words(texts, codes, kinds))
+    assert words.to_pylist() == expected_words.to_pylist()
+    assert parents.tolist() == expected_parents.tolist()
+    assert "U.S.A." in words.to_pylist() and "\u00a0" not in "".join(words.to_pylist())

@@ -28,15 +28,22 @@ def ngram_keys(ids: np.ndarray, lengths: np.ndarray, parents: np.ndarray, n: int
     if count <= 0:
         empty = np.zeros(0, dtype=np.int64)
         return NGrams(empty.astype(np.uint64), empty, empty, empty.astype(np.float64))
-    keys = np.zeros(count, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for k in range(n):
-            keys = keys * MULTIPLIER + ids[k:k + count].astype(np.uint64) + np.uint64(1)
+    starts = np.arange(count)
+    keys = keys_at(ids, starts, n)
     cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
     chars = cumulative[n:n + count] - cumulative[:count]
     inside = parents[:count] == parents[n - 1:n - 1 + count]
-    starts = np.arange(count)
     return NGrams(keys[inside], parents[:count][inside], starts[inside], chars[inside])
+
+
+def keys_at(ids: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:
+    """The keys of the n-grams of the words ``ids`` that start at ``starts``."""
+    ids = ids.astype(np.uint64, copy=False)
+    keys = np.zeros(len(starts), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(n):
+            keys = keys * MULTIPLIER + ids[starts + k] + np.uint64(1)
+    return keys
 
 
 def keys_in_documents(keys: np.ndarray, parents: np.ndarray) -> np.ndarray:

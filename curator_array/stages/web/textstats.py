@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ...text.ngrams import MULTIPLIER, NGrams, keys_in_documents
+from ...text.ngrams import NGrams, keys_at, keys_in_documents
 from ...text.segmenters import SEGMENTERS, chunk_words, spaced
 
 # What spaCy's sentencizer takes as the end of a sentence, when a token is made of it.
@@ -34,7 +34,8 @@ def flatten_words(split: Sequence[Sequence[str]]) -> tuple[pa.Array, np.ndarray]
     return pa.array(flat, pa.string()), np.repeat(np.arange(len(split)), counts)
 
 
-def batch_words(text: pa.Array | pa.ChunkedArray, codes: Sequence[str], kinds: Sequence[str]) -> tuple[pa.Array, np.ndarray]:
+def batch_words(text: pa.Array | pa.ChunkedArray, codes: Sequence[str],
+                kinds: Sequence[str]) -> tuple[pa.Array, np.ndarray]:
     """The words of every document (split as ``split_words`` splits them) as one flat array
     in document order, and each word's document.
 
@@ -143,10 +144,7 @@ class RepeatedNGrams:
         else:
             positions = np.arange(count)
         positions = positions[self.parents[positions] == self.parents[positions + n - 1]]
-        keys = np.zeros(len(positions), dtype=np.uint64)
-        with np.errstate(over="ignore"):
-            for k in range(n):
-                keys = keys * MULTIPLIER + self.ids[positions + k] + np.uint64(1)
+        keys = keys_at(self.ids, positions, n)
         _, inverse, counts = np.unique(keys_in_documents(keys, self.parents[positions]), return_inverse=True,
                                        return_counts=True)
         occurrences = counts[inverse]

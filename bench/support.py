@@ -165,17 +165,19 @@ def curator(log: Path, *args: str, shard: tuple[int, int] | None = None) -> tupl
                                 stdout=handle, stderr=subprocess.STDOUT), log
 
 
-# The CLI, writing its own VmHWM (MiB) to a file as it exits. wait4's ru_maxrss would not do:
-# exec carries the bench process's own peak over into it.
+# The CLI, writing its own VmHWM and its waited-for children's largest peak (MiB) to a file
+# as it exits. wait4's ru_maxrss would not do: exec carries the bench process's own peak over
+# into it.
 _CLI_REPORTING_PEAK = """
-import atexit, runpy, sys
+import atexit, resource, runpy, sys
 
 
 def _write_peak(path=sys.argv.pop(1)):
     with open("/proc/self/status") as status:
         peak = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     with open(path, "w") as out:
-        out.write(str(peak / 1024))
+        out.write(f"{peak / 1024} {children / 1024}")
 
 
 atexit.register(_write_peak)
@@ -187,13 +189,16 @@ def _peak_file(log: Path) -> Path:
     return log.with_name(log.name + ".peak")
 
 
-def wait_peak(started: tuple[subprocess.Popen, Path]) -> float:
-    """Wait for the process; its own peak RSS in MiB (the process alone, not Ray's)."""
+def wait_peak(started: tuple[subprocess.Popen, Path], with_child: bool = False) -> float:
+    """Wait for the process; its own peak RSS in MiB (the process alone, not Ray's), plus
+    the largest of the children it waited for when ``with_child`` (a process that works
+    beside its own single child, as the tokenize element's encoder does)."""
     process, log = started
     process.wait()
     if process.returncode:
         raise RuntimeError(f"{process.args} failed:\n{log.read_text()[-3000:]}")
-    return float(_peak_file(log).read_text())
+    own, child = map(float, _peak_file(log).read_text().split())
+    return own + child if with_child else own
 
 
 def baseline_tree(commit: str) -> Path:

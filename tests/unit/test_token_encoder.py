@@ -72,7 +72,7 @@ def test_the_encoder_ignores_stop_signals_and_ends_when_its_parent_closes(tokeni
         os.kill(encoder.process.pid, signal.SIGTERM)
         os.kill(encoder.process.pid, signal.SIGINT)
         ids, _ = encoder.documents(texts[:3])
-        assert len(ids) and encoder.process.poll() is None
+        assert len(ids) and encoder.process.poll() is None and encoder.wide is False
     assert encoder.process.returncode == 0
 
 
@@ -88,3 +88,14 @@ def test_a_tokenizer_the_encoder_cannot_load_is_refused_with_the_reason(tmp_path
     broken.write_text("{}")
     with pytest.raises(EncoderFailed, match=f"failed: tokenizer {broken}: not a tokenizer file"):
         EncoderProcess(str(broken), None)
+
+
+def test_the_encoder_says_when_ids_need_32_bits(tokenizer, tmp_path, texts):
+    from tokenizers import Tokenizer
+
+    large = Tokenizer.from_file(tokenizer)
+    large.add_tokens([f"extra{i}" for i in range(70_000)])
+    large.save(str(tmp_path / "large.json"))
+    with EncoderProcess(str(tmp_path / "large.json"), None) as encoder:
+        ids, _ = encoder.documents(["extra69999 " + texts[1]])
+    assert encoder.wide is True and ids[0] == large.token_to_id("extra69999") > 2**16

@@ -65,10 +65,9 @@ class Tokenize(Phase):
 
         settings = context.request.options.tokenize  # the run's: open_run compared the digests
         fmt = TOKEN_FORMATS[settings.format]
-        dtype = fmt.dtype(tokenizer_of(settings).wide)
         try:
             with (EncoderProcess(settings.tokenizer, settings.eos_token) as encoder,
-                  TokenWriter(fmt, token_file(context.layout, index), dtype) as writer):
+                  TokenWriter(fmt, token_file(context.layout, index), fmt.dtype(encoder.wide)) as writer):
                 empty, by_language = _write_documents(context, curated_files(context, index), encoder, writer)
         except EncoderFailed:
             context.tick_stop()  # a stop signal the encoder saw first: stopped, not failed

@@ -99,3 +99,30 @@ def test_the_encoder_says_when_ids_need_32_bits(tokenizer, tmp_path, texts):
     with EncoderProcess(str(tmp_path / "large.json"), None) as encoder:
         ids, _ = encoder.documents(["extra69999 " + texts[1]])
     assert encoder.wide is True and ids[0] == large.token_to_id("extra69999") > 2**16
+
+
+def test_the_encoder_of_a_killed_element_ends_by_itself(tokenizer):
+    """SIGKILL leaves the element no time to close anything: the pipe's end tells its encoder."""
+    import subprocess
+    import sys
+    import time
+
+    element = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from curator_array.tokens.encoder import EncoderProcess; "
+         "e = EncoderProcess(sys.argv[1], None); print(e.process.pid, flush=True); time.sleep(600)", tokenizer],
+        stdout=subprocess.PIPE, text=True)
+    encoder = int(element.stdout.readline())
+    element.kill()
+    element.wait()
+    deadline = time.monotonic() + 30
+    while running(encoder):
+        assert time.monotonic() < deadline, "the encoder outlived its element"
+        time.sleep(0.05)
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie waiting to be reaped by whoever adopted it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

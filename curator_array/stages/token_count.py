@@ -1,17 +1,18 @@
 """``token_count`` per document, as FineWeb's ``TokensCounter`` adds it (no end-of-text
 token), with the shard's total in its manifest. A run with ``--tokenize`` ends its first
-phase with it, so every kept document says how many tokens it will train on."""
+phase with it, so every kept document says how many tokens it will train on. The tokens
+are counted by this process's encoder (``tokens.encoder``: a child on mimalloc), whose
+CPU time is the stage's."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..tokens.tokenizer import load_tokenizer
+from ..tokens.encoder import shared_encoder, shared_encoders_cpu_s
 from .base import ProcessingStage
 from .defaults import TEXT_FIELD
 from .tasks import DocumentBatch, Task
@@ -33,6 +34,9 @@ class TokenCounter(ProcessingStage):
         self.text_field = text_field
         super().__init__()
 
+    def cpu_elsewhere_s(self) -> float:
+        return shared_encoders_cpu_s()
+
     def process(self, task: DocumentBatch) -> Task:
         table = task.table
         if table.num_rows == 0:
@@ -41,8 +45,7 @@ class TokenCounter(ProcessingStage):
             where = ", ".join(task.metadata.get("source_files", [])) or "input"
             return task.failed(f"no {self.text_field!r} field in {where} to count tokens of", self.stage_name)
         texts = pc.fill_null(table.column(self.text_field).cast(pa.string()), "").to_pylist()
-        tokenizer = load_tokenizer(str(self.tokenizer_file), self.eos_token)
-        counts = np.fromiter(map(len, tokenizer.encode(texts)), dtype=np.int64, count=len(texts))
+        counts = shared_encoder(str(self.tokenizer_file), self.eos_token).lengths(texts)
         column = pa.array(counts)
         index = table.schema.get_field_index(COLUMN)
         table = table.set_column(index, COLUMN, column) if index >= 0 else table.append_column(COLUMN, column)

@@ -14,10 +14,12 @@ encoder behind and the child never outlives its parent by more than a batch.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from functools import lru_cache
 from importlib import metadata
@@ -64,10 +66,12 @@ def encoder_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 class EncoderProcess:
-    """A child that encodes batches of texts as training documents (``LoadedTokenizer.documents``).
+    """A child that encodes batches of texts: ``documents(texts)`` and ``lengths(texts)``
+    return what the tokenizer's own methods of those names return, byte for byte.
 
-    Use as a context manager; ``documents(texts)`` returns what the tokenizer's own
-    ``documents`` returns, byte for byte. ``wide``: whether its ids need 32 bits.
+    Use as a context manager, or ``shared_encoder`` for one that lives as long as this
+    process. ``wide``: whether its ids need 32 bits; ``child_cpu_s``: the CPU time the
+    child has used, as it last reported (its threads included).
     """
 
     def __init__(self, tokenizer: str, eos_token: str | None, environ: Mapping[str, str] = os.environ):
@@ -78,6 +82,7 @@ class EncoderProcess:
         self.answers = Connection(os.dup(self.process.stdout.fileno()), writable=False)
         self.process.stdin.close()
         self.process.stdout.close()
+        self.child_cpu_s = 0.0
         try:
             self.wide: bool = self._answer("ready")  # its signals are set and its tokenizer loaded
         except EncoderFailed:
@@ -85,15 +90,21 @@ class EncoderProcess:
             raise
 
     def documents(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        return self._ask("documents", texts)
+
+    def lengths(self, texts: list[str]) -> np.ndarray:
+        return self._ask("lengths", texts)
+
+    def _ask(self, method: str, texts: list[str]):
         try:
-            self.requests.send(texts)
+            self.requests.send((method, texts))
         except OSError:
             pass  # it ended: its answer says why
-        return self._answer("ids")
+        return self._answer(method)
 
     def _answer(self, expected: str):
         try:
-            kind, answer = self.answers.recv()
+            kind, answer, self.child_cpu_s = self.answers.recv()
         except (EOFError, OSError):
             raise EncoderFailed(f"the tokenizer's process ended (exit code {self.process.wait()})") from None
         if kind != expected:
@@ -116,9 +127,35 @@ class EncoderProcess:
         self.close()
 
 
+def shared_encoder(tokenizer: str, eos_token: str | None) -> EncoderProcess:
+    """This process's encoder for ``tokenizer``, started on first use and closed at exit: a
+    stage in a Ray worker calls it batch after batch. A forked process starts its own (the
+    pipes it inherited are its parent's); a failed encoder is replaced on the next call."""
+    global _REPLACED_CPU_S
+    key = (os.getpid(), tokenizer, eos_token)
+    encoder = _SHARED.get(key)
+    if encoder is None or encoder.process.poll() is not None:
+        _REPLACED_CPU_S += encoder.child_cpu_s if encoder is not None else 0.0
+        encoder = _SHARED[key] = EncoderProcess(tokenizer, eos_token)
+        atexit.register(encoder.close)
+    return encoder
+
+
+def shared_encoders_cpu_s() -> float:
+    """The CPU time this process's shared encoders have used (a stage's ``cpu_elsewhere_s``)."""
+    pid = os.getpid()
+    return _REPLACED_CPU_S + sum(e.child_cpu_s for (owner, *_), e in _SHARED.items() if owner == pid)
+
+
+_SHARED: dict[tuple[int, str, str | None], EncoderProcess] = {}
+_REPLACED_CPU_S = 0.0
+METHODS = ("documents", "lengths")
+
+
 def serve(tokenizer_path: str, eos_token: str | None) -> int:
-    """The child: ``("ready", wide)`` once it can encode, then for each list of texts in,
-    ``("ids", (ids, lengths))`` out; ``("error", text)`` when it cannot go on."""
+    """The child: ``("ready", wide)`` once it can encode, then for each ``(method, texts)``
+    in, ``(method, what the tokenizer's method returns)`` out; ``("error", text)`` when it
+    cannot go on. Each answer carries the child's CPU time so far as its third item."""
     from .tokenizer import load_tokenizer
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -129,18 +166,20 @@ def serve(tokenizer_path: str, eos_token: str | None) -> int:
     try:
         tokenizer = load_tokenizer(tokenizer_path, eos_token)
     except ConfigError as exc:
-        answers.send(("error", str(exc)))
+        answers.send(("error", str(exc), time.process_time()))
         return 2
-    answers.send(("ready", tokenizer.wide))
+    answers.send(("ready", tokenizer.wide, time.process_time()))
     while True:
         try:
-            texts = requests.recv()
+            method, texts = requests.recv()
         except EOFError:
             return 0
         try:
-            answers.send(("ids", tokenizer.documents(texts)))
+            if method not in METHODS:
+                raise ValueError(f"no method {method!r}")
+            answers.send((method, getattr(tokenizer, method)(texts), time.process_time()))
         except Exception as exc:  # noqa: BLE001 - the parent reports it
-            answers.send(("error", f"{type(exc).__name__}: {exc}"))
+            answers.send(("error", f"{type(exc).__name__}: {exc}", time.process_time()))
             return 1
 
 

@@ -18,6 +18,8 @@ from curator_array.tokens.encoder import (
     EncoderProcess,
     bundled_mimalloc,
     encoder_environment,
+    shared_encoder,
+    shared_encoders_cpu_s,
 )
 from curator_array.tokens.tokenizer import load_tokenizer
 from tests.support.tokenizer import train_tokenizer
@@ -46,9 +48,11 @@ def test_the_encoder_runs_on_mimalloc_and_gives_the_tokenizers_own_documents(tok
     with EncoderProcess(tokenizer, None, environ={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}) as encoder:
         answers = [encoder.documents(texts[i:i + 100]) for i in range(0, len(texts), 100)]
         assert "libmimalloc" in mapped_libraries(encoder.process.pid)
+        counted = encoder.lengths(texts)
     for (ids, lengths), (want_ids, want_lengths) in zip(answers, expected):
         assert ids.dtype == want_ids.dtype and np.array_equal(ids, want_ids) and np.array_equal(lengths, want_lengths)
-    assert encoder.process.returncode == 0
+    assert np.array_equal(counted, np.concatenate([lengths for _, lengths in expected]))
+    assert encoder.process.returncode == 0 and encoder.child_cpu_s > 0
 
 
 def test_the_system_allocator_when_asked_and_a_wrong_choice_refused(tokenizer, texts):
@@ -126,3 +130,17 @@ def running(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_stage_shares_one_encoder_per_process_and_replaces_a_dead_one(tokenizer, texts):
+    first = shared_encoder(tokenizer, None)
+    assert shared_encoder(tokenizer, None) is first and shared_encoder(tokenizer, "<|endoftext|>") is not first
+    first.lengths(texts)
+    spent = shared_encoders_cpu_s()
+    assert spent >= first.child_cpu_s > 0
+    first.process.kill()
+    first.process.wait()
+    second = shared_encoder(tokenizer, None)
+    assert second is not first
+    assert second.lengths(texts[:3]).tolist() == load_tokenizer(tokenizer).lengths(texts[:3]).tolist()
+    assert shared_encoders_cpu_s() >= spent, "a replaced encoder's CPU time still counts"

@@ -98,7 +98,8 @@ def ensure_mmdebstrap() -> None:
     subprocess.run(["apt-get", "install", "-y", "-qq", "mmdebstrap"], check=True, env=env, stdout=subprocess.DEVNULL)
 
 
-BASE_RECIPE = ("--variant=minbase", "--quiet", "--include=python3,python3-venv,ca-certificates", "bookworm")
+# libatomic1: the tokenize encoder's mimalloc needs it (slim images lack it).
+BASE_RECIPE = ("--variant=minbase", "--quiet", "--include=python3,python3-venv,ca-certificates,libatomic1", "bookworm")
 BASE_RECIPE_LABEL = "org.curator-array.base-recipe"
 
 
@@ -133,17 +134,20 @@ def stage_ca_bundle() -> None:
 
 def choose_base(client, requested: str | None) -> str:
     """The base to build on: the one asked for; else the registry's Python image when it can be
-    had; else the offline Debian base, built from packages if it is not there yet."""
+    had; else the offline Debian base, built from packages if it is not there yet or was
+    built from another recipe (its label)."""
     import docker
 
     if requested:
         return requested
     for tag in (REGISTRY_BASE, DEFAULT_BASE_TAG):
         try:
-            client.images.get(tag)
-            return tag
+            cached = client.images.get(tag)
         except docker.errors.ImageNotFound:
-            pass
+            continue
+        if tag == REGISTRY_BASE or cached.labels.get(BASE_RECIPE_LABEL) == base_recipe_digest():
+            return tag
+        print(f"the cached {tag} was built from an older recipe: not used", flush=True)
     repository, _, version = REGISTRY_BASE.partition(":")
     try:
         client.images.pull(repository, tag=version)

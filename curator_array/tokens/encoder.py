@@ -15,6 +15,7 @@ encoder behind and the child never outlives its parent by more than a batch.
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import signal
 import subprocess
@@ -30,6 +31,8 @@ from ..core.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
+
+logger = logging.getLogger(__name__)
 
 ALLOCATOR_VARIABLE = "CURATOR_ARRAY_TOKENIZE_ALLOCATOR"
 ALLOCATORS = ("mimalloc", "system")
@@ -51,18 +54,44 @@ def bundled_mimalloc() -> str | None:
     return found[0] if found and os.path.isfile(found[0]) else None
 
 
+@lru_cache(maxsize=4)
+def cannot_preload(library: str, library_path: str = "") -> str | None:
+    """Why ``library`` cannot be preloaded here (with ``LD_LIBRARY_PATH`` ``library_path``),
+    or None when it can. A missing dependency (mimalloc 3 needs ``libatomic.so.1``, which
+    slim images lack) would make every start fail, so a Python that does nothing is
+    started with it first."""
+    env = {"LD_PRELOAD": library, **({"LD_LIBRARY_PATH": library_path} if library_path else {})}
+    try:
+        probe = subprocess.run([sys.executable, "-S", "-c", ""], env=env, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    complaint = probe.stderr.strip()
+    return (complaint.splitlines() or [f"exit code {probe.returncode}"])[0] if probe.returncode or complaint else None
+
+
 def encoder_environment(environ: Mapping[str, str]) -> dict[str, str]:
     """The child's environment: ``environ`` with mimalloc first in ``LD_PRELOAD``, unless the
-    user asked for the system allocator or already preloads an allocator of their own."""
+    user asked for the system allocator, already preloads an allocator of their own, or
+    mimalloc cannot load here (then glibc's, said once in the log)."""
     env = dict(environ)
     choice = env.get(ALLOCATOR_VARIABLE, "mimalloc") or "mimalloc"
     if choice not in ALLOCATORS:
         raise ConfigError(f"{ALLOCATOR_VARIABLE}={choice!r}: expected one of {', '.join(ALLOCATORS)}")
     preloaded = env.get("LD_PRELOAD", "")
     library = bundled_mimalloc()
-    if choice == "mimalloc" and library is not None and "malloc" not in preloaded:
-        env["LD_PRELOAD"] = f"{library}:{preloaded}" if preloaded else library
+    if choice != "mimalloc" or library is None or "malloc" in preloaded:
+        return env
+    reason = cannot_preload(library, env.get("LD_LIBRARY_PATH", ""))
+    if reason is not None:
+        _say_once(f"tokenizing on the system allocator: mimalloc cannot load here ({reason})")
+        return env
+    env["LD_PRELOAD"] = f"{library}:{preloaded}" if preloaded else library
     return env
+
+
+@lru_cache(maxsize=None)
+def _say_once(message: str) -> None:
+    logger.warning(message)
 
 
 class EncoderProcess:

@@ -70,6 +70,20 @@ def test_what_the_user_preloads_is_kept():
     assert encoder_environment(profiler)["LD_PRELOAD"] == f"{bundled_mimalloc()}:/opt/xalt/libxalt_init.so"
 
 
+def test_a_mimalloc_that_cannot_load_here_leaves_the_system_allocator(tmp_path, monkeypatch, caplog):
+    """As in a slim image without libatomic.so.1: every start with it preloaded would fail."""
+    from curator_array.tokens import encoder as module
+
+    broken = tmp_path / "libmimalloc.so.3"
+    broken.write_bytes(b"not a library")
+    monkeypatch.setattr(module, "bundled_mimalloc", lambda: str(broken))
+    assert module.cannot_preload(bundled_mimalloc()) is None
+    with caplog.at_level("WARNING", logger=module.__name__):
+        assert "LD_PRELOAD" not in encoder_environment({"PATH": "/usr/bin"})
+    assert "tokenizing on the system allocator: mimalloc cannot load here" in caplog.text
+    assert "cannot be preloaded" in caplog.text
+
+
 def test_the_encoder_ignores_stop_signals_and_ends_when_its_parent_closes(tokenizer, texts):
     """SLURM signals every process of a step; the element decides when its encoder ends."""
     with EncoderProcess(tokenizer, None) as encoder:

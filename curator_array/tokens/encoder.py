@@ -2,7 +2,7 @@
 
 ``tokenizers`` spends about a third of its time in glibc's ``malloc`` and ``free`` (one
 allocation per token and per piece of text); with mimalloc preloaded the same encoding
-takes 30-37% less time and gives the same ids. An allocator is chosen when a process
+takes a quarter to a third less time and gives the same ids. An allocator is chosen when a process
 starts, so the tokenize element hands its batches to a child started with mimalloc (from
 the ``cmeel-mimalloc`` wheel) in ``LD_PRELOAD``, and the rest of the run keeps its own
 allocator and memory. ``CURATOR_ARRAY_TOKENIZE_ALLOCATOR=system`` keeps glibc's.

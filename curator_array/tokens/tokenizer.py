@@ -44,20 +44,24 @@ class LoadedTokenizer:
         import numpy as np
 
         encoded = self.encode(texts)
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        lengths = _lengths(encoded)
         ids = np.fromiter(chain.from_iterable(encoded), dtype=np.int64, count=int(lengths.sum()))
         return np.insert(ids, np.cumsum(lengths[lengths > 0]), self.eos_id), lengths
 
     def lengths(self, texts: list[str]) -> np.ndarray:
         """Each text's length in tokens, without special tokens (FineWeb's ``TokensCounter``)."""
-        import numpy as np
-
-        return np.fromiter(map(len, self.encode(texts)), dtype=np.int64, count=len(texts))
+        return _lengths(self.encode(texts))
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Each text's token ids, without special tokens (the end-of-text token is the caller's),
         on every core (``encode_batch_fast`` computes no character offsets: ids only)."""
         return [encoding.ids for encoding in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
+
+
+def _lengths(encoded: list[list[int]]) -> np.ndarray:
+    import numpy as np
+
+    return np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
 
 
 def own_end_of_text(tokenizer: Any) -> str | None:

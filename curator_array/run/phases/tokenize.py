@@ -1,10 +1,10 @@
 """Tokenize, phase 1: one element per curation shard, its documents as one token file.
 
 It reads the run's final output of its shard (after dedup's removal when the run has it),
-encodes each document with the run's tokenizer (in a child process on mimalloc, ``tokens.encoder``),
-appends the end-of-text token and writes
-one file of the run's token format (``tokens.files``) under the phase's data dir: a
-Megatron ``.bin``/``.idx`` pair or a datatrove ``.ds``. A document that encodes to
+encodes each document with the run's tokenizer (in a child process on mimalloc:
+``tokens.encoder``), appends the end-of-text token and writes one file of the run's token
+format (``tokens.files``) under the phase's data dir: a Megatron ``.bin``/``.idx`` pair
+or a datatrove ``.ds``. A document that encodes to
 nothing is counted and left out. The pair appears complete or not at all, so a killed
 element leaves nothing under a final name and a rerun writes the same bytes.
 """

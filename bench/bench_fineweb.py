@@ -4,7 +4,8 @@
 2. datatrove 0.10.1's FineWeb steps (``examples/fineweb.py``'s order and settings) on its
    ``LocalPipelineExecutor``, one task per WARC, 2 workers, the same fastText model file;
 3. a bare ``multiprocessing.Pool(2)`` that reads each WARC with FastWARC and calls trafilatura
-   with FineWeb's settings on every page: the limit, since extraction is most of the work.
+   with FineWeb's settings on every page: the limit, since extraction is most of the work;
+4. the same loop with mimalloc preloaded, the allocator our extraction children run on.
 
 The pages are real (Debian's documentation, ``tests/fixtures/fineweb-pages.jsonl.gz``), each
 WARC holding every page once under its own URLs, at three sizes: one WARC (start-up dominated),
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import CACHE, REPO, ROUNDS, datatrove_fineweb_env, ensure_datatrove, in_turns  # noqa: E402
 
 sys.path.insert(0, str(REPO))
+from curator_array.core.allocator import bundled_mimalloc  # noqa: E402
 from tests.support.warcs import Page, write_warc  # noqa: E402
 
 PAGES = REPO / "tests" / "fixtures" / "fineweb-pages.jsonl.gz"
@@ -117,8 +119,8 @@ def datatrove(directory: Path, out: Path, files: int) -> tuple[float, float]:
     return timed([sys.executable, "-c", DATATROVE, str(directory), str(out), "", str(REPO), str(files)], env)
 
 
-def bare(directory: Path) -> tuple[float, float]:
-    return timed([sys.executable, "-c", BARE, str(directory)], dict(os.environ))
+def bare(directory: Path, **env: str) -> tuple[float, float]:
+    return timed([sys.executable, "-c", BARE, str(directory)], dict(os.environ, **env))
 
 
 def main() -> int:
@@ -134,15 +136,16 @@ def main() -> int:
         runs.mkdir(parents=True)
         engines = {"curator-array --pipeline fineweb": lambda: ours(directory, fresh(runs / "ours")),
                    "datatrove LocalPipelineExecutor(2)": lambda: datatrove(directory, fresh(runs / "datatrove"), files),
-                   "bare Pool(2): FastWARC + trafilatura": lambda: bare(directory)}
+                   "bare Pool(2): FastWARC + trafilatura": lambda: bare(directory),
+                   "the bare loop on mimalloc": lambda: bare(directory, LD_PRELOAD=bundled_mimalloc())}
         turns = in_turns(engines)
         print(f"\n{files} WARC(s), {pages:,} pages, medians of {ROUNDS} rounds in turn", flush=True)
         for label, turn in turns.items():
             print(f"  {label:<40}{turn.median:>7.1f} s{pages / turn.median:>8.1f} pages/s   "
                   f"peak RSS {turn.peak:>5.0f} MiB   ({turn} s)")
-        mine, theirs, limit = (turn.median for turn in turns.values())
-        print(f"  ours vs datatrove: {theirs / mine:.2f}x faster; ours vs the bare loop: {limit / mine:.2f}x its speed",
-              flush=True)
+        mine, theirs, limit, limit_on_mimalloc = (turn.median for turn in turns.values())
+        print(f"  ours vs datatrove: {theirs / mine:.2f}x faster; ours vs the bare loop: {limit / mine:.2f}x its speed "
+              f"({limit_on_mimalloc / mine:.2f}x on mimalloc)", flush=True)
     return 0
 
 

@@ -4,8 +4,8 @@
 allocation per token and per piece of text); with mimalloc preloaded the same encoding
 takes a quarter to a third less time and gives the same ids. An allocator is chosen when a process
 starts, so the tokenize element hands its batches to a child started with mimalloc (from
-the ``cmeel-mimalloc`` wheel) in ``LD_PRELOAD``, and the rest of the run keeps its own
-allocator and memory. ``CURATOR_ARRAY_TOKENIZE_ALLOCATOR=system`` keeps glibc's.
+the ``cmeel-mimalloc`` wheel) in ``LD_PRELOAD`` (``core.allocator``), and the rest of the
+run keeps its own allocator and memory.
 
 The child ignores SIGINT and SIGTERM: its parent decides when it ends, by closing the pipe
 (it finishes the batch in hand and exits), so a stopped or killed element leaves no
@@ -15,83 +15,24 @@ encoder behind and the child never outlives its parent by more than a batch.
 from __future__ import annotations
 
 import atexit
-import logging
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from functools import lru_cache
-from importlib import metadata
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
+from ..core.allocator import helper_environment
 from ..core.errors import ConfigError
 
 if TYPE_CHECKING:
     import numpy as np
 
-logger = logging.getLogger(__name__)
-
-ALLOCATOR_VARIABLE = "CURATOR_ARRAY_TOKENIZE_ALLOCATOR"
-ALLOCATORS = ("mimalloc", "system")
-MIMALLOC = "libmimalloc.so.3"
-
 
 class EncoderFailed(RuntimeError):
     """The encoding process failed or ended before answering."""
-
-
-@lru_cache(maxsize=1)
-def bundled_mimalloc() -> str | None:
-    """The mimalloc library the ``cmeel-mimalloc`` wheel installed, if it is installed."""
-    try:
-        files = metadata.distribution("cmeel-mimalloc").files or []
-    except metadata.PackageNotFoundError:
-        return None
-    found = [str(f.locate()) for f in files if f.name == MIMALLOC]
-    return found[0] if found and os.path.isfile(found[0]) else None
-
-
-@lru_cache(maxsize=4)
-def cannot_preload(library: str, library_path: str = "") -> str | None:
-    """Why ``library`` cannot be preloaded here (with ``LD_LIBRARY_PATH`` ``library_path``),
-    or None when it can. A missing dependency (mimalloc 3 needs ``libatomic.so.1``, which
-    slim images lack) would make every start fail, so a Python that does nothing is
-    started with it first."""
-    env = {"LD_PRELOAD": library, **({"LD_LIBRARY_PATH": library_path} if library_path else {})}
-    try:
-        probe = subprocess.run([sys.executable, "-S", "-c", ""], env=env, capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return str(exc)
-    complaint = probe.stderr.strip()
-    return (complaint.splitlines() or [f"exit code {probe.returncode}"])[0] if probe.returncode or complaint else None
-
-
-def encoder_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    """The child's environment: ``environ`` with mimalloc first in ``LD_PRELOAD``, unless the
-    user asked for the system allocator, already preloads an allocator of their own, or
-    mimalloc cannot load here (then glibc's, said once in the log)."""
-    env = dict(environ)
-    choice = env.get(ALLOCATOR_VARIABLE, "mimalloc") or "mimalloc"
-    if choice not in ALLOCATORS:
-        raise ConfigError(f"{ALLOCATOR_VARIABLE}={choice!r}: expected one of {', '.join(ALLOCATORS)}")
-    preloaded = env.get("LD_PRELOAD", "")
-    library = bundled_mimalloc()
-    if choice != "mimalloc" or library is None or "malloc" in preloaded:
-        return env
-    reason = cannot_preload(library, env.get("LD_LIBRARY_PATH", ""))
-    if reason is not None:
-        _say_once(f"tokenizing on the system allocator: mimalloc cannot load here ({reason})")
-        return env
-    env["LD_PRELOAD"] = f"{library}:{preloaded}" if preloaded else library
-    return env
-
-
-@lru_cache(maxsize=None)
-def _say_once(message: str) -> None:
-    logger.warning(message)
 
 
 class EncoderProcess:
@@ -106,7 +47,7 @@ class EncoderProcess:
     def __init__(self, tokenizer: str, eos_token: str | None, environ: Mapping[str, str] = os.environ):
         self.process = subprocess.Popen(
             [sys.executable, "-m", __name__, tokenizer, eos_token or ""],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=encoder_environment(environ))
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=helper_environment(environ, "tokenizing"))
         self.requests = Connection(os.dup(self.process.stdin.fileno()), readable=False)
         self.answers = Connection(os.dup(self.process.stdout.fileno()), writable=False)
         self.process.stdin.close()

@@ -53,9 +53,10 @@ def test_fineweb_url_lists_are_in_the_image(docker_client, image):
     assert out[0] == "datatrove==0.10.1" and int(out[1]) > 4_000_000 and int(out[2]) > 100, out
 
 
-ENCODER_IN_THE_IMAGE = """
+HELPERS_IN_THE_IMAGE = """
 import json
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+from curator_array.stages.web.sandbox import ExtractionSandbox
 from curator_array.tokens.encoder import EncoderProcess
 tokenizer = Tokenizer(models.BPE())
 tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -64,17 +65,23 @@ tokenizer.train_from_iterator(["the tokens of a curated corpus"] * 20, trainers.
 tokenizer.save("/tmp/tokenizer.json")
 with EncoderProcess("/tmp/tokenizer.json", None) as encoder:
     maps = open(f"/proc/{encoder.process.pid}/maps").read()
-    print(json.dumps([encoder.lengths(["the tokens of a curated corpus"]).tolist(), "libmimalloc" in maps,
-                      "libatomic" in maps, tokenizer.encode("the tokens of a curated corpus").ids]))
+    lengths = encoder.lengths(["the tokens of a curated corpus"]).tolist()
+sandbox = ExtractionSandbox("curator_array.stages.web.extract:fineweb_text", timeout_s=60)
+outcome, text = sandbox.extract("<html><body><article><p>" + "A sentence about rivers. " * 30 + "</p></article>")
+extractor_maps = open(f"/proc/{sandbox._process.pid}/maps").read()
+sandbox.close()
+print(json.dumps([lengths, "libmimalloc" in maps, "libatomic" in maps,
+                  tokenizer.encode("the tokens of a curated corpus").ids, bool(text), "libmimalloc" in extractor_maps]))
 """
 
 
-def test_the_tokenize_encoder_runs_on_mimalloc_in_the_image(docker_client, image):
+def test_the_tokenize_encoder_and_the_extraction_children_run_on_mimalloc_in_the_image(docker_client, image):
     """As any uid, read-only, no network: the wheel's mimalloc and its libatomic from the base."""
-    out = docker_client.containers.run(image, ["-c", ENCODER_IN_THE_IMAGE], entrypoint=["python"], user="4321:4321",
+    out = docker_client.containers.run(image, ["-c", HELPERS_IN_THE_IMAGE], entrypoint=["python"], user="4321:4321",
                                        read_only=True, tmpfs={"/tmp": ""}, remove=True, network_mode="none")
-    lengths, on_mimalloc, with_libatomic, ids = json.loads(out.decode())
+    lengths, on_mimalloc, with_libatomic, ids, extracted, extractor_on_mimalloc = json.loads(out.decode())
     assert lengths == [len(ids)] and ids and on_mimalloc and with_libatomic, out.decode()
+    assert extracted and extractor_on_mimalloc, out.decode()
 
 
 def test_labels_and_size(docker_client, image):

@@ -1,0 +1,80 @@
+"""The helpers that do the heaviest library work (the tokenize encoder, the extraction
+sandbox) run on mimalloc unless the user says otherwise; nothing else changes allocator."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from curator_array.core import allocator
+from curator_array.core.allocator import ALLOCATOR_VARIABLE, bundled_mimalloc, helper_environment
+from curator_array.core.errors import ConfigError
+
+# A fresh Python: multiprocessing's fork server is one per process, started with the first child.
+SANDBOX_CHILD = """
+import json, os
+from curator_array.stages.web.sandbox import ExtractionSandbox
+sandbox = ExtractionSandbox("curator_array.stages.web.extract:fineweb_text", timeout_s=30)
+outcome, text = sandbox.extract("<html><body><article><p>" + "A sentence about rivers. " * 30 + "</p></article>")
+maps = open(f"/proc/{sandbox._process.pid}/maps").read()
+print(json.dumps({"outcome": outcome.value, "text": bool(text), "mimalloc": "libmimalloc" in maps,
+                  "preload_after": os.environ.get("LD_PRELOAD")}))
+sandbox.close()
+"""
+
+
+def sandbox_child(**env: str) -> dict:
+    pytest.importorskip("trafilatura")
+    environ = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", ALLOCATOR_VARIABLE)}
+    done = subprocess.run([sys.executable, "-c", SANDBOX_CHILD], env={**environ, **env}, capture_output=True,
+                          text=True, timeout=120, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_extraction_children_run_on_mimalloc_and_the_worker_keeps_its_allocator():
+    assert bundled_mimalloc() is not None, "cmeel-mimalloc (a dependency of the web extra) is not installed"
+    seen = sandbox_child()
+    assert seen == {"outcome": "done", "text": True, "mimalloc": True, "preload_after": None}
+
+
+def test_the_system_allocator_when_asked():
+    assert sandbox_child(**{ALLOCATOR_VARIABLE: "system"})["mimalloc"] is False
+
+
+def test_a_wrong_choice_is_refused():
+    with pytest.raises(ConfigError, match=f"{ALLOCATOR_VARIABLE}='tcmalloc': expected one of mimalloc, system"):
+        helper_environment({ALLOCATOR_VARIABLE: "tcmalloc"}, "extracting pages")
+
+
+def test_what_the_user_preloads_is_kept():
+    own_allocator = {"LD_PRELOAD": "/usr/lib/libjemalloc.so.2"}
+    assert helper_environment(own_allocator, "tokenizing")["LD_PRELOAD"] == "/usr/lib/libjemalloc.so.2"
+    profiler = {"LD_PRELOAD": "/opt/xalt/libxalt_init.so"}
+    assert helper_environment(profiler, "tokenizing")["LD_PRELOAD"] == f"{bundled_mimalloc()}:/opt/xalt/libxalt_init.so"
+
+
+def test_a_mimalloc_that_cannot_load_here_leaves_the_system_allocator(tmp_path, monkeypatch, caplog):
+    """As in a slim image without libatomic.so.1: every start with it preloaded would fail."""
+    broken = tmp_path / "libmimalloc.so.3"
+    broken.write_bytes(b"not a library")
+    monkeypatch.setattr(allocator, "bundled_mimalloc", lambda: str(broken))
+    assert allocator.cannot_preload(bundled_mimalloc()) is None
+    with caplog.at_level("WARNING", logger=allocator.__name__):
+        assert "LD_PRELOAD" not in helper_environment({"PATH": "/usr/bin"}, "extracting pages")
+    assert "extracting pages on the system allocator: mimalloc cannot load here" in caplog.text
+    assert "cannot be preloaded" in caplog.text
+
+
+def test_the_environment_is_restored_after_starting_helpers(monkeypatch):
+    monkeypatch.setenv("LD_PRELOAD", "/opt/xalt/libxalt_init.so")
+    with allocator.helpers_started_on_mimalloc("extracting pages"):
+        assert os.environ["LD_PRELOAD"] == f"{bundled_mimalloc()}:/opt/xalt/libxalt_init.so"
+    assert os.environ["LD_PRELOAD"] == "/opt/xalt/libxalt_init.so"
+    monkeypatch.delenv("LD_PRELOAD")
+    with pytest.raises(RuntimeError), allocator.helpers_started_on_mimalloc("extracting pages"):
+        raise RuntimeError("a start that failed")
+    assert "LD_PRELOAD" not in os.environ

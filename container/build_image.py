@@ -98,7 +98,7 @@ def ensure_mmdebstrap() -> None:
     subprocess.run(["apt-get", "install", "-y", "-qq", "mmdebstrap"], check=True, env=env, stdout=subprocess.DEVNULL)
 
 
-# libatomic1: the tokenize encoder's mimalloc needs it (slim images lack it).
+# libatomic1: mimalloc needs it (the tokenize encoder, the extraction children); slim images lack it.
 BASE_RECIPE = ("--variant=minbase", "--quiet", "--include=python3,python3-venv,ca-certificates,libatomic1", "bookworm")
 BASE_RECIPE_LABEL = "org.curator-array.base-recipe"
 

@@ -56,14 +56,21 @@ def cannot_preload(library: str, library_path: str = "") -> str | None:
     return (complaint.splitlines() or [f"exit code {probe.returncode}"])[0] if probe.returncode or complaint else None
 
 
+def allocator_choice(environ: Mapping[str, str]) -> str:
+    """The allocator ``environ`` asks for; ConfigError names a wrong value. ``run`` and
+    ``submit`` ask before any work, so a typo is refused at start, not in every task."""
+    choice = environ.get(ALLOCATOR_VARIABLE, "mimalloc") or "mimalloc"
+    if choice not in ALLOCATORS:
+        raise ConfigError(f"{ALLOCATOR_VARIABLE}={choice!r}: expected one of {', '.join(ALLOCATORS)}")
+    return choice
+
+
 def helper_environment(environ: Mapping[str, str], work: str) -> dict[str, str]:
     """A helper's environment: ``environ`` with mimalloc first in ``LD_PRELOAD``, unless the
     user asked for the system allocator, already preloads an allocator of their own, or
     mimalloc cannot load here (then glibc's, said once in the log, naming ``work``)."""
     env = dict(environ)
-    choice = env.get(ALLOCATOR_VARIABLE, "mimalloc") or "mimalloc"
-    if choice not in ALLOCATORS:
-        raise ConfigError(f"{ALLOCATOR_VARIABLE}={choice!r}: expected one of {', '.join(ALLOCATORS)}")
+    choice = allocator_choice(env)
     preloaded = env.get("LD_PRELOAD", "")
     library = bundled_mimalloc()
     if choice != "mimalloc" or library is None or "malloc" in preloaded:

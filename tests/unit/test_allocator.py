@@ -78,3 +78,35 @@ def test_the_environment_is_restored_after_starting_helpers(monkeypatch):
     with pytest.raises(RuntimeError), allocator.helpers_started_on_mimalloc("extracting pages"):
         raise RuntimeError("a start that failed")
     assert "LD_PRELOAD" not in os.environ
+
+
+def test_a_wrong_choice_stops_run_before_any_work(tmp_path, monkeypatch, capsys):
+    from curator_array.cli import main
+    from tests.conftest import REPO
+
+    monkeypatch.setenv(ALLOCATOR_VARIABLE, "jemalloc")
+    code = main(["run", "--input-dir", str(REPO / "sample_data" / "jsonl"), "--output-dir", str(tmp_path / "out")])
+    assert code == 2
+    assert f"{ALLOCATOR_VARIABLE}='jemalloc': expected one of mimalloc, system" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_submit_refuses_a_wrong_choice_from_the_sites_env(tmp_path, monkeypatch, capsys):
+    """The site's [env] beats the caller's environment in the job script, so it is what counts."""
+    import shutil
+
+    from curator_array.cli import main
+    from tests.conftest import REPO
+
+    sites = tmp_path / "sites"
+    shutil.copytree(REPO / "site_configs", sites)
+    with open(sites / "local.toml", "a") as site:
+        site.write(f'\n[env]\n{ALLOCATOR_VARIABLE} = "tcmalloc"\n')
+    monkeypatch.setenv(ALLOCATOR_VARIABLE, "system")
+    monkeypatch.setenv("OUTPUT_DIR", str(tmp_path / "out"))
+    submit = ["submit", "--site", "local", "--sites-dir", str(sites), "--max-array-size", "none", "--total-shards",
+              "1", "--dry-run", "--", "--input-dir", str(REPO / "sample_data" / "jsonl")]
+    assert main(submit) == 2
+    assert f"{ALLOCATOR_VARIABLE}='tcmalloc'" in capsys.readouterr().err
+    (sites / "local.toml").write_text((REPO / "site_configs" / "local.toml").read_text())
+    assert main(submit) == 0

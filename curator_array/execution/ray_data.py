@@ -108,6 +108,17 @@ def _within_budgets(tasks: list[Task], take, give, work: Callable[[list[Task]], 
         raise
 
 
+def _blocks(tasks: Iterator[Task]) -> Iterator[pa.Table]:
+    """One block per finished task; after each, Arrow's allocator hands back what the task freed.
+
+    It keeps freed memory for reuse otherwise: about 50 MiB per worker between tasks of
+    the JSONL shard, counted against the node for the whole run.
+    """
+    for task in tasks:
+        yield _encode([task])
+        pa.default_memory_pool().release_unused()
+
+
 def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None, profile_dir: str | None = None):
     """One Ray task function running several stages in turn, without pickling in between.
 
@@ -126,8 +137,7 @@ def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None, prof
             return apply_chain(stages, tasks, queued)
 
         with profiled(profile_dir):
-            for task in _within_budgets(_decode(batch), take, give, run_chain):
-                yield _encode([task])
+            yield from _blocks(_within_budgets(_decode(batch), take, give, run_chain))
 
     apply.__name__ = apply.__qualname__ = "->".join(stage.stage_name for stage in stages)
     return apply
@@ -178,9 +188,8 @@ class _StageActor:
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         queued = _queued_s(batch)
         with profiled(self.profile_dir):
-            for task in _within_budgets(_decode(batch), self.take, self.give,
-                                        lambda tasks: apply_chain(self.stages, tasks, queued)):
-                yield _encode([task])
+            yield from _blocks(_within_budgets(_decode(batch), self.take, self.give,
+                                               lambda tasks: apply_chain(self.stages, tasks, queued)))
 
 
 BLOCKS_PER_CPU = 4

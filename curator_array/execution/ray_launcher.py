@@ -10,7 +10,9 @@ from ``ray start --block`` in these ways:
 - the minimal dashboard agent's "unused" ports are declared before the raylet starts,
   so the raylet registers without waiting for that agent to import itself (see
   :func:`declare_unused_agent_ports`): about 1 s;
-- the raylet's two agents run at the lowest CPU priority (:func:`deprioritize_agents`);
+- the raylet's two agents, which serve nothing here, are replaced by a stand-in of
+  3 MiB each (:func:`stand_in_agents`): about 100 MiB less per node; where an agent
+  must stay real, it runs at the lowest CPU priority (:func:`deprioritize_agents`);
 - the log monitor runs as a thread of this process, which has imported Ray already,
   instead of a process importing it again (:func:`start_log_monitor_thread`);
 - the head's system config (:func:`head_system_config`) has the raylet start a worker
@@ -19,7 +21,7 @@ from ``ray start --block`` in these ways:
 - it reports when the node is registered (:data:`READY_FILE`), so the driver's
   ``ray.init`` never falls into its 1-second retry sleep.
 
-Otherwise it starts the same processes (on the head: GCS, raylet, agents) through Ray's
+Otherwise it starts the same processes (on the head: GCS, raylet) through Ray's
 own ``Node`` class, then behaves like ``ray start --block``: it stays in the foreground,
 stops the node on SIGTERM, and exits non-zero as soon as one of the node's processes dies.
 
@@ -39,6 +41,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -71,8 +74,12 @@ STOPPED_ON_REQUEST = {0, signal.SIGTERM, -signal.SIGTERM, 128 + signal.SIGTERM}
 
 
 FALLBACK_NOTICE = "using `ray start --block` instead"
-# The raylet's two agents, relative to Ray's package, and the niceness they run at (with SCHED_IDLE).
-AGENT_SCRIPTS = (("dashboard", "agent.py"), ("_private", "runtime_env", "agent", "main.py"))
+# The raylet's flag for each of its two agents -> the agent's script, relative to Ray's package.
+AGENTS = {
+    "--dashboard_agent_command": ("dashboard", "agent.py"),
+    "--runtime_env_agent_command": ("_private", "runtime_env", "agent", "main.py"),
+}
+# The niceness (with SCHED_IDLE) of an agent that stays real.
 AGENT_NICENESS = 19
 # Written into --temp-dir once the node is registered with the GCS (see announce_ready).
 READY_FILE = "head-ready"
@@ -133,12 +140,15 @@ def lean_node_class():
 
         def start_raylet(self, *args, **kwargs):
             session_dir, node_id = getattr(self, "_session_dir", None), getattr(self, "_node_id", None)
-            if session_dir and node_id:
-                declare_unused_agent_ports(session_dir, node_id)
-            super().start_raylet(*args, **kwargs)
+            unused_ports = bool(session_dir and node_id) and declare_unused_agent_ports(session_dir, node_id)
+            runtime_env_port = getattr(getattr(self, "_ray_params", None), "runtime_env_agent_port", None)
+            standing_in = unused_agents(unused_ports, runtime_env_port)
+            with stand_in_agents(standing_in):
+                super().start_raylet(*args, **kwargs)
             raylets = getattr(self, "all_processes", {}).get(ray_constants.PROCESS_TYPE_RAYLET) or []
-            if raylets:
-                threading.Thread(target=deprioritize_agents, args=(raylets[0].process.pid,), daemon=True).start()
+            real = agent_scripts(set(AGENTS) - standing_in)
+            if raylets and real:
+                threading.Thread(target=deprioritize_agents, args=(raylets[0].process.pid, real), daemon=True).start()
 
     return LeanNode
 
@@ -151,9 +161,10 @@ def declare_unused_agent_ports(session_dir: str, node_id: str) -> bool:
     before the driver can connect. Where only ``ray[data]`` is installed (no dashboard
     dependencies) Ray starts that agent with ``--minimal``, and a minimal agent serves
     none of these ports: it writes -1 into each. Writing the same values first lets the
-    raylet register at once; the agent still starts and overwrites them with the same
-    values. With the dashboard's dependencies installed the agent serves real ports, so
-    nothing is written and the raylet waits as usual. Returns whether it wrote them.
+    raylet register at once; a stand-in then takes the agent's place
+    (:func:`stand_in_agents`). With the dashboard's dependencies installed the agent
+    serves real ports, so nothing is written, the real agent starts and the raylet waits
+    as usual. Returns whether it wrote them.
     """
     try:
         from ray._private.utils import get_dashboard_dependency_error
@@ -173,6 +184,62 @@ def declare_unused_agent_ports(session_dir: str, node_id: str) -> bool:
     except (TypeError, OSError):
         return False
     return True
+
+
+def unused_agents(unused_ports_declared: bool, runtime_env_agent_port: int | None) -> set[str]:
+    """The raylet flags of the agents a stand-in can replace on this node.
+
+    The dashboard agent, where it would run minimal: exactly when its unused ports were
+    declared (:func:`declare_unused_agent_ports`), since the raylet waits for port files
+    that a stand-in never writes. The runtime-env agent, where its port is given: the
+    raylet then reads no port file of it, and calls it only for a task that asks for a
+    runtime environment, which no stage can (``RayStageSpec`` takes no such key).
+    """
+    flags = set()
+    if unused_ports_declared:
+        flags.add("--dashboard_agent_command")
+    if runtime_env_agent_port:
+        flags.add("--runtime_env_agent_command")
+    return flags
+
+
+def with_stand_in_agents(raylet_command: Sequence[str], flags: set[str]) -> list[str]:
+    """``raylet_command`` with the agent commands named by ``flags`` replaced by :mod:`stand_in_agent`."""
+    stand_in = subprocess.list2cmdline([sys.executable, "-I", "-S", str(Path(__file__).with_name("stand_in_agent.py"))])
+    replaced = []
+    for argument in raylet_command:
+        flag, equals, _ = argument.partition("=")
+        replaced.append(f"{flag}={stand_in}" if equals and flag in flags else argument)
+    return replaced
+
+
+@contextlib.contextmanager
+def stand_in_agents(flags: set[str]):
+    """While Ray's ``Node`` starts the raylet, have it start stand-ins for the agents named by ``flags``.
+
+    Ray builds the raylet's command inside ``services.start_raylet`` and hands it to
+    ``services.start_ray_process``; the stand-ins go in there. Where that function is
+    missing, the real agents start.
+    """
+    try:
+        from ray._private import ray_constants, services
+    except ImportError:
+        services = None
+    start = getattr(services, "start_ray_process", None)
+    if not flags or not callable(start):
+        yield
+        return
+
+    def start_with_stand_ins(command, process_type, *args, **kwargs):
+        if process_type == ray_constants.PROCESS_TYPE_RAYLET:
+            command = with_stand_in_agents(command, flags)
+        return start(command, process_type, *args, **kwargs)
+
+    services.start_ray_process = start_with_stand_ins
+    try:
+        yield
+    finally:
+        services.start_ray_process = start
 
 
 def head_system_config(environ: Mapping[str, str]) -> dict[str, object]:
@@ -234,11 +301,12 @@ def start_log_monitor_thread(node) -> LogMonitorThread | None:
     return thread
 
 
-def agent_scripts() -> set[bytes]:
+def agent_scripts(flags) -> set[bytes]:
+    """The script paths of the agents named by ``flags``, as they appear in a process's cmdline."""
     import ray
 
     root = Path(ray.__file__).parent
-    return {str(root.joinpath(*parts)).encode() for parts in AGENT_SCRIPTS}
+    return {str(root.joinpath(*AGENTS[flag])).encode() for flag in flags}
 
 
 def children(pid: int) -> list[int]:
@@ -257,8 +325,8 @@ def children(pid: int) -> list[int]:
     return found
 
 
-def deprioritize_agents(raylet_pid: int, timeout_s: float = 10.0) -> int:
-    """Move the two agents the raylet starts to the lowest CPU priority; returns how many it found.
+def deprioritize_agents(raylet_pid: int, wanted: set[bytes], timeout_s: float = 10.0) -> int:
+    """Move the real agents the raylet starts (``wanted``: their scripts) to the lowest CPU priority; how many it found.
 
     Each agent spends about 1 CPU-second importing itself, at the very moment the driver,
     the launcher and the first worker import Ray on the same 2 cores. Neither is on an
@@ -270,7 +338,6 @@ def deprioritize_agents(raylet_pid: int, timeout_s: float = 10.0) -> int:
     Linux's ``SCHED_IDLE`` policy (about 8%). The raylet, the GCS, the launcher and the
     workers keep their priority.
     """
-    wanted = agent_scripts()
     niced: set[int] = set()
     deadline = time.monotonic() + timeout_s
     while len(niced) < len(wanted) and time.monotonic() < deadline:

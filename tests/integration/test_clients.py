@@ -69,6 +69,8 @@ def test_private_head_is_authenticated_isolated_and_stopped(tmp_path):
     assert any("-m curator_array.execution.ray_launcher --head" in n for n in names)
     assert any("gcs_server" in n for n in names) and any("raylet" in n for n in names)
     assert not [n for n in names if "dashboard/dashboard.py" in n or "autoscaler/_private/monitor.py" in n], names
+    assert len([n for n in names if is_stand_in(n)]) == 2, names
+    assert not [n for n in names if "dashboard/agent.py" in n or "runtime_env/agent/main.py" in n], names
     assert result["intruder_rc"] != 0, "a client without the token must be rejected"
     assert "token-auth" in result["intruder_err"] or "Authentication" in result["intruder_err"]
     left, teardown = lines["LEFT"].split(" ")
@@ -89,6 +91,12 @@ sys.exit(ray_launcher.main(sys.argv[1:]))
 def cmdline(pid: int) -> str:
     with open(f"/proc/{pid}/cmdline", "rb") as handle:
         return handle.read().replace(b"\0", b" ").decode()
+
+
+def is_stand_in(command_line: str) -> bool:
+    """A stand-in agent's own process (the raylet's command line names it too)."""
+    words = command_line.split()
+    return words[1:3] == ["-I", "-S"] and words[-1].endswith("execution/stand_in_agent.py")
 
 
 def wait_until_ready(node: RayNodeProcess, address: str) -> None:
@@ -182,11 +190,12 @@ def niceness(pid: int) -> int:
         return int(handle.read().rsplit(b")", 1)[1].split()[16])
 
 
-def test_lean_head_reports_ready_once_registered_with_its_agents_deprioritized():
-    """The ready file means a driver connects at once; the agents yield the CPU, nothing else does.
+def test_lean_head_reports_ready_once_registered_with_a_real_agent_deprioritized():
+    """The ready file means a driver connects at once; a real agent yields the CPU, nothing else does.
 
-    The raylet is made to register slowly (about 1 s, waiting for its agents), so a ready
-    file written too early would send ``ray.init`` into its retry sleep.
+    The raylet is made to register slowly (about 1 s, waiting for its dashboard agent,
+    which then runs for real), so a ready file written too early would send ``ray.init``
+    into its retry sleep.
     """
     node, address, token = _start_with(lambda args: [sys.executable, "-c", SLOW_REGISTRATION_PROBE, *args])
     try:
@@ -197,7 +206,8 @@ def test_lean_head_reports_ready_once_registered_with_its_agents_deprioritized()
         assert "SUM 5" in driver.stdout, driver.stderr[-2000:]
         by_name = {cmdline(p).strip(): p for p in node.members()}
         agents = {name: pid for name, pid in by_name.items() if "Agent" in name}
-        assert sorted(agents) == ["ray::DashboardAgent", "ray::RuntimeEnvAgent"], by_name
+        assert sorted(agents) == ["ray::DashboardAgent"], by_name
+        assert len([name for name in by_name if is_stand_in(name)]) == 1, by_name
         assert {niceness(pid) for pid in agents.values()} == {AGENT_NICENESS}
         assert {os.sched_getscheduler(pid) for pid in agents.values()} == {os.SCHED_IDLE}
         core = [pid for name, pid in by_name.items() if "gcs_server" in name or "raylet/raylet" in name]
@@ -310,9 +320,15 @@ def test_head_launcher_exits_when_a_ray_process_dies():
         wait_until_ready(node, address)
         raylet = [p for p in node.members() if "raylet/raylet" in cmdline(p)]
         assert raylet, node.log_tail()
+        stand_ins = [p for p in node.members() if is_stand_in(cmdline(p))]
+        assert len(stand_ins) == 2, [cmdline(p) for p in node.members()]
         os.kill(raylet[0], signal.SIGKILL)
         assert node.process.wait(timeout=30) == 1
         assert "Ray process died: raylet" in node.log_tail(40)
+        deadline = time.monotonic() + 5
+        while set(stand_ins) & set(node.members()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not set(stand_ins) & set(node.members()), "the stand-ins end with their raylet, unasked"
     finally:
         node.stop()
     assert not node.members()

@@ -50,3 +50,40 @@ def test_bad_specs_are_rejected_when_the_stage_is_built(keys, message):
 
     with pytest.raises(ConfigError, match=message):
         Stage()
+
+
+# A worker's task allocates through Arrow and frees it; its resident memory before and after the block is handed on.
+WORKER_MEMORY_PROBE = r"""
+import json, time
+import pyarrow as pa, pyarrow.compute as pc
+from curator_array.execution.ray_data import _blocks
+from curator_array.stages.tasks import Task
+
+def resident_mib():
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * 4096 / 2**20
+
+def tasks():
+    column = pa.concat_arrays([pa.array([b"x" * 100] * 1000) for _ in range(500)])
+    lengths = pc.binary_length(column)
+    del column, lengths
+    yield Task("t-0")
+
+blocks = _blocks(tasks())
+next(blocks)
+held = resident_mib()
+next(blocks, None)
+print(json.dumps({"held": held, "after": resident_mib()}))
+"""
+
+
+def test_a_worker_hands_back_arrow_memory_its_task_freed():
+    """Between tasks a worker does not keep Arrow's freed memory: on a node it counts for the whole run."""
+    import json
+    import subprocess
+    import sys
+
+    probe = subprocess.run([sys.executable, "-c", WORKER_MEMORY_PROBE], capture_output=True, text=True, timeout=120)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    memory = json.loads(probe.stdout.splitlines()[-1])
+    assert memory["held"] - memory["after"] > 30, memory

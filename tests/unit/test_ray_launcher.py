@@ -1,7 +1,13 @@
 """The head launcher reads exactly the flags the head is given, and fits the installed Ray."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -23,6 +29,8 @@ from curator_array.execution.ray_launcher import (
     ray_params_from_flags,
     start_log_monitor_thread,
     unexpected_deaths,
+    unused_agents,
+    with_stand_in_agents,
 )
 
 PORTS = NodePorts(20000, 20001, 20002, 20003, 20004, 20005, 20006, 20007, 20008, 20071)
@@ -162,3 +170,61 @@ def test_with_the_dashboard_installed_no_port_is_declared(tmp_path, monkeypatch)
     monkeypatch.setattr(ray._private.utils, "get_dashboard_dependency_error", lambda: None)
     assert not declare_unused_agent_ports(str(tmp_path), "cd" * 28)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_only_the_agents_nothing_uses_get_stand_ins():
+    """The dashboard agent only where its ports were declared unused; the runtime-env agent only with a given port."""
+    assert unused_agents(True, 20003) == {"--dashboard_agent_command", "--runtime_env_agent_command"}
+    assert unused_agents(False, 20003) == {"--runtime_env_agent_command"}
+    assert unused_agents(True, 0) == unused_agents(True, None) == {"--dashboard_agent_command"}
+    assert unused_agents(False, None) == set()
+
+
+def test_stand_ins_replace_exactly_the_named_agent_commands():
+    command = ["/ray/raylet", "--node_id=ab", "--dashboard_agent_command=python agent.py --node-id=ab",
+               "--runtime_env_agent_command=python main.py --port=1", "--huge_pages"]
+    replaced = with_stand_in_agents(command, {"--dashboard_agent_command"})
+    assert replaced[:2] == command[:2] and replaced[3:] == command[3:]
+    flag, _, stand_in = replaced[2].partition("=")
+    assert flag == "--dashboard_agent_command"
+    assert stand_in.split() == [sys.executable, "-I", "-S", str(Path(STAND_IN))]
+    assert with_stand_in_agents(command, set()) == command
+
+
+STAND_IN = Path(__file__).resolve().parents[2] / "curator_array" / "execution" / "stand_in_agent.py"
+# Starts the stand-in as the raylet does (with the agent's arguments), prints its pid, then waits to be killed.
+FAKE_RAYLET = r"""
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-I", "-S", sys.argv[1], "--node-id=ab", "--grpc-port=-1"])
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def gone(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_stand_in_agent_ends_with_its_raylet_and_on_sigterm():
+    """Nothing is left behind: not when the raylet is SIGKILLed, not when the node's stop sends SIGTERM."""
+    for ending in ("raylet killed", "stand-in terminated"):
+        raylet = subprocess.Popen([sys.executable, "-c", FAKE_RAYLET, str(STAND_IN)], stdout=subprocess.PIPE, text=True)
+        stand_in = int(raylet.stdout.readline())
+        try:
+            time.sleep(0.3)
+            assert not gone(stand_in, 0.5), "the stand-in must live while its raylet does"
+            os.kill(raylet.pid if ending == "raylet killed" else stand_in, signal.SIGKILL if ending == "raylet killed"
+                    else signal.SIGTERM)
+            assert gone(stand_in, 5), ending
+        finally:
+            raylet.kill()
+            raylet.wait()

@@ -1,3 +1,7 @@
+import json
+import subprocess
+import sys
+
 import pytest
 
 from curator_array.core.errors import ConfigError
@@ -54,7 +58,7 @@ def test_bad_specs_are_rejected_when_the_stage_is_built(keys, message):
 
 # A worker's task allocates through Arrow and frees it; its resident memory before and after the block is handed on.
 WORKER_MEMORY_PROBE = r"""
-import json, time
+import json
 import pyarrow as pa, pyarrow.compute as pc
 from curator_array.execution.ray_data import _blocks
 from curator_array.stages.tasks import Task
@@ -79,10 +83,6 @@ print(json.dumps({"held": held, "after": resident_mib()}))
 
 def test_a_worker_hands_back_arrow_memory_its_task_freed():
     """Between tasks a worker does not keep Arrow's freed memory: on a node it counts for the whole run."""
-    import json
-    import subprocess
-    import sys
-
     probe = subprocess.run([sys.executable, "-c", WORKER_MEMORY_PROBE], capture_output=True, text=True, timeout=120)
     assert probe.returncode == 0, probe.stderr[-2000:]
     memory = json.loads(probe.stdout.splitlines()[-1])

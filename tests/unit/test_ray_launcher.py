@@ -187,7 +187,7 @@ def test_stand_ins_replace_exactly_the_named_agent_commands():
     assert replaced[:2] == command[:2] and replaced[3:] == command[3:]
     flag, _, stand_in = replaced[2].partition("=")
     assert flag == "--dashboard_agent_command"
-    assert stand_in.split() == [sys.executable, "-I", "-S", str(Path(STAND_IN))]
+    assert stand_in.split() == [sys.executable, "-I", "-S", str(STAND_IN)]
     assert with_stand_in_agents(command, set()) == command
 
 

@@ -88,13 +88,15 @@ def test_the_request_rate_cap_holds_across_worker_processes(tmp_path):
     for worker in workers:
         worker.join(30)
     times = sorted(queue.get(timeout=5) for _ in range(18))
-    # Each request waits for its slot, 0.05 s after the previous one; a process that wakes
-    # late (a loaded host) shortens one gap by its lateness, never the span of several turns.
-    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
-    assert min(gaps) > 0.015, f"20 requests/s means 0.05 s apart; smallest gap {min(gaps):.3f} s"
-    for step in (4, 17):
+    # Each request waits for its slot, 0.05 s after the previous one. A process that wakes
+    # late (a loaded host: 50 ms seen in CI) shortens the gap to the next request, and any
+    # span starting at its own, by its lateness; caps per process would put three
+    # requests at once (median gap near 0, 5 requests within about 0.07 s, 18 within 0.3).
+    gaps = sorted(later - earlier for earlier, later in zip(times, times[1:]))
+    assert gaps[len(gaps) // 2] > 0.04, f"20 requests/s means 0.05 s apart; median gap {gaps[len(gaps) // 2]:.3f} s"
+    for step, lateness in ((4, 0.075), (17, 0.2)):
         spans = [later - earlier for earlier, later in zip(times, times[step:])]
-        assert min(spans) > step * 0.05 - 0.035, f"{step + 1} requests within {min(spans):.3f} s"
+        assert min(spans) > step * 0.05 - lateness, f"{step + 1} requests within {min(spans):.3f} s"
 
 
 def test_a_throttled_worker_holds_back_every_worker_of_the_node(tmp_path):

@@ -32,6 +32,7 @@ from curator_array.execution.ray_launcher import (
     unused_agents,
     with_stand_in_agents,
 )
+from tests.support.processes import ended_within
 
 PORTS = NodePorts(20000, 20001, 20002, 20003, 20004, 20005, 20006, 20007, 20008, 20071)
 
@@ -201,19 +202,6 @@ time.sleep(600)
 """
 
 
-def gone(pid: int, within_s: float) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            with open(f"/proc/{pid}/stat") as handle:
-                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    return True
-        except FileNotFoundError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 def test_a_stand_in_agent_ends_with_its_raylet_and_on_sigterm():
     """Nothing is left behind: not when the raylet is SIGKILLed, not when the node's stop sends SIGTERM."""
     for ending in ("raylet killed", "stand-in terminated"):
@@ -221,10 +209,10 @@ def test_a_stand_in_agent_ends_with_its_raylet_and_on_sigterm():
         stand_in = int(raylet.stdout.readline())
         try:
             time.sleep(0.3)
-            assert not gone(stand_in, 0.5), "the stand-in must live while its raylet does"
+            assert not ended_within(stand_in, 0.5), "the stand-in must live while its raylet does"
             os.kill(raylet.pid if ending == "raylet killed" else stand_in, signal.SIGKILL if ending == "raylet killed"
                     else signal.SIGTERM)
-            assert gone(stand_in, 5), ending
+            assert ended_within(stand_in, 5), ending
         finally:
             raylet.kill()
             raylet.wait()

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.conftest import REPO
+from tests.support.processes import ended_within
 
 DRIVER = r"""
 import os, signal, sys, time
@@ -104,13 +105,4 @@ def test_the_driver_is_told_to_stop_when_its_supervisor_is_killed(tmp_path):
     child = int(parent.stdout.readline())
     parent.kill()
     parent.wait(timeout=10)
-    deadline = time.monotonic() + 20
-    def alive():
-        try:
-            return "State:\tZ" not in open(f"/proc/{child}/status").read()  # a zombie has ended
-        except FileNotFoundError:
-            return False
-
-    while alive() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not alive(), "the driver outlived its supervisor"
+    assert ended_within(child, 20), "the driver outlived its supervisor"

@@ -14,6 +14,7 @@ import pytest
 from curator_array.core.allocator import ALLOCATOR_VARIABLE, bundled_mimalloc
 from curator_array.tokens.encoder import EncoderFailed, EncoderProcess, shared_encoder, shared_encoders_cpu_s
 from curator_array.tokens.tokenizer import load_tokenizer
+from tests.support.processes import running
 from tests.support.tokenizer import train_tokenizer
 
 WORDS = "the curated corpus keeps every document once Zürich naïve 東京 données ünïcödé".split()
@@ -105,14 +106,6 @@ def test_the_encoder_of_a_killed_element_ends_by_itself(tokenizer):
     while running(encoder):
         assert time.monotonic() < deadline, "the encoder outlived its element"
         time.sleep(0.05)
-
-
-def running(pid: int) -> bool:
-    """Whether ``pid`` exists and is not a zombie waiting to be reaped by whoever adopted it."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_a_stage_shares_one_encoder_per_process_and_replaces_a_dead_one(tokenizer, texts):

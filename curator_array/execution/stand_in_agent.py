@@ -10,7 +10,9 @@ this one costs about 3 MiB and nothing. See ``ray_launcher.stand_in_agents``.
 Run by path with ``python -I -S`` (it imports nothing beyond the interpreter's core),
 with whatever arguments the raylet adds. It ends on SIGTERM, as the node's stop sends,
 and by itself once the raylet that started it is gone, so a SIGKILLed raylet leaves
-nothing behind.
+nothing behind. The raylet names itself in ``RAY_RAYLET_PID``: a stand-in that only
+started running after its raylet died (a loaded node) would otherwise take whoever
+adopted it for its raylet, and wait forever.
 """
 
 import os
@@ -20,7 +22,7 @@ POLL_S = 0.5
 
 
 def main() -> None:
-    raylet = os.getppid()
+    raylet = int(os.environ.get("RAY_RAYLET_PID") or os.getppid())
     while os.getppid() == raylet:
         time.sleep(POLL_S)
 

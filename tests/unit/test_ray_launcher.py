@@ -193,19 +193,23 @@ def test_stand_ins_replace_exactly_the_named_agent_commands():
 
 
 STAND_IN = Path(__file__).resolve().parents[2] / "curator_array" / "execution" / "stand_in_agent.py"
-# Starts the stand-in as the raylet does (with the agent's arguments), prints its pid, then waits to be killed.
+# Starts the stand-in as the raylet does (its pid in RAY_RAYLET_PID, the agent's arguments), prints its
+# pid, then waits to be killed, or exits at once (``gone``) before the stand-in has even looked at it.
 FAKE_RAYLET = r"""
-import subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-I", "-S", sys.argv[1], "--node-id=ab", "--grpc-port=-1"])
+import os, subprocess, sys, time
+env = dict(os.environ, RAY_RAYLET_PID=str(os.getpid()))
+child = subprocess.Popen([sys.executable, "-I", "-S", sys.argv[1], "--node-id=ab", "--grpc-port=-1"], env=env)
 print(child.pid, flush=True)
-time.sleep(600)
+if sys.argv[2] != "gone":
+    time.sleep(600)
 """
 
 
 def test_a_stand_in_agent_ends_with_its_raylet_and_on_sigterm():
     """Nothing is left behind: not when the raylet is SIGKILLed, not when the node's stop sends SIGTERM."""
     for ending in ("raylet killed", "stand-in terminated"):
-        raylet = subprocess.Popen([sys.executable, "-c", FAKE_RAYLET, str(STAND_IN)], stdout=subprocess.PIPE, text=True)
+        raylet = subprocess.Popen([sys.executable, "-c", FAKE_RAYLET, str(STAND_IN), "stays"], stdout=subprocess.PIPE,
+                                  text=True)
         stand_in = int(raylet.stdout.readline())
         try:
             time.sleep(0.3)
@@ -216,3 +220,16 @@ def test_a_stand_in_agent_ends_with_its_raylet_and_on_sigterm():
         finally:
             raylet.kill()
             raylet.wait()
+
+
+def test_a_stand_in_whose_raylet_died_before_it_started_ends_too():
+    """On a loaded node the raylet may die before the stand-in's first instruction; it must not then wait forever."""
+    raylet = subprocess.Popen([sys.executable, "-c", FAKE_RAYLET, str(STAND_IN), "gone"], stdout=subprocess.PIPE,
+                              text=True)
+    stand_in = int(raylet.stdout.readline())
+    raylet.wait()
+    try:
+        assert ended_within(stand_in, 5), "the stand-in took its adopter for its raylet"
+    finally:
+        if not ended_within(stand_in, 0):
+            os.kill(stand_in, signal.SIGKILL)

@@ -39,6 +39,12 @@ def pytest_xdist_make_scheduler(config, log):
     return SharedServicesInOneWorker(config, log)
 
 
+def pytest_configure(config):
+    from tests.support import watchdog
+
+    config.pluginmanager.register(watchdog, "session-watchdog")
+
+
 def pytest_collection_modifyitems(config, items):
     """A test elsewhere that starts a shared service would run beside the ones that stop it."""
     strays = [item.nodeid for item in items

@@ -1,0 +1,159 @@
+"""A deadline for the whole test session, so a hang ends as a failure that says where it hung.
+
+pytest-timeout bounds one test, but not a worker that dies mid-test and leaves a peer
+waiting, nor a teardown that blocks after the timeout has fired, nor an interpreter that
+never exits. CI would then only report that it ran out of time. Past the deadline this
+plugin (active in the controlling process only) prints the tests still running, the
+process tree under the session and the Python stacks of every process in it (py-spy),
+then ends that tree, which the session started, and exits with code 3. It keeps watching
+until the process exits, so an interpreter that never finishes exiting is caught too.
+
+An xdist worker that has sent all its results but does not exit (a Ray driver's threads
+can keep one alive, see ray-project/ray#31145) is given ``CURATOR_ARRAY_TEST_WORKER_EXIT_S``
+(default 120 s), then prints its stacks and ends: its results are already with the controller.
+
+``CURATOR_ARRAY_TEST_DEADLINE_S`` sets the deadline (default 3600 s; 0 turns it off).
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+DEFAULT_DEADLINE_S = 3600.0
+DEFAULT_WORKER_EXIT_S = 120.0
+EXIT_CODE = 3
+
+
+def seconds_from(environ, name: str, default: float) -> float:
+    value = environ.get(name, "")
+    try:
+        return float(value) if value else default
+    except ValueError:
+        raise pytest.UsageError(f"{name}={value!r} is not a number of seconds") from None
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root``, parents before children (Linux ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in (b"Z", b"X"):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, queue = [], [root]
+    while queue:
+        for child in children.get(queue.pop(0), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"
+
+
+def say(text: str) -> None:
+    """To the process's stderr, past any capture, all of it."""
+    data = text.encode(errors="replace")
+    while data:
+        data = data[os.write(2, data):]
+
+
+class SessionWatchdog:
+    def __init__(self, deadline_s: float):
+        self.deadline_s = deadline_s
+        self.running: dict[str, float] = {}
+
+    def start(self) -> None:
+        threading.Thread(target=self._wait, name="test-session-watchdog", daemon=True).start()
+
+    def _wait(self) -> None:
+        time.sleep(self.deadline_s)
+        self.report()
+        self.end_session()
+
+    def report(self) -> None:
+        now = time.monotonic()
+        lines = [f"\n=== the test session ran past its deadline of {self.deadline_s:.0f} s "
+                 "(CURATOR_ARRAY_TEST_DEADLINE_S) ===", "tests still running:"]
+        running = sorted(self.running.items())
+        lines += [f"  {nodeid}  (for {now - since:.0f} s)" for nodeid, since in running] or ["  none"]
+        pids = descendants(os.getpid())
+        lines.append(f"processes under the session (pid {os.getpid()}):")
+        lines += [f"  {pid}  {command_line(pid)[:300]}" for pid in pids]
+        say("\n".join(lines) + "\n")
+        spy = shutil.which("py-spy") or shutil.which("py-spy", path=os.path.dirname(sys.executable))
+        if spy is None:
+            say("(py-spy is not installed: no stacks)\n")
+            return
+        for pid in [os.getpid(), *pids]:
+            if "python" not in command_line(pid).split(" ", 1)[0]:
+                continue
+            try:
+                dump = subprocess.run([spy, "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=30)
+                say(f"--- py-spy dump {pid} ---\n{dump.stdout}{dump.stderr}")
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                say(f"--- py-spy dump {pid}: {exc}\n")
+
+    def end_session(self) -> None:
+        for pid in reversed(descendants(os.getpid())):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        os._exit(EXIT_CODE)
+
+
+_watchdog: SessionWatchdog | None = None
+
+
+def end_if_still_exiting(worker: str, grace_s: float) -> None:
+    time.sleep(grace_s)
+    say(f"\n=== xdist worker {worker} did not exit {grace_s:.0f} s after its last test; its threads: ===\n")
+    faulthandler.dump_traceback(file=sys.__stderr__, all_threads=True)
+    os._exit(0)
+
+
+def pytest_configure(config) -> None:
+    global _watchdog
+    if hasattr(config, "workerinput"):  # an xdist worker: the controller watches
+        return
+    deadline = seconds_from(os.environ, "CURATOR_ARRAY_TEST_DEADLINE_S", DEFAULT_DEADLINE_S)
+    if deadline > 0:
+        _watchdog = SessionWatchdog(deadline)
+        _watchdog.start()
+
+
+def pytest_unconfigure(config) -> None:
+    if hasattr(config, "workerinput"):
+        grace = seconds_from(os.environ, "CURATOR_ARRAY_TEST_WORKER_EXIT_S", DEFAULT_WORKER_EXIT_S)
+        threading.Thread(target=end_if_still_exiting, args=(config.workerinput["workerid"], grace),
+                         name="worker-exit-watchdog", daemon=True).start()
+
+
+def pytest_runtest_logstart(nodeid, location) -> None:
+    if _watchdog is not None:
+        _watchdog.running[nodeid] = time.monotonic()
+
+
+def pytest_runtest_logfinish(nodeid, location) -> None:
+    if _watchdog is not None:
+        _watchdog.running.pop(nodeid, None)

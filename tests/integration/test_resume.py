@@ -16,6 +16,7 @@ from curator_array.core.layout import CheckpointLayout
 from curator_array.core.records import CompletionManifest
 from tests.conftest import REPO, read_records
 from tests.integration.test_reliability import CLI, SMALL
+from tests.support.processes import command_line, descendants
 
 pytestmark = pytest.mark.ray
 SLOW = ["--pipeline", "tests.slurm.slow_pipeline:build", "--output-file-type", "parquet"]
@@ -127,29 +128,11 @@ def test_force_runs_every_task_again(sample_jsonl, tmp_path, baseline):
     assert outputs(out) == baseline
 
 
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                parent = int(open(f"/proc/{entry.name}/stat").read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
 def test_a_killed_ray_worker_loses_no_task_and_duplicates_none(sample_jsonl, tmp_path, baseline):
     out = tmp_path / "out"
     driver = run(sample_jsonl, out, 0.7, wait=False)
     wait_until_recorded(out, 2, driver)
-    busy = [p for p in descendants(driver.pid)
-            if b"ray::" in open(f"/proc/{p}/cmdline", "rb").read() and b"IDLE" not in open(f"/proc/{p}/cmdline", "rb").read()]
+    busy = [p for p in descendants(driver.pid) if "ray::" in command_line(p) and "IDLE" not in command_line(p)]
     assert busy, "a Ray worker running a task"
     os.kill(busy[0], signal.SIGKILL)
     driver.wait(timeout=300)

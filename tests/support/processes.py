@@ -1,5 +1,6 @@
-"""Whether a process the test started (or its child) has ended, as a test can wait for it."""
+"""The processes a test started: whether one has ended (as a test can wait for it), and what is below one."""
 
+import os
 import time
 from pathlib import Path
 
@@ -20,3 +21,32 @@ def ended_within(pid: int, seconds: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below ``root``, parents before children (Linux ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] not in (b"Z", b"X"):
+            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, queue = [], [root]
+    while queue:
+        for child in children.get(queue.pop(0), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return "?"

@@ -8,6 +8,10 @@ process tree under the session and the Python stacks of every process in it (py-
 then ends that tree, which the session started, and exits with code 3. It keeps watching
 until the process exits, so an interpreter that never finishes exiting is caught too.
 
+A test still running a minute before pytest-timeout's limit gets the same listing and stacks,
+printed by the controller: what pytest-timeout itself prints goes to a worker's captured
+output, which is lost when it ends the worker.
+
 An xdist worker that has sent all its results but does not exit (a Ray driver's threads
 can keep one alive, see ray-project/ray#31145) is given ``CURATOR_ARRAY_TEST_WORKER_EXIT_S``
 (default 120 s), then prints its stacks and ends: its results are already with the controller.
@@ -28,8 +32,11 @@ import time
 
 import pytest
 
+from tests.support.processes import command_line, descendants
+
 DEFAULT_DEADLINE_S = 3600.0
 DEFAULT_WORKER_EXIT_S = 120.0
+STACKS_BEFORE_TIMEOUT_S = 60.0  # taken before pytest-timeout ends the worker (half its limit, if shorter)
 EXIT_CODE = 3
 
 
@@ -41,35 +48,6 @@ def seconds_from(environ, name: str, default: float) -> float:
         raise pytest.UsageError(f"{name}={value!r} is not a number of seconds") from None
 
 
-def descendants(root: int) -> list[int]:
-    """Every live process below ``root``, parents before children (Linux ``/proc``)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] not in (b"Z", b"X"):
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, queue = [], [root]
-    while queue:
-        for child in children.get(queue.pop(0), []):
-            found.append(child)
-            queue.append(child)
-    return found
-
-
-def command_line(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
-        return "?"
-
-
 def say(text: str) -> None:
     """To the process's stderr, past any capture, all of it."""
     data = text.encode(errors="replace")
@@ -78,17 +56,34 @@ def say(text: str) -> None:
 
 
 class SessionWatchdog:
-    def __init__(self, deadline_s: float):
-        self.deadline_s = deadline_s
+    """Watches from the controlling process, whose stderr is the run's own (a worker's is
+    captured while a test runs, so what pytest-timeout prints there is lost under xdist)."""
+
+    POLL_S = 1.0
+
+    def __init__(self, deadline_s: float, slow_test_s: float):
+        self.deadline_s, self.slow_test_s = deadline_s, slow_test_s
+        self.started = time.monotonic()
         self.running: dict[str, float] = {}
+        self.reported: set[str] = set()
 
     def start(self) -> None:
-        threading.Thread(target=self._wait, name="test-session-watchdog", daemon=True).start()
+        threading.Thread(target=self._watch, name="test-session-watchdog", daemon=True).start()
 
-    def _wait(self) -> None:
-        time.sleep(self.deadline_s)
-        self.report()
-        self.end_session()
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self.POLL_S)
+            now = time.monotonic()
+            slow = [nodeid for nodeid, since in list(self.running.items())
+                    if self.slow_test_s > 0 and now - since > self.slow_test_s and nodeid not in self.reported]
+            if slow:
+                self.reported.update(slow)
+                say(f"\n=== {', '.join(slow)}: still running after {self.slow_test_s:.0f} s; the session's "
+                    "processes and stacks ===\n")
+                self.dump_processes()
+            if self.deadline_s > 0 and now - self.started > self.deadline_s:
+                self.report()
+                self.end_session()
 
     def report(self) -> None:
         now = time.monotonic()
@@ -96,15 +91,18 @@ class SessionWatchdog:
                  "(CURATOR_ARRAY_TEST_DEADLINE_S) ===", "tests still running:"]
         running = sorted(self.running.items())
         lines += [f"  {nodeid}  (for {now - since:.0f} s)" for nodeid, since in running] or ["  none"]
-        pids = descendants(os.getpid())
-        lines.append(f"processes under the session (pid {os.getpid()}):")
-        lines += [f"  {pid}  {command_line(pid)[:300]}" for pid in pids]
         say("\n".join(lines) + "\n")
+        self.dump_processes()
+
+    def dump_processes(self) -> None:
+        pids = descendants(os.getpid())
+        say("\n".join([f"processes under the session (pid {os.getpid()}):",
+                       *(f"  {pid}  {command_line(pid)[:300]}" for pid in pids)]) + "\n")
         spy = shutil.which("py-spy") or shutil.which("py-spy", path=os.path.dirname(sys.executable))
         if spy is None:
             say("(py-spy is not installed: no stacks)\n")
             return
-        for pid in [os.getpid(), *pids]:
+        for pid in [*pids, os.getpid()]:  # the workers first: the slow test's may be ended soon
             if "python" not in command_line(pid).split(" ", 1)[0]:
                 continue
             try:
@@ -125,6 +123,17 @@ class SessionWatchdog:
 _watchdog: SessionWatchdog | None = None
 
 
+def test_timeout_of(config) -> float:
+    """pytest-timeout's limit per test, as it reads it (its option, else the ini value); 0 for none."""
+    value = config.getoption("timeout", None)
+    if value is None:
+        try:
+            value = config.getini("timeout")
+        except ValueError:  # pytest-timeout is not installed
+            value = None
+    return float(value or 0)
+
+
 def end_if_still_exiting(worker: str, grace_s: float) -> None:
     time.sleep(grace_s)
     say(f"\n=== xdist worker {worker} did not exit {grace_s:.0f} s after its last test; its threads: ===\n")
@@ -137,9 +146,9 @@ def pytest_configure(config) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker: the controller watches
         return
     deadline = seconds_from(os.environ, "CURATOR_ARRAY_TEST_DEADLINE_S", DEFAULT_DEADLINE_S)
-    if deadline > 0:
-        _watchdog = SessionWatchdog(deadline)
-        _watchdog.start()
+    limit = test_timeout_of(config)
+    _watchdog = SessionWatchdog(deadline, limit - min(STACKS_BEFORE_TIMEOUT_S, limit / 2))
+    _watchdog.start()
 
 
 def pytest_unconfigure(config) -> None:

@@ -33,10 +33,10 @@ def test_leaves_a_thread_behind():
 """
 
 
-def run_session(tmp_path, deadline: str, workers: str, module: str = HUNG, worker_exit: str = "120"
-                ) -> subprocess.CompletedProcess:
+def run_session(tmp_path, deadline: str, workers: str, module: str = HUNG, worker_exit: str = "120",
+                ini: str = "") -> subprocess.CompletedProcess:
     (tmp_path / "test_hung.py").write_text(module)
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    (tmp_path / "pytest.ini").write_text(f"[pytest]\n{ini}")
     env = {**os.environ, "CURATOR_ARRAY_TEST_DEADLINE_S": deadline, "CURATOR_ARRAY_TEST_WORKER_EXIT_S": worker_exit,
            "PYTHONPATH": str(REPO)}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.support.watchdog", "-n", workers,
@@ -58,6 +58,15 @@ def test_a_session_past_its_deadline_names_the_hung_test_and_ends_what_it_starte
     assert "test_hangs (test_hung.py:" in output, "the hung worker's Python stack is printed"
     child = int((tmp_path / "base" / "child.pid").read_text())
     assert not running(child), "the session's own processes are ended"
+
+
+def test_a_test_near_its_timeout_gets_its_stacks_printed_before_the_timeout_ends_its_worker(tmp_path):
+    done = run_session(tmp_path, "100", "1", ini="timeout = 8\ntimeout_method = thread\n")
+    output = done.stdout + done.stderr
+    assert done.returncode == 1 and "1 failed, 1 passed" in done.stdout, output[-3000:]
+    assert "test_hung.py::test_hangs: still running after 4 s" in output
+    need(shutil.which("py-spy", path=os.path.dirname(sys.executable)) is not None, "py-spy is not installed")
+    assert "test_hangs (test_hung.py:" in output, "the slow test's stack, from its worker"
 
 
 def test_a_bad_deadline_is_a_usage_error(tmp_path):

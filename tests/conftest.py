@@ -40,9 +40,10 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_configure(config):
-    from tests.support import watchdog
+    from tests.support import crash_rerun, watchdog
 
     config.pluginmanager.register(watchdog, "session-watchdog")
+    config.pluginmanager.register(crash_rerun, "crash-rerun")
 
 
 def pytest_collection_modifyitems(config, items):

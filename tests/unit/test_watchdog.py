@@ -1,4 +1,5 @@
-"""The test session's deadline: a hung session ends with code 3 and says what hung, in a real pytest."""
+"""The test session's guards, in a real pytest: a hung session ends with code 3 and says what hung;
+a test whose worker died runs once more in a fresh worker."""
 
 import os
 import shutil
@@ -21,6 +22,16 @@ def test_hangs(tmp_path):
     time.sleep(300)
 """
 
+
+SLOW = """
+import time
+
+def test_quick():
+    pass
+
+def test_hangs():
+    time.sleep(300)
+"""
 
 NEVER_EXITS = """
 import threading, time
@@ -61,7 +72,7 @@ def test_a_session_past_its_deadline_names_the_hung_test_and_ends_what_it_starte
 
 
 def test_a_test_near_its_timeout_gets_its_stacks_printed_before_the_timeout_ends_its_worker(tmp_path):
-    done = run_session(tmp_path, "100", "1", ini="timeout = 8\ntimeout_method = thread\n")
+    done = run_session(tmp_path, "100", "1", SLOW, ini="timeout = 8\ntimeout_method = thread\n")
     output = done.stdout + done.stderr
     assert done.returncode == 1 and "1 failed, 1 passed" in done.stdout, output[-3000:]
     assert "test_hung.py::test_hangs: still running after 4 s" in output
@@ -82,3 +93,38 @@ def test_a_worker_that_does_not_exit_after_its_last_test_is_ended_with_its_stack
     assert time.monotonic() - start < 60
     assert "xdist worker gw0 did not exit 2 s after its last test" in output
     assert "keep_the_process_alive" in output, "the thread that kept it alive is named"
+
+
+CRASHES = """
+import os
+from pathlib import Path
+
+def test_crashes_its_worker_once(tmp_path_factory):
+    mark = tmp_path_factory.getbasetemp().parent / "crashed-once"
+    if not mark.exists():
+        mark.write_text("")
+        os._exit(1)
+
+def test_crashes_its_worker_every_time():
+    os._exit(1)
+
+def test_after():
+    pass
+"""
+
+
+def test_a_test_whose_worker_crashed_runs_again_once_in_a_fresh_worker(tmp_path):
+    (tmp_path / "test_crashes.py").write_text(CRASHES)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.support.crash_rerun", "-n", "1",
+                           "--dist", "loadscope", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "base"),
+                           "-rA", "test_crashes.py"], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=120)
+    out = done.stdout
+    assert done.returncode == 1, out[-3000:]
+    assert "PASSED test_crashes.py::test_crashes_its_worker_once" in out
+    assert "FAILED test_crashes.py::test_crashes_its_worker_every_time" in out
+    assert "PASSED test_crashes.py::test_after" in out
+    listed = out.split("tests run again after their worker crashed", 1)[1]
+    assert "test_crashes_its_worker_once: worker 'gw0' crashed" in listed
+    assert "1 failed, 2 passed, 2 rerun" in out

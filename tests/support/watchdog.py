@@ -49,7 +49,7 @@ def seconds_from(environ, name: str, default: float) -> float:
 
 
 def say(text: str) -> None:
-    """To the process's stderr, past any capture, all of it."""
+    """All of ``text`` to file descriptor 2 (a single os.write may take only part of it)."""
     data = text.encode(errors="replace")
     while data:
         data = data[os.write(2, data):]

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -296,9 +296,8 @@ class RayNodeProcess:
         return time.monotonic() - start
 
 
-def session_members(session_id: int) -> list[int]:
-    """Non-zombie pids whose session id is ``session_id`` (Linux ``/proc``)."""
-    found = []
+def live_process_stats() -> Iterator[tuple[int, list[bytes]]]:
+    """Each live (non-zombie) process: its pid and the fields of ``/proc/<pid>/stat`` after its name."""
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -307,10 +306,13 @@ def session_members(session_id: int) -> list[int]:
                 fields = handle.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        state, session = fields[0], int(fields[3])
-        if session == session_id and state not in (b"Z", b"X"):
-            found.append(int(entry.name))
-    return found
+        if fields[0] not in (b"Z", b"X"):
+            yield int(entry.name), fields
+
+
+def session_members(session_id: int) -> list[int]:
+    """Non-zombie pids whose session id is ``session_id`` (Linux ``/proc``)."""
+    return [pid for pid, fields in live_process_stats() if int(fields[3]) == session_id]
 
 
 def wait_for_port(host: str, port: int, node: RayNodeProcess, timeout_s: float) -> None:

@@ -1,8 +1,9 @@
 """The processes a test started: whether one has ended (as a test can wait for it), and what is below one."""
 
-import os
 import time
 from pathlib import Path
+
+from curator_array.execution.ray_cluster import live_process_stats
 
 
 def running(pid: int) -> bool:
@@ -24,18 +25,10 @@ def ended_within(pid: int, seconds: float) -> bool:
 
 
 def descendants(root: int) -> list[int]:
-    """Every live process below ``root``, parents before children (Linux ``/proc``)."""
+    """Every live process below ``root``, parents before children."""
     children: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry.name}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] not in (b"Z", b"X"):
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
+    for pid, fields in live_process_stats():
+        children.setdefault(int(fields[1]), []).append(pid)
     found, queue = [], [root]
     while queue:
         for child in children.get(queue.pop(0), []):

@@ -1,10 +1,10 @@
 """A test whose xdist worker died under it runs once more, in a fresh worker.
 
-Tests drive Ray in-process, and a long-lived worker that has connected to many clusters
-one after another carries Ray's leftovers from each (threads it never joins, see
-ray-project/ray#31145), which can end the process in a later test. A test that crashes
-its worker again in a fresh one fails as before; the first crash is shown as ``R`` and
-listed at the end of the run, with what xdist said, so it is never silent.
+Tests drive Ray in-process, and a worker that has connected to many clusters in turn
+keeps Ray's leftovers from each (a native thread per cluster, measured; see also
+ray-project/ray#31145): its death then says little about the test it was running. A
+test that crashes a fresh worker too fails as before; the first crash is shown as ``R``
+and listed at the end of the run, with what xdist said, so it is never silent.
 """
 
 from __future__ import annotations

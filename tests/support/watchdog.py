@@ -123,7 +123,7 @@ class SessionWatchdog:
 _watchdog: SessionWatchdog | None = None
 
 
-def test_timeout_of(config) -> float:
+def per_test_limit_s(config) -> float:
     """pytest-timeout's limit per test, as it reads it (its option, else the ini value); 0 for none."""
     value = config.getoption("timeout", None)
     if value is None:
@@ -146,7 +146,7 @@ def pytest_configure(config) -> None:
     if hasattr(config, "workerinput"):  # an xdist worker: the controller watches
         return
     deadline = seconds_from(os.environ, "CURATOR_ARRAY_TEST_DEADLINE_S", DEFAULT_DEADLINE_S)
-    limit = test_timeout_of(config)
+    limit = per_test_limit_s(config)
     _watchdog = SessionWatchdog(deadline, limit - min(STACKS_BEFORE_TIMEOUT_S, limit / 2))
     _watchdog.start()
 

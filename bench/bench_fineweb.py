@@ -7,7 +7,7 @@
    with FineWeb's settings on every page: the limit, since extraction is most of the work;
 4. the same loop with mimalloc preloaded, the allocator our extraction children run on.
 
-The pages are real (Debian's documentation, ``tests/fixtures/fineweb-pages.jsonl.gz``), each
+The pages are real (Debian's documentation, ``support.real_page_warcs``), each
 WARC holding every page once under its own URLs, at three sizes: one WARC (start-up dominated),
 eight and 32 (throughput dominated). The engines take turns for 3 rounds; prints median wall
 times, pages/s, the largest peak RSS and the ratios; asserts nothing. datatrove runs in the
@@ -19,8 +19,6 @@ reference environment, never in .venv.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import os
 import shutil
 import subprocess
@@ -30,13 +28,19 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, ROUNDS, datatrove_fineweb_env, ensure_datatrove, in_turns  # noqa: E402
+from support import (  # noqa: E402
+    CACHE,
+    REPO,
+    ROUNDS,
+    datatrove_fineweb_env,
+    ensure_datatrove,
+    in_turns,
+    real_page_warcs,
+)
 
 sys.path.insert(0, str(REPO))
 from curator_array.core.allocator import bundled_mimalloc  # noqa: E402
-from tests.support.warcs import Page, write_warc  # noqa: E402
 
-PAGES = REPO / "tests" / "fixtures" / "fineweb-pages.jsonl.gz"
 WORK = CACHE / "fineweb"
 CPUS = 2
 
@@ -72,22 +76,6 @@ def one(path):
 with Pool(2) as pool:
     print(sum(pool.map(one, sorted(glob.glob(sys.argv[1] + "/*.warc.gz")))))
 """
-
-
-def make_warcs(files: int) -> tuple[Path, int]:
-    """``files`` WARCs, each every fixture page once (its own URLs); (directory, pages)."""
-    directory = WORK / f"warcs-{files}"
-    with gzip.open(PAGES, "rt", encoding="utf-8") as handle:
-        pages = [json.loads(line) for line in handle]
-    if not (directory / ".complete").exists():
-        shutil.rmtree(directory, ignore_errors=True)
-        directory.mkdir(parents=True)
-        for index in range(files):
-            write_warc(directory / f"part-{index:02d}.warc.gz",
-                       [Page(f"https://docs{index}.example.org/{p['name'].replace('/', '-')}", p["html"].encode())
-                        for p in pages])
-        (directory / ".complete").write_text("")
-    return directory, files * len(pages)
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -130,7 +118,7 @@ def main() -> int:
     ensure_datatrove()
     print(f"FineWeb's recipe on {CPUS} cores: wall time (start-up included), pages/s, peak RSS of one process")
     for files in map(int, args.sizes.split(",")):
-        directory, pages = make_warcs(files)
+        directory, pages = real_page_warcs(files)
         runs = WORK / f"runs-{files}"
         shutil.rmtree(runs, ignore_errors=True)
         runs.mkdir(parents=True)

@@ -4,8 +4,9 @@ WarcReader and Trafilatura extractor, on the same synthetic Common Crawl-like fi
 Each measurement runs in a fresh single-core process and reports documents/s, compressed
 MB/s, wall time and the process's peak RSS (and its children's: datatrove's Trafilatura
 extracts in a sandbox process). Then the whole `--pipeline commoncrawl` on Ray, start and
-stop included. Last, the reader's peak memory on a 1 GB WARC. Prints figures; asserts
-nothing. datatrove goes into .cache/bench-site, never into .venv.
+stop included, and the whole chain beside a bare loop at four sizes of these pages and two
+of real ones (``support.real_page_warcs``). Last, the reader's peak memory on a 1 GB WARC.
+Prints figures; asserts nothing. datatrove goes into .cache/bench-site, never into .venv.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from support import (  # noqa: E402
     ensure_datatrove,
     in_turns,
     measure_snippet,
+    real_page_warcs,
     timed_tree,
 )
 
@@ -221,18 +223,33 @@ LocalPipelineExecutor(pipeline, tasks=tasks, workers=min(tasks, 2), logging_dir=
 """
 
 
-def chain_side_by_side(sizes: tuple[int, ...] = (FILES, 4 * FILES, 16 * FILES, 64 * FILES)) -> None:
+def chain_inputs(synthetic: tuple[int, ...] = (FILES, 4 * FILES, 16 * FILES, 64 * FILES),
+                 real: tuple[int, ...] = (7, 28)) -> list[tuple[str, Path, int, bool]]:
+    """(label, directory, HTML pages, datatrove runs too) of each input of :func:`chain_side_by_side`:
+    the synthetic pages at four sizes, then real pages (Debian's documentation) at about the
+    two smaller ones, where a page weighs what a crawl's does."""
+    inputs = []
+    for files in synthetic:
+        directory, docs = input_of(files)
+        inputs.append((f"{files} WARCs of synthetic pages", directory, docs, files <= DATATROVE_CHAIN_MAX_FILES))
+    for files in real:
+        directory, docs = real_page_warcs(files)
+        inputs.append((f"{files} WARCs of real pages", directory, docs, False))
+    return inputs
+
+
+def chain_side_by_side() -> None:
     """The whole commoncrawl chain from start-up dominated (1,440 pages) to throughput dominated
     (92,160 pages, where Ray's start is a few per cent of the run): ``run`` (Ray,
     start and stop included) against a bare ``Pool(2)`` calling the same stages on the same
     files, with no Ray, no records; and datatrove's nearest chain on its ``LocalPipelineExecutor``
     (2 workers): its WARC reader, then FineWeb's steps from extraction to the quality rules
-    (Trafilatura: datatrove 0.10 has no Resiliparse extractor), written to Parquet."""
+    (Trafilatura: datatrove 0.10 has no Resiliparse extractor), written to Parquet. Datatrove
+    runs on the smaller synthetic inputs only: at about 55 pages/s it would take minutes."""
     print("\nread, extract, language, quality, Parquet on 2 cores: ours (Ray) / a bare Pool(2) of the same stages"
           " / datatrove's chain")
     reference_env = datatrove_fineweb_env(CACHE / "web_chain_reference")
-    for files in sizes:
-        directory, docs = input_of(files)
+    for label, directory, docs, with_datatrove in chain_inputs():
         runs = CACHE / "web_chain"
         env = dict(os.environ, PYTHONPATH=str(REPO))
         commands = {
@@ -241,7 +258,8 @@ def chain_side_by_side(sizes: tuple[int, ...] = (FILES, 4 * FILES, 16 * FILES, 6
                      env),
             "bare": ([sys.executable, "-c", BARE_CHAIN, str(directory), str(runs / "bare")], env),
         }
-        if files <= DATATROVE_CHAIN_MAX_FILES:
+        if with_datatrove:
+            files = len(list(directory.glob("*.warc.gz")))
             commands["datatrove"] = ([sys.executable, "-c", DATATROVE_CHAIN, str(directory), str(runs / "datatrove"),
                                       str(REPO), str(files)], reference_env)
 
@@ -253,7 +271,7 @@ def chain_side_by_side(sizes: tuple[int, ...] = (FILES, 4 * FILES, 16 * FILES, 6
         ours, bare = turns["ours"], turns["bare"]
         manifest = json.loads((runs / "ours" / ".nemo_curator_metadata/.slurm_array_completion"
                                / "completed_slurm_array_0.json").read_text())
-        print(f"  {files} WARCs, {docs:,} HTML pages, medians of {ROUNDS} rounds in turn: ours {ours.median:.1f} s "
+        print(f"  {label}, {docs:,} HTML pages, medians of {ROUNDS} rounds in turn: ours {ours.median:.1f} s "
               f"({ours} s, peak {ours.peak:,.0f} MiB), bare {bare.median:.1f} s ({bare} s, peak {bare.peak:,.0f} MiB): "
               f"ours {bare.median / ours.median:.2f}x the bare loop's speed, {ours.peak / bare.peak:.1f}x its memory")
         if "datatrove" in turns:

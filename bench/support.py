@@ -3,8 +3,10 @@ peak-memory measurement of a Python snippet in a fresh process."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -17,6 +19,8 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".cache" / "bench"
 SITE = REPO / ".cache" / "bench-site"
 CACHE.mkdir(parents=True, exist_ok=True)
+# Real pages (Debian's documentation) for the benches that read WARCs: see real_page_warcs.
+REAL_PAGES = REPO / "tests" / "fixtures" / "fineweb-pages.jsonl.gz"
 DATATROVE_PACKAGES = ("datatrove>=0.4", "regex", "orjson", "warcio", "faust-cchardet", "python-magic")
 
 # Appended to every measured snippet: the process's own peak RSS and its children's. Its own
@@ -52,6 +56,29 @@ class Turns:
 
     def __str__(self) -> str:
         return "/".join(f"{wall:.1f}" for wall in self.walls)
+
+
+def real_page_warcs(files: int) -> tuple[Path, int]:
+    """``files`` WARCs, each holding every real fixture page once under its own URLs; (directory, pages).
+
+    Built once under the cache. Real pages weigh what a crawl's do (markup, scripts, long
+    menus), which the synthetic pages of ``bench_web`` do not: per page, the same chain does
+    about twice the work on these.
+    """
+    from tests.support.warcs import Page, write_warc
+
+    directory = CACHE / "fineweb" / f"warcs-{files}"
+    with gzip.open(REAL_PAGES, "rt", encoding="utf-8") as handle:
+        pages = [json.loads(line) for line in handle]
+    if not (directory / ".complete").exists():
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+        for index in range(files):
+            write_warc(directory / f"part-{index:02d}.warc.gz",
+                       [Page(f"https://docs{index}.example.org/{p['name'].replace('/', '-')}", p["html"].encode())
+                        for p in pages])
+        (directory / ".complete").write_text("")
+    return directory, files * len(pages)
 
 
 def in_turns(engines: dict[str, Callable[[], tuple[float, float]]], rounds: int = ROUNDS) -> dict[str, Turns]:

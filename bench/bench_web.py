@@ -19,6 +19,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import (  # noqa: E402
@@ -223,18 +224,27 @@ LocalPipelineExecutor(pipeline, tasks=tasks, workers=min(tasks, 2), logging_dir=
 """
 
 
+class ChainInput(NamedTuple):
+    label: str
+    directory: Path
+    files: int
+    pages: int
+    with_datatrove: bool
+
+
 def chain_inputs(synthetic: tuple[int, ...] = (FILES, 4 * FILES, 16 * FILES, 64 * FILES),
-                 real: tuple[int, ...] = (7, 28)) -> list[tuple[str, Path, int, bool]]:
-    """(label, directory, HTML pages, datatrove runs too) of each input of :func:`chain_side_by_side`:
-    the synthetic pages at four sizes, then real pages (Debian's documentation) at about the
-    two smaller ones, where a page weighs what a crawl's does."""
+                 real: tuple[int, ...] = (7, 28)) -> list[ChainInput]:
+    """The inputs of :func:`chain_side_by_side`: the synthetic pages at four sizes, then real
+    pages (Debian's documentation) at about the two smaller ones, where a page weighs what a
+    crawl's does."""
     inputs = []
     for files in synthetic:
-        directory, docs = input_of(files)
-        inputs.append((f"{files} WARCs of synthetic pages", directory, docs, files <= DATATROVE_CHAIN_MAX_FILES))
+        directory, pages = input_of(files)
+        inputs.append(ChainInput(f"{files} WARCs of synthetic pages", directory, files, pages,
+                                 files <= DATATROVE_CHAIN_MAX_FILES))
     for files in real:
-        directory, docs = real_page_warcs(files)
-        inputs.append((f"{files} WARCs of real pages", directory, docs, False))
+        directory, pages = real_page_warcs(files)
+        inputs.append(ChainInput(f"{files} WARCs of real pages", directory, files, pages, False))
     return inputs
 
 
@@ -249,7 +259,7 @@ def chain_side_by_side() -> None:
     print("\nread, extract, language, quality, Parquet on 2 cores: ours (Ray) / a bare Pool(2) of the same stages"
           " / datatrove's chain")
     reference_env = datatrove_fineweb_env(CACHE / "web_chain_reference")
-    for label, directory, docs, with_datatrove in chain_inputs():
+    for label, directory, files, docs, with_datatrove in chain_inputs():
         runs = CACHE / "web_chain"
         env = dict(os.environ, PYTHONPATH=str(REPO))
         commands = {
@@ -259,7 +269,6 @@ def chain_side_by_side() -> None:
             "bare": ([sys.executable, "-c", BARE_CHAIN, str(directory), str(runs / "bare")], env),
         }
         if with_datatrove:
-            files = len(list(directory.glob("*.warc.gz")))
             commands["datatrove"] = ([sys.executable, "-c", DATATROVE_CHAIN, str(directory), str(runs / "datatrove"),
                                       str(REPO), str(files)], reference_env)
 

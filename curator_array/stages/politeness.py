@@ -48,23 +48,26 @@ class NodePoliteness:
             os.close(descriptor)
 
     def take_turn(self) -> float:
-        """Wait until this node may send its next request; the seconds waited.
+        """Wait until this node may send its next request; the time (``time.time()``) its turn began.
 
-        A back-off that another worker starts while this one waits for its turn holds it too.
+        Turns are handed out under the lock, at least ``1 / max_requests_per_second`` apart
+        across every worker of the node, however late a worker wakes for its own. A back-off
+        that another worker starts while this one waits for its turn holds it too.
         """
-        def change(now, resume_at, next_slot):
-            start = max(now, resume_at, next_slot)
-            return resume_at, start + self.interval, start - now
+        turn = 0.0
 
-        waited = 0.0
+        def change(now, resume_at, next_slot):
+            nonlocal turn
+            turn = max(now, resume_at, next_slot)
+            return resume_at, turn + self.interval, turn - now
+
         while True:
             wait = self._update(change)
             if wait > 0:
                 time.sleep(wait)
-                waited += wait
             backing_off = self._update(lambda now, resume_at, next_slot: (resume_at, next_slot, resume_at - now))
             if backing_off <= 0:
-                return waited
+                return turn
 
     def slow_down(self, seconds: float) -> None:
         """The server throttled a request: no worker of this node sends another for ``seconds``."""

@@ -83,8 +83,10 @@ def test_each_stage_is_charged_its_own_time_not_the_time_of_the_stages_before_it
     sleeper, burner, splitter = times["sleeper"], times["burner"], times["splitter"]
     assert sleeper.wall_s >= 0.4 and sleeper.cpu_s < 0.2
     assert burner.cpu_s >= 0.2 and burner.wall_s >= burner.cpu_s * 0.5
-    # the splitter's calls run the two stages before it, yet they are not its time
-    assert splitter.wall_s < 0.1 and splitter.cpu_s < 0.1
+    # the splitter's calls run the two stages before it, yet they are not its time (a third
+    # of theirs leaves room for a stall on a loaded host)
+    upstream_wall_s, upstream_cpu_s = sleeper.wall_s + burner.wall_s, sleeper.cpu_s + burner.cpu_s
+    assert splitter.wall_s < upstream_wall_s / 3 and splitter.cpu_s < upstream_cpu_s / 3
     assert (sleeper.outputs, burner.outputs, splitter.outputs) == (4, 4, 8)
     assert (sleeper.rows, splitter.rows) == (12, 12)
     # the wait before the process took the batch counts once, on the first stage

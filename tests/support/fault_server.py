@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -44,6 +45,16 @@ class Throttle:
             time.sleep(delay)
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        """A client that hangs up (past its timeout, or its element killed) is what these tests
+        provoke; only other errors are printed, as ``socketserver`` does."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class FaultServer:
     def __init__(self, files: dict[str, bytes], *, slow_s: float = 3.0, aggregate_rate: float | None = None,
                  per_connection_rate: float | None = None, chunk: int = 64 * 1024,
@@ -61,8 +72,7 @@ class FaultServer:
         self.bytes_sent = 0
         self.busy_s = 0.0  # time with at least one body being sent
         self._busy_since = 0.0
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property

@@ -57,12 +57,12 @@ def run(ctx: click.Context, **kwargs) -> None:
     from ..core.allocator import allocator_choice
     from ..run import supervisor
     from ..run.element import run_element_command
-    from ..run.precedence import request_of, settings_for_start
+    from ..run.precedence import options_for_start, request_of
     from ..run.stopping import StopController
     from ..slurm.job_context import JobContext
     from ..slurm.jobenv import JobEnvironment
 
-    request = request_of(settings_for_start(given_flags(ctx), os.environ))
+    request = request_of(options_for_start(given_flags(ctx), os.environ))
     allocator_choice(os.environ)
     context = ctx.obj or JobContext.from_env(os.environ)
     # This process's own environment decides, not a context handed in (a test's SLURM

@@ -6,11 +6,12 @@ from collections.abc import Callable
 
 from ..core.arrays import format_array_expression
 from ..core.phase_states import PhaseState, blocked_by
-from ..core.records import Setting, StageTime
+from ..core.records.run import OptionValue
+from ..core.records.shard import StageTime
 from ..core.status import RunStatus, shard_states
 
 
-def option_lines(options: dict[str, Setting]) -> list[str]:
+def option_lines(options: dict[str, OptionValue]) -> list[str]:
     """``name=value (source)`` for every option not at its default."""
     return [f"{name}={setting.shown} ({setting.source})" for name, setting in sorted(options.items())
             if setting.source != "default"]

@@ -15,7 +15,9 @@ from pathlib import Path
 
 from .errors import CorruptCheckpointError
 from .layout import ATTEMPT_ERROR_FILE, FAILED_TASKS_FILE, MANIFEST_PREFIX, CheckpointLayout
-from .records import AttemptRecord, CompletionManifest, RecordError, StageTime, WorkTotals, add_stage_times
+from .records.attempt import AttemptRecord
+from .records.base import RecordError
+from .records.shard import CompletionManifest, StageTime, WorkTotals, add_stage_times
 from .run_contract import RunConfig
 
 PARALLEL_READ_THRESHOLD = 4096
@@ -36,7 +38,7 @@ class ManifestScan:
     def merge(self, other: ManifestScan) -> None:
         self.shards |= other.shards
         self.manifests.update(other.manifests)
-        self.totals.merge(other.totals)
+        self.totals.add(other.totals)
         self.durations += other.durations
         self.errors += other.errors
         self.resumed_tasks += other.resumed_tasks

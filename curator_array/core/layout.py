@@ -25,7 +25,7 @@ marked "ours" are curator-array's additions, which the reference system ignores:
                                                               element meet (ours)
       .phases/<phase>/...                                     the manifests, attempt records and
                                                               data of the phases after the root
-                                                              (ours, core.phase_records)
+                                                              (ours, core.records.phase)
       pinned_files/<digest>-<name>                            a file option's file, copied at
                                                               submit (ours)
       submissions.jsonl                                       what submit and retry --submit
@@ -157,3 +157,35 @@ class CheckpointLayout:
 
     def profile_dir(self, attempt: AttemptId, shard_index: int) -> Path:
         return self.metadata_dir.joinpath(PROFILES_DIR, f"shard_{shard_index}", *attempt.parts)
+
+
+@dataclass(frozen=True)
+class PhaseLayout:
+    """Where the records and data of the phase ``name`` live inside a checkpoint; ``noun``
+    names one element's data (``bucket_3.pairs``)::
+
+        .phases/<name>/completed_<E>.json                  one per complete element
+        .phases/<name>/attempts/<attempt>/element_<E>.json why an element's attempt ended early
+        .phases/<name>/data/...                            what the elements wrote, atomically
+    """
+
+    layout: CheckpointLayout
+    name: str
+    noun: str = "element"
+
+    @property
+    def root(self) -> Path:
+        return self.layout.phases_root / self.name
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    def manifest_path(self, index: int) -> Path:
+        return self.root / f"completed_{index}.json"
+
+    def attempt_path(self, attempt: AttemptId, index: int) -> Path:
+        return self.root / "attempts" / ".".join(attempt.parts) / f"element_{index}.json"
+
+    def data_path(self, index: int, suffix: str = ".parquet") -> Path:
+        return self.data_dir / f"{self.noun}_{index}{suffix}"

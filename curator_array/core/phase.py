@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from .layout import CheckpointLayout, PhaseLayout
 from .sharding import ShardRange
 
 SHARD = "shard"
@@ -144,6 +145,10 @@ class Phase:
     def element_noun(self) -> str:
         """How messages count its elements: shards when they are the run's shards."""
         return SHARD if self.noun == SHARD else "element"
+
+    def layout_of(self, layout: CheckpointLayout) -> PhaseLayout:
+        """Where this phase's records and data live in the checkpoint ``layout``."""
+        return PhaseLayout(layout, self.name, self.noun)
 
     def elements(self, settings: Any, shards: ShardRange) -> ShardRange | None:
         """The phase's elements in a run with ``settings`` and ``shards``; None: not in this run."""

@@ -11,7 +11,7 @@ from functools import reduce
 from .checkpoint import scan_completion_manifests
 from .layout import CheckpointLayout
 from .phase import Counts, Phase, PlannedPhase
-from .phase_records import PhaseLayout, PhaseManifest, phase_failures, phase_manifests
+from .records.phase import PhaseManifest, phase_failures, phase_manifests
 from .run_contract import RunConfig
 from .sharding import ShardRange
 
@@ -62,8 +62,8 @@ def phase_states(layout: CheckpointLayout, run: RunConfig, plan: Sequence[Planne
             done = root_complete if root_complete is not None else scan_completion_manifests(layout, run).shards
             states.append(PhaseState(phase, elements, tuple(sorted(s for s in done if s in elements)), {}))
             continue
-        phase_layout = PhaseLayout(layout, phase)
-        manifests = phase_manifests(phase_layout, run.run_id)
+        phase_layout = phase.layout_of(layout)
+        manifests = phase_manifests(phase_layout, run.run_id, phase.counts)
         failed = {f.index: f.error for _, f in phase_failures(phase_layout)
                   if f.index not in manifests and f.index in elements}
         complete = tuple(i for i in elements if i in manifests)

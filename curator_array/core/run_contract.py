@@ -23,7 +23,8 @@ from .atomic import create_bytes_exclusive, dump_json, fsync_directory, write_by
 from .errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
 from .fingerprint import describe_changes
 from .layout import CheckpointLayout, utc_now
-from .records import SCHEMA_VERSION, WRITTEN_BY, ListingRef, RecordError, load_json, require_int
+from .records.base import SCHEMA_VERSION, WRITTEN_BY, RecordError, load_json, require_int
+from .records.run import ListingRef
 from .sharding import ShardRange
 
 

@@ -14,7 +14,8 @@ from .checkpoint import find_attempt_records, scan_completion_manifests
 from .layout import CheckpointLayout
 from .phase import PlannedPhase
 from .phase_states import PhaseState, blocked_by, phase_states
-from .records import CompletionManifest, PinnedRequest, Setting, StageTime, WorkTotals, per_stage
+from .records.run import OptionValue, PinnedRequest
+from .records.shard import CompletionManifest, StageTime, WorkTotals, per_stage
 from .run_contract import RunConfig, read_run_config
 from .sharding import ShardRange
 from .task_records import count_done
@@ -56,7 +57,7 @@ class RunStatus:
     partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # shard → (tasks done, of, attempts)
     resumed_tasks: int = 0  # tasks complete shards took from earlier attempts instead of running them again
     request_id: str | None = None
-    options: dict[str, Setting] = field(default_factory=dict)
+    options: dict[str, OptionValue] = field(default_factory=dict)
     phases: list[PhaseState] = field(default_factory=list)  # every phase of the run, the first one included
     queued_phases: dict[str, dict[int, str]] = field(default_factory=dict)  # later phase → element → state
     stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
@@ -147,7 +148,7 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
     """
     run = read_run_config(layout)
     request_id = request_id or run.request
-    options = PinnedRequest.read(layout, request_id).settings if request_id else {}
+    options = PinnedRequest.read(layout, request_id).options if request_id else {}
     scan = scan_completion_manifests(layout, run, keep_manifests)
     manifests = scan.shards
     failed = []

@@ -33,7 +33,8 @@ from typing import Any
 
 from .atomic import fsync_directory, write_bytes_atomic
 from .layout import AttemptId, CheckpointLayout
-from .records import SCHEMA_VERSION, AttemptShare
+from .records.base import SCHEMA_VERSION
+from .records.shard import AttemptShare
 from .sharding import ShardConfig
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from ..core.atomic import replacing
-from ..core.records import MALFORMED_LINES
+from ..core.records.shard import MALFORMED_LINES
 from ..stages.io import Added, FileContents, MalformedRecordError, ReaderStage, WriterStage
 
 BLOCK_BYTES = 4 << 20  # JSON parsed at once by ``JsonlReader.read_columns``

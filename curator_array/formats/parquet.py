@@ -10,7 +10,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..core.atomic import replacing
-from ..stages.io import COLUMN_BATCH_ROWS, FileContents, MalformedRecordError, ReaderStage, WriterStage, with_columns
+from ..stages.io import (
+    COLUMN_BATCH_ROWS,
+    FileContents,
+    MalformedRecordError,
+    ReaderStage,
+    WriterStage,
+    with_columns,
+)
 
 
 class ParquetReader(ReaderStage):

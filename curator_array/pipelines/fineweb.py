@@ -30,7 +30,11 @@ from ..formats import writer_for
 from ..formats.warc import WarcReader
 from ..stages.base import ProcessingStage
 from ..stages.web.extract import FINEWEB_EXTRACTOR, HtmlExtractor
-from ..stages.web.fasttext_language import FINEWEB_LANGUAGES, FINEWEB_MIN_SCORE, FastTextLanguageFilter
+from ..stages.web.fasttext_language import (
+    FINEWEB_LANGUAGES,
+    FINEWEB_MIN_SCORE,
+    FastTextLanguageFilter,
+)
 from ..stages.web.fineweb_quality import FineWebQualityFilter
 from ..stages.web.languages import language_settings
 from ..stages.web.pii import PiiFormatter

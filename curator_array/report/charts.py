@@ -16,7 +16,7 @@ from datetime import datetime
 
 from ..core.errors import ConfigError
 from ..core.phase import Histogram
-from ..core.records import CompletionManifest
+from ..core.records.shard import CompletionManifest
 
 GRID_CELLS = 2500
 TOP_NODES = 8

@@ -18,7 +18,7 @@ from ..core.atomic import write_bytes_atomic
 from ..core.layout import CheckpointLayout
 from ..core.phase import Histogram, PlannedPhase
 from ..core.phase_states import earliest_incomplete
-from ..core.records import Setting
+from ..core.records.run import OptionValue
 from ..core.retry import format_phase_retry
 from ..core.run_contract import RunConfig
 from ..core.status import FailedAttempt, RunStatus, collect_status, phase_json, shard_states
@@ -33,7 +33,7 @@ def open_failures(status: RunStatus, states: dict[str, list[int]]) -> list[Faile
     return [a for a in status.failed_attempts if a.shard_index in incomplete or a.shard_index is None]
 
 
-def option_rows(options: dict[str, Setting]) -> list[tuple[str, str, str]]:
+def option_rows(options: dict[str, OptionValue]) -> list[tuple[str, str, str]]:
     """(option, value, source) of every option, those set first."""
     rows = [(name, setting.shown, setting.source) for name, setting in options.items()]
     return sorted(rows, key=lambda row: (row[2] == "default", row[0]))

@@ -24,9 +24,9 @@ from ..core.arrays import format_array_expression
 from ..core.checkpoint import scan_completion_manifests
 from ..core.errors import ConfigError, CuratorArrayError
 from ..core.formats import DEFAULT_FORMAT
-from ..core.layout import CheckpointLayout, utc_now
+from ..core.layout import CheckpointLayout, PhaseLayout, utc_now
 from ..core.phase import Counts, Phase, PlannedPhase, needed
-from ..core.phase_records import PhaseFailure, PhaseLayout, PhaseManifest, phase_manifests
+from ..core.records.phase import PhaseFailure, PhaseManifest, phase_manifests
 from ..core.run_contract import RunConfig, check_pipeline, read_run_config
 from ..core.sharding import ShardRange
 from ..pipelines.phase_settings import PhaseSettings
@@ -108,7 +108,7 @@ class PhaseContext:
         return self.request.options.text_field
 
     def phase_layout(self, phase: Phase) -> PhaseLayout:
-        return PhaseLayout(self.layout, phase)
+        return phase.layout_of(self.layout)
 
     def planned(self, phase: Phase) -> PlannedPhase:
         for item in self.plan:
@@ -129,7 +129,7 @@ class PhaseContext:
         to date by ``run_element``, so running many elements in one process does not reread
         every manifest for each."""
         if refresh or phase.name not in self.known:
-            self.known[phase.name] = phase_manifests(self.phase_layout(phase), self.run.run_id)
+            self.known[phase.name] = phase_manifests(self.phase_layout(phase), self.run.run_id, phase.counts)
         return self.known[phase.name]
 
     def complete(self, phase: Phase) -> set[int]:

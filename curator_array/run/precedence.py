@@ -21,7 +21,7 @@ from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.layout import CheckpointLayout
-from ..core.records import PinnedRequest, Setting
+from ..core.records.run import OptionValue, PinnedRequest
 from .option_table import RUN_OPTIONS, SITE_ENV_VARIABLE, RunOption
 from .request import RunRequest
 
@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 FLAG, SITE, ENVIRONMENT, DEFAULT = "flag", "site [env]", "environment", "default"
 RUN, START = "run", "start"
 
-Settings = dict[str, Setting]
+OptionValues = dict[str, OptionValue]
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,8 @@ class Flags:
 
     values: Mapping[str, Any]
 
-    def setting(self, option: RunOption) -> Setting | None:
-        return Setting(self.values[option.name], FLAG) if option.name in self.values else None
+    def value_of(self, option: RunOption) -> OptionValue | None:
+        return OptionValue(self.values[option.name], FLAG) if option.name in self.values else None
 
 
 @dataclass(frozen=True)
@@ -58,13 +58,13 @@ class Variables:
         names = frozenset(n for n in environment.get(SITE_ENV_VARIABLE, "").split(",") if n)
         return cls(environment, ENVIRONMENT, names)
 
-    def setting(self, option: RunOption) -> Setting | None:
+    def value_of(self, option: RunOption) -> OptionValue | None:
         raw = str(self.values.get(option.variable, ""))
         if not raw.strip():
             return None
         label = SITE if option.variable in self.site_names else self.label
         try:
-            return Setting(option.parse(raw), label)
+            return OptionValue(option.parse(raw), label)
         except ValueError as problem:
             where = "the environment" if label == ENVIRONMENT else label
             raise ConfigError(f"{option.variable}={raw!r} from {where}: {problem}") from None
@@ -78,26 +78,26 @@ class Pinned:
     request: PinnedRequest
     checkpoint_is_output: bool = False
 
-    def setting(self, option: RunOption) -> Setting | None:
-        found = self.request.settings.get(option.name)
+    def value_of(self, option: RunOption) -> OptionValue | None:
+        found = self.request.options.get(option.name)
         if option.scope != RUN or found is None:
             return None
         if self.checkpoint_is_output and option.name == "checkpoint_path" and found.value is None:
-            return Setting(self.request.settings["output_dir"].value, found.source)
+            return OptionValue(self.request.options["output_dir"].value, found.source)
         return found
 
 
 class Defaults:
-    def setting(self, option: RunOption) -> Setting:
-        return Setting(option.default, DEFAULT)
+    def value_of(self, option: RunOption) -> OptionValue:
+        return OptionValue(option.default, DEFAULT)
 
 
-def resolve(sources: Sequence[Flags | Variables | Pinned | Defaults]) -> Settings:
+def resolve(sources: Sequence[Flags | Variables | Pinned | Defaults]) -> OptionValues:
     """Every option's value from the first source that has one (end the list with ``Defaults``)."""
-    settings: Settings = {}
+    chosen: OptionValues = {}
     for option in RUN_OPTIONS:
-        settings[option.name] = next(found for source in sources if (found := source.setting(option)) is not None)
-    return settings
+        chosen[option.name] = next(found for source in sources if (found := source.value_of(option)) is not None)
+    return chosen
 
 
 def own_sources(flags: Mapping[str, Any], environment: Mapping[str, str], site_env: Mapping[str, str] | None = None,
@@ -107,7 +107,7 @@ def own_sources(flags: Mapping[str, Any], environment: Mapping[str, str], site_e
     return [Flags(flags), *site, Variables.of_environment(environment), Defaults()]
 
 
-def settings_for_start(flags: Mapping[str, Any], environment: Mapping[str, str]) -> Settings:
+def options_for_start(flags: Mapping[str, Any], environment: Mapping[str, str]) -> OptionValues:
     """What this start runs: its own flags and variables, or, with ``--request``, the pinned request."""
     sources = own_sources(flags, environment)
     own = resolve(sources)
@@ -118,12 +118,12 @@ def settings_for_start(flags: Mapping[str, Any], environment: Mapping[str, str])
     if not checkpoint:
         raise ConfigError("--request needs the run's checkpoint: give --checkpoint-path (or CHECKPOINT_PATH)")
     pinned = PinnedRequest.read(CheckpointLayout(checkpoint), request_id)
-    settings = resolve([Pinned(pinned, checkpoint_is_output=True), *sources])
-    _refuse_contradictions(own, settings)
-    return settings
+    chosen = resolve([Pinned(pinned, checkpoint_is_output=True), *sources])
+    _refuse_contradictions(own, chosen)
+    return chosen
 
 
-def _refuse_contradictions(own: Settings, pinned: Settings) -> None:
+def _refuse_contradictions(own: OptionValues, pinned: OptionValues) -> None:
     """A flag that contradicts the pinned request is an error; a variable is reported and ignored."""
     ignored = []
     for option in RUN_OPTIONS:
@@ -141,14 +141,14 @@ def _refuse_contradictions(own: Settings, pinned: Settings) -> None:
         logger.warning("running the request pinned at submit; ignoring %s", "; ".join(ignored))
 
 
-def pinned_request(settings: Mapping[str, Setting]) -> PinnedRequest:
-    """The run options of ``settings``, as a record to pin (start options are left out)."""
-    return PinnedRequest({o.name: settings[o.name] for o in RUN_OPTIONS if o.scope == RUN})
+def pinned_request(chosen: Mapping[str, OptionValue]) -> PinnedRequest:
+    """The run options of ``chosen``, as a record to pin (start options are left out)."""
+    return PinnedRequest({o.name: chosen[o.name] for o in RUN_OPTIONS if o.scope == RUN})
 
 
-def checkpoint_of(settings: Mapping[str, Setting]) -> CheckpointLayout:
-    """The checkpoint the settings name; ConfigError when they name no inputs or no output dir."""
-    values = {name: setting.value for name, setting in settings.items()}
+def checkpoint_of(chosen: Mapping[str, OptionValue]) -> CheckpointLayout:
+    """The checkpoint the values name; ConfigError when they name no inputs or no output dir."""
+    values = {name: given.value for name, given in chosen.items()}
     if not values.get("input_dir") and not values.get("input_urls") and not values.get("crawl"):
         raise ConfigError("give --input-dir (or INPUT_DIR), --input-urls (or INPUT_URLS), or --crawl (or CRAWL)")
     if not values.get("output_dir"):
@@ -156,9 +156,9 @@ def checkpoint_of(settings: Mapping[str, Setting]) -> CheckpointLayout:
     return CheckpointLayout(values.get("checkpoint_path") or values["output_dir"])
 
 
-def request_of(settings: Mapping[str, Setting]) -> RunRequest:
-    """The run request the settings describe, carrying them (for the run's record of its options)."""
-    checkpoint_of(settings)
-    request = RunRequest.from_flags({name: setting.value for name, setting in settings.items()})
-    request.settings = dict(settings)
+def request_of(chosen: Mapping[str, OptionValue]) -> RunRequest:
+    """The run request the values describe, carrying them (for the run's record of its options)."""
+    checkpoint_of(chosen)
+    request = RunRequest.from_flags({name: given.value for name, given in chosen.items()})
+    request.option_values = dict(chosen)
     return request

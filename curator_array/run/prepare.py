@@ -18,7 +18,7 @@ from pathlib import Path
 from ..core.checkpoint import manifest_exists
 from ..core.errors import CheckpointMismatchError, CuratorArrayError
 from ..core.layout import CheckpointLayout
-from ..core.records import PinnedRequest
+from ..core.records.run import PinnedRequest
 from ..core.run_contract import (
     RunConfig,
     check_run,

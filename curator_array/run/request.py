@@ -1,7 +1,7 @@
 """The request: what one start of ``curator-array run`` runs, as typed values.
 
 ``RunRequest`` holds the pipeline options (what the run computes) and how this start runs
-them (checkpoint, phase, Ray, several nodes). It is built from the resolved settings of
+them (checkpoint, phase, Ray, several nodes). It is built from the resolved values of
 the option table (``option_table``, ``precedence``); the same values, pinned in the
 checkpoint for a submitted run, are a ``core.records.PinnedRequest``. A plain value with no
 heavy imports, so a run can parse its request and launch its Ray head before it imports
@@ -49,8 +49,8 @@ class RunRequest:
     worker_join_timeout: float = 300.0
     node_ip: str | None = None
     phase: str | None = None  # None: the root phase's shard, then (outside an array) every later phase ready
-    # option name → Setting (value and source), when the request was resolved from options
-    settings: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # option name → OptionValue (value and source), when the request was resolved from options
+    option_values: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_flags(cls, flags: Mapping[str, object]) -> RunRequest:

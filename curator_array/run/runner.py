@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from ..core.layout import AttemptId, utc_now
-from ..core.records import (
-    AttemptRecord,
+from ..core.records.attempt import AttemptRecord, FailedTaskRecord
+from ..core.records.shard import (
     AttemptShare,
     CompletionManifest,
-    FailedTaskRecord,
     ShardWork,
     StageTime,
     add_stage_times,

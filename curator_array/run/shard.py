@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
 from ..core.layout import ATTEMPT_ERROR_FILE, AttemptId, CheckpointLayout
-from ..core.records import AttemptRecord
+from ..core.records.attempt import AttemptRecord
 from ..core.run_contract import archive_run
 from ..core.sharding import ShardConfig
 from ..execution.clients import RayClient, RayClusterClient
@@ -179,7 +179,7 @@ def _prepare(request: RunRequest, context: JobContext) -> PreparedShard:
     from .prepare import prepare_shard
 
     pipeline = request.build_pipeline()
-    options = pinned_request(request.settings) if request.settings else None
+    options = pinned_request(request.option_values) if request.option_values else None
     try:
         return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist, options)
     except CheckpointMismatchError as exc:

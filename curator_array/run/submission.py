@@ -23,7 +23,7 @@ from ..core.errors import CheckpointMismatchError, CuratorArrayError
 from ..core.layout import CheckpointLayout
 from ..core.phase import PlannedPhase
 from ..core.phase_states import PhaseState
-from ..core.records import PinnedRequest, Setting
+from ..core.records.run import OptionValue, PinnedRequest
 from ..core.run_contract import archive_run, check_pipeline, read_run_config
 from ..core.sharding import ShardRange
 from ..slurm.sites import SiteConfig
@@ -40,8 +40,8 @@ from .precedence import (
     SITE,
     Defaults,
     Flags,
+    OptionValues,
     Pinned,
-    Settings,
     checkpoint_of,
     own_sources,
     pinned_request,
@@ -51,8 +51,8 @@ from .precedence import (
 from .request import RunRequest
 
 
-def submission_settings(flags: Mapping[str, Any], site: SiteConfig | None, environment: Mapping[str, str]) -> Settings:
-    """The settings ``submit`` pins: its run flags, the site's ``[env]``, the environment, the defaults."""
+def submission_options(flags: Mapping[str, Any], site: SiteConfig | None, environment: Mapping[str, str]) -> OptionValues:
+    """The option values ``submit`` pins: its run flags, the site's ``[env]``, the environment, the defaults."""
     label = f"{SITE} of site_configs/{site.name}.toml" if site else SITE
     return resolve(own_sources(flags, environment, site.env if site else None, label))
 
@@ -62,7 +62,7 @@ def run_request_id(layout: CheckpointLayout) -> str | None:
     return latest_request(layout) or read_run_config(layout).request
 
 
-def retry_settings(layout: CheckpointLayout, flags: Mapping[str, Any], environment: Mapping[str, str]) -> Settings:
+def retry_options(layout: CheckpointLayout, flags: Mapping[str, Any], environment: Mapping[str, str]) -> OptionValues:
     """The run's latest pinned options with ``flags`` on top; a run without pinned options
     (written by an older version) is resolved as ``submit`` would."""
     request_id = run_request_id(layout)
@@ -71,24 +71,24 @@ def retry_settings(layout: CheckpointLayout, flags: Mapping[str, Any], environme
     return resolve([Flags(flags), Pinned(PinnedRequest.read(layout, request_id)), Defaults()])
 
 
-def with_files_in_checkpoint(settings: Settings, layout: CheckpointLayout, copy: bool = True) -> Settings:
-    """``settings`` with every file option's file copied into the checkpoint (named by its
+def with_files_in_checkpoint(chosen: OptionValues, layout: CheckpointLayout, copy: bool = True) -> OptionValues:
+    """``chosen`` with every file option's file copied into the checkpoint (named by its
     content) and the option pointing there: the checkpoint is visible to every element under
     every container runtime, and the copy cannot change under a queued run. A name where a
     file may be (a tokenizer on the Hub) is fetched first. Without ``copy`` (a dry run) the
     checkpoint is not written: files stay where they are, fetched ones go to a temporary file."""
-    moved = dict(settings)
+    moved = dict(chosen)
     for option in RUN_OPTIONS:
-        setting = settings.get(option.name)
-        if option.kind not in ("file", "files", "file-or-name") or setting is None or not setting.value:
+        given = chosen.get(option.name)
+        if option.kind not in ("file", "files", "file-or-name") or given is None or not given.value:
             continue
-        values = setting.value if option.kind == "files" else (setting.value,)
+        values = given.value if option.kind == "files" else (given.value,)
         pinned = [_pinned_copy(option, str(value), layout, copy) for value in values]
         if all(path == str(value) for (path, _), value in zip(pinned, values)):
             continue
         how = ", ".join(f"{how} from {value}" for (_, how), value in zip(pinned, values) if how)
         paths = tuple(path for path, _ in pinned)
-        moved[option.name] = Setting(paths if option.kind == "files" else paths[0], f"{setting.source}, {how}")
+        moved[option.name] = OptionValue(paths if option.kind == "files" else paths[0], f"{given.source}, {how}")
     return moved
 
 
@@ -154,12 +154,12 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
     """
     from .prepare import check_against_run, pin_run
 
-    settings = submission_settings(flags, site, environment)
-    layout = checkpoint_of(settings)
-    settings = with_files_in_checkpoint(settings, layout, copy=False)  # names fetched, nothing written yet
-    PHASES.check(request_of(settings).options.phase_settings, shards)
-    request = request_of(with_files_in_checkpoint(settings, layout, copy=not dry_run))
-    pinned = pinned_request(request.settings)
+    chosen = submission_options(flags, site, environment)
+    layout = checkpoint_of(chosen)
+    chosen = with_files_in_checkpoint(chosen, layout, copy=False)  # names fetched, nothing written yet
+    PHASES.check(request_of(chosen).options.phase_settings, shards)
+    request = request_of(with_files_in_checkpoint(chosen, layout, copy=not dry_run))
+    pinned = pinned_request(request.option_values)
 
     def start_new_run() -> None:
         if not new_run or dry_run:
@@ -195,13 +195,13 @@ def plan_retry_submit(layout: CheckpointLayout, flags: Mapping[str, Any], states
     latest pinned options with ``flags`` on top (which must keep the run's pipeline)."""
     from .prepare import save_request
 
-    request = request_of(with_files_in_checkpoint(retry_settings(layout, flags, environment), layout,
+    request = request_of(with_files_in_checkpoint(retry_options(layout, flags, environment), layout,
                                                   copy=not dry_run))
     pipeline = request.build_pipeline(refresh_crawls=True, save_crawls=not dry_run)
     check_pipeline(layout, read_run_config(layout), pipeline.fingerprint())
     if not force:
         refuse_while_queued(layout, "resubmit")
-    pinned = pinned_request(request.settings)
+    pinned = pinned_request(request.option_values)
     if not dry_run:
         save_request(layout, pinned)
     wanted = {state.name: state.missing for state in states}

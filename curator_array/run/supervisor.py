@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core.records import AttemptRecord
+from ..core.records.attempt import AttemptRecord
 from .stopping import STOP_SIGNALS, ShardStopped, stop_message
 
 logger = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ..core.errors import ConfigError
 from ..core.layout import AttemptId
-from ..core.records import JobIdentity
+from ..core.records.attempt import JobIdentity
 
 
 def env_int(env: Mapping[str, str], name: str, *, minimum: int | None = None) -> int | None:

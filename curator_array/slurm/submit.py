@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 from ..core.errors import ConfigError
 from ..core.layout import CheckpointLayout
-from ..core.records import RecordError, SubmissionRecord
+from ..core.records.base import RecordError
+from ..core.records.submission import SubmissionRecord
 from ..core.sharding import ShardRange
 from .commands import SlurmCommandError, max_array_size, slurm_command, submit
 

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from ..core.atomic import create_bytes_exclusive
 from ..core.errors import CheckpointMismatchError, CorruptCheckpointError
 from ..core.layout import CheckpointLayout
-from ..core.records import ListingRef
+from ..core.records.run import ListingRef
 from ..core.run_contract import unwritable
 from ..core.sharding import ShardConfig, validate_source_ids
 

@@ -19,7 +19,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-from ..core.records import StageTime
+from ..core.records.shard import StageTime
 from .tasks import DocumentBatch, FailedTask, Task, WrittenFiles
 
 NODE = socket.gethostname()

@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..core.records import StageTime, add_stage_times
+from ..core.records.shard import StageTime, add_stage_times
 
 
 @dataclass(frozen=True)

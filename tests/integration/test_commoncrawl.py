@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from curator_array.core.records import ShardWork
+from curator_array.core.records.shard import ShardWork
 from curator_array.core.sharding import ShardConfig
 from curator_array.execution.ray_data import RayDataExecutor
 from curator_array.pipelines.options import PipelineOptions

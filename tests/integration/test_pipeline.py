@@ -219,7 +219,7 @@ def test_the_manifest_says_where_each_stages_time_went_and_profile_writes_each_w
         ray_cluster, sample_jsonl, tmp_path):
     import pstats
 
-    from curator_array.core.records import CompletionManifest
+    from curator_array.core.records.shard import CompletionManifest
     from curator_array.execution.ray_data import RayDataExecutor
 
     out, probe, profiles = tmp_path / "out", tmp_path / "probe", tmp_path / "profiles"

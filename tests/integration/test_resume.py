@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.records import CompletionManifest
+from curator_array.core.records.shard import CompletionManifest
 from tests.conftest import REPO, read_records
 from tests.integration.test_reliability import CLI, SMALL
 from tests.support.processes import command_line, descendants

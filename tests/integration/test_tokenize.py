@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.records import CompletionManifest
+from curator_array.core.records.shard import CompletionManifest
 from curator_array.tokens.files import TOKEN_FORMATS, TokenWriter
 from tests.conftest import curator_cli as curator
 from tests.conftest import need

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.records import CompletionManifest
+from curator_array.core.records.shard import CompletionManifest
 from tests.conftest import REPO, read_records
 from tests.slurm.conftest import wait_for
 from tests.support.fake_runtimes import install_fakes

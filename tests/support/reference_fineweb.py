@@ -20,7 +20,6 @@ import warnings
 warnings.filterwarnings("ignore")
 
 import numpy  # noqa: E402
-
 from datatrove.data import Document  # noqa: E402
 from datatrove.pipeline.extractors import Trafilatura  # noqa: E402
 from datatrove.pipeline.filters import (  # noqa: E402

@@ -8,12 +8,8 @@ import pytest
 from curator_array.core import run_contract as ckpt
 from curator_array.core.errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.records import (
-    AttemptRecord,
-    CompletionManifest,
-    FailedTaskRecord,
-    ShardWork,
-)
+from curator_array.core.records.attempt import AttemptRecord, FailedTaskRecord
+from curator_array.core.records.shard import CompletionManifest, ShardWork
 from curator_array.core.run_contract import ensure_run_config, read_run_config
 from curator_array.core.sharding import ShardConfig, ShardRange
 from curator_array.slurm.jobenv import JobEnvironment

@@ -4,12 +4,8 @@ import pytest
 
 from curator_array.cli import main
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.records import (
-    AttemptRecord,
-    CompletionManifest,
-    FailedTaskRecord,
-    ShardWork,
-)
+from curator_array.core.records.attempt import AttemptRecord, FailedTaskRecord
+from curator_array.core.records.shard import CompletionManifest, ShardWork
 from curator_array.core.sharding import ShardConfig
 from curator_array.slurm.jobenv import JobEnvironment
 

@@ -7,8 +7,8 @@ import pytest
 from curator_array.cli.status_view import watch
 from curator_array.core.errors import ConfigError
 from curator_array.core.layout import AttemptId, CheckpointLayout
-from curator_array.core.phase_records import PhaseFailure, PhaseLayout, PhaseManifest
 from curator_array.core.phase_states import PhaseState, blocked_by, phase_states
+from curator_array.core.records.phase import PhaseFailure, PhaseManifest
 from curator_array.core.retry import format_phase_retry
 from curator_array.core.run_contract import RunConfig
 from curator_array.core.sharding import ShardRange
@@ -52,7 +52,7 @@ def test_states_block_later_phases_and_keep_failures_of_incomplete_elements(tmp_
     layout = CheckpointLayout(tmp_path)
     shards = ShardRange(3)
     plan = PHASES.plan(PhaseSettings(DedupSettings("fuzzy", buckets=2)), shards)
-    signatures, buckets = (PhaseLayout(layout, PHASES.get(name)) for name in ("signatures", "buckets"))
+    signatures, buckets = (PHASES.get(name).layout_of(layout) for name in ("signatures", "buckets"))
     for index in range(3):
         PhaseManifest("signatures", index, 3, "run-1", SignatureCounts(5)).write(signatures)
     PhaseManifest("buckets", 0, 2, "run-1").write(buckets)

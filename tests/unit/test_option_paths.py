@@ -23,15 +23,15 @@ import pytest
 
 from curator_array.cli.run_command import parse_run_args
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.phase_records import PhaseLayout, PhaseManifest
+from curator_array.core.records.phase import PhaseManifest
 from curator_array.core.run_contract import ensure_run_config
 from curator_array.core.sharding import ShardRange
-from curator_array.run.option_table import RUN_OPTIONS, RunOption
 from curator_array.dedup.settings import DedupSettings
 from curator_array.pipelines.phase_settings import PhaseSettings
+from curator_array.run.option_table import RUN_OPTIONS, RunOption
 from curator_array.run.phases import PHASES
 from curator_array.run.phases.components import STEPS_QUEUED
-from curator_array.run.precedence import ENVIRONMENT, FLAG, SITE, settings_for_start
+from curator_array.run.precedence import ENVIRONMENT, FLAG, SITE, options_for_start
 from curator_array.run.submission import run_request_id
 from curator_array.stages.web.fasttext_language import bundled_model
 from tests.conftest import REPO, SAMPLE
@@ -102,7 +102,7 @@ def world(tmp_path_factory):
             gzip.compress(f"crawl-data/{crawl}/segments/0/warc/a.warc.gz\n".encode()))
     earlier = CheckpointLayout(root / "earlier")  # the records of an earlier run, for --dedup-against
     run = ensure_run_config(earlier, ShardRange(1), ["task"], PhaseSettings(DedupSettings("exact")).fingerprint())
-    PhaseManifest("signatures", 0, 1, run.run_id).write(PhaseLayout(earlier, PHASES.get("signatures")))
+    PhaseManifest("signatures", 0, 1, run.run_id).write(PHASES.get("signatures").layout_of(earlier))
     record = root / "record.jsonl"
     image = install_recording_image(root / "image", record)
     fakes = install_fakes(root / "bin", ["apptainer", "srun", "ch-run", "sbatch", "squeue", "scontrol"], IMAGE_ENV)
@@ -157,7 +157,7 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     recorded = [json.loads(line) for line in record.read_text().splitlines()]
     element = recorded[0]  # the curation element; with --dedup, one element of each dedup phase follows
     flags = parse_run_args(element["argv"])
-    settings = settings_for_start(flags, element["env"])
+    settings = options_for_start(flags, element["env"])
     checkpoint = values.get("checkpoint_path", values["output_dir"])
     if way != "sbatch variable":  # a file option arrives as its copy in the checkpoint
         for option in (o for o in RUN_OPTIONS if o.kind in ("file", "files", "file-or-name")):
@@ -180,7 +180,7 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
         rounds = ["components"] * STEPS_QUEUED if values["dedup_components_elements"] > 1 else ["clusters"]
         assert [p.get("phase") for p in phases] == ["signatures", "buckets", *rounds, "removal", "tokenize", "tokens"]
         assert all(p.keys() == {"checkpoint_path", "request", "phase"} for p in phases)
-        alone = settings_for_start(flags, {})
+        alone = options_for_start(flags, {})
         assert all(alone[name].value == value for name, value in values.items()), \
             "the request alone carries every option: nothing else needs to cross into the container"
         assert run_request_id(CheckpointLayout(checkpoint)) == flags["request"]

@@ -168,12 +168,12 @@ def test_retry_starts_from_the_pinned_options_with_its_flags_on_top(tmp_path):
     from curator_array.core.run_contract import ensure_run_config
     from curator_array.core.sharding import ShardRange
     from curator_array.run.precedence import pinned_request
-    from curator_array.run.submission import retry_settings
+    from curator_array.run.submission import retry_options
 
     pinned = resolve({"min_words": 5, "stall_timeout": 60.0}, {"OUTPUT_DIR": "/out", "INPUT_DIR": "/in"})
     layout = CheckpointLayout(tmp_path)
     ensure_run_config(layout, ShardRange(2), ["a", "b"], request=pinned_request(pinned).write(layout))
-    settings = retry_settings(layout, {"stall_timeout": 600.0}, {"MIN_WORDS": "7"})
+    settings = retry_options(layout, {"stall_timeout": 600.0}, {"MIN_WORDS": "7"})
     assert settings["min_words"].value == 5, "the run carries its options; the retry's environment does not change them"
     assert (settings["stall_timeout"].value, settings["stall_timeout"].source) == (600.0, FLAG)
     assert settings["output_dir"].value == "/out"

@@ -14,7 +14,7 @@ import pytest
 from curator_array.cli import main
 from curator_array.core.layout import CheckpointLayout
 from curator_array.core.phase import SHARD, Counts, Phase, PhaseResult
-from curator_array.core.records import CompletionManifest, ShardWork
+from curator_array.core.records.shard import CompletionManifest, ShardWork
 from curator_array.core.sharding import ShardConfig
 from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import default_pipeline

@@ -17,15 +17,10 @@ from curator_array.cli import main
 from curator_array.core.checkpoint import find_attempt_records, scan_completion_manifests
 from curator_array.core.errors import CorruptCheckpointError
 from curator_array.core.layout import AttemptId, CheckpointLayout
-from curator_array.core.records import (
-    SCHEMA_VERSION,
-    AttemptRecord,
-    CompletionManifest,
-    JobIdentity,
-    ListingRef,
-    RecordError,
-    ShardWork,
-)
+from curator_array.core.records.attempt import AttemptRecord, JobIdentity
+from curator_array.core.records.base import SCHEMA_VERSION, RecordError
+from curator_array.core.records.run import ListingRef
+from curator_array.core.records.shard import CompletionManifest, ShardWork
 from curator_array.core.retry import format_retry, plan_retry
 from curator_array.core.run_contract import read_run_config
 from curator_array.core.sharding import ShardConfig

@@ -7,13 +7,8 @@ import json
 from html.parser import HTMLParser
 
 from curator_array.core.layout import AttemptId, CheckpointLayout
-from curator_array.core.records import (
-    AttemptRecord,
-    CompletionManifest,
-    FailedTaskRecord,
-    JobIdentity,
-    ShardWork,
-)
+from curator_array.core.records.attempt import AttemptRecord, FailedTaskRecord, JobIdentity
+from curator_array.core.records.shard import CompletionManifest, ShardWork
 from curator_array.core.sharding import ShardConfig
 from curator_array.report.page import write_report
 from curator_array.run.phases import PHASES

@@ -4,7 +4,7 @@ import pytest
 
 from curator_array.core.errors import ConfigError, CorruptCheckpointError
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.records import CompletionManifest
+from curator_array.core.records.shard import CompletionManifest
 from curator_array.core.retry import format_retry, plan_retry
 from curator_array.core.sharding import ShardConfig, ShardRange
 

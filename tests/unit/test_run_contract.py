@@ -119,7 +119,7 @@ def test_describe_changes_lists_nothing_for_equal_fingerprints(inputs, tmp_path)
 
 def test_manifest_of_an_archived_run_is_named_not_counted(inputs, tmp_path):
     from curator_array.core.errors import CorruptCheckpointError
-    from curator_array.core.records import CompletionManifest
+    from curator_array.core.records.shard import CompletionManifest
     from curator_array.core.retry import plan_retry
 
     layout = CheckpointLayout(tmp_path / "ckpt")

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from curator_array.cli.status_view import format_status
-from curator_array.core.records import CompletionManifest, StageTime
+from curator_array.core.records.shard import CompletionManifest, StageTime
 from curator_array.core.sharding import ShardConfig
 from curator_array.report.page import stage_rows
 from curator_array.run.runner import stage_times

@@ -16,7 +16,7 @@ DRIVER = r"""
 import os, signal, sys, time
 from pathlib import Path
 from curator_array.core.layout import AttemptId
-from curator_array.core.records import AttemptRecord
+from curator_array.core.records.attempt import AttemptRecord
 from curator_array.core.sharding import ShardConfig
 from curator_array.run import supervisor
 from curator_array.run.stopping import ShardStopped

@@ -133,7 +133,7 @@ def test_status_and_report_show_partial_shards_and_resumed_work(tmp_path, capsys
     import json
 
     from curator_array.cli import main
-    from curator_array.core.records import AttemptShare, CompletionManifest, ShardWork
+    from curator_array.core.records.shard import AttemptShare, CompletionManifest, ShardWork
     from curator_array.core.run_contract import ensure_run_config
     from curator_array.core.sharding import ShardRange
 

@@ -12,7 +12,12 @@ import numpy as np
 import pytest
 
 from curator_array.core.allocator import ALLOCATOR_VARIABLE, bundled_mimalloc
-from curator_array.tokens.encoder import EncoderFailed, EncoderProcess, shared_encoder, shared_encoders_cpu_s
+from curator_array.tokens.encoder import (
+    EncoderFailed,
+    EncoderProcess,
+    shared_encoder,
+    shared_encoders_cpu_s,
+)
 from curator_array.tokens.tokenizer import load_tokenizer
 from tests.support.processes import running
 from tests.support.tokenizer import train_tokenizer

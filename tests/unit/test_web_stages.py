@@ -254,7 +254,11 @@ def test_c4_leaves_languages_it_is_not_set_for_untouched():
 def test_repetition_counts_repeats_only_over_the_whole_text():
     import numpy as np
 
-    from curator_array.stages.web.textstats import RepeatedNGrams, greedy_duplicate_chars, most_frequent_ngram_chars
+    from curator_array.stages.web.textstats import (
+        RepeatedNGrams,
+        greedy_duplicate_chars,
+        most_frequent_ngram_chars,
+    )
 
     words = "a b c d e a b c d e x a b c d e".split()
     ids, lengths = np.array([ord(w) for w in words]), np.ones(len(words))
@@ -295,7 +299,11 @@ def test_repeated_ngrams_count_as_the_reference_in_every_document_and_any_order_
 
     import numpy as np
 
-    from curator_array.stages.web.textstats import RepeatedNGrams, greedy_duplicate_chars, most_frequent_ngram_chars
+    from curator_array.stages.web.textstats import (
+        RepeatedNGrams,
+        greedy_duplicate_chars,
+        most_frequent_ngram_chars,
+    )
 
     rng = random.Random(5)
     documents = [[rng.choice("ab cd e fgh i".split()) for _ in range(rng.randint(0, 40))] for _ in range(300)]

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from ...core.layout import CheckpointLayout
 from ...core.phase import Counts, Phase, PhaseResult
-from ...core.phase_records import PhaseLayout
 from ...core.sharding import ShardRange
 from ...pipelines.phase_settings import PhaseSettings
 from ..lifecycle import refuse_beyond_memory
@@ -83,7 +82,7 @@ def refuse_a_band_beyond_memory(documents: int, buckets: int, limit_mb: float | 
 
 
 def pairs_file(layout: CheckpointLayout, bucket: int) -> Path:
-    return PhaseLayout(layout, Buckets()).data_path(bucket, ".pairs")
+    return Buckets().layout_of(layout).data_path(bucket, ".pairs")
 
 
 def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int, buckets: int, bands: int,

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from ...core.layout import CheckpointLayout
 from ...core.phase import Counts, Phase, PhaseResult, histogram
-from ...core.phase_records import PhaseLayout
 from ...core.sharding import ShardRange
 from ...pipelines.phase_settings import PhaseSettings
 from ..lifecycle import refuse_beyond_memory
@@ -117,7 +116,7 @@ def by_shard(nodes, shard_of_file, shards: ShardRange):
 
 def cluster_file(layout: CheckpointLayout, shard: int) -> Path:
     """Shard ``shard``'s documents that are in a cluster: identity, the copy kept, the size."""
-    return PhaseLayout(layout, Clusters()).data_dir / "shards" / f"shard_{shard}.parquet"
+    return Clusters().layout_of(layout).data_dir / "shards" / f"shard_{shard}.parquet"
 
 
 def streamed_pairs(paths: list[Path], expected: int, run_id: str | None, tick=lambda: None):

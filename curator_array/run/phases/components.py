@@ -29,9 +29,9 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...core.layout import utc_now
+from ...core.layout import PhaseLayout, utc_now
 from ...core.phase import Counts, Phase, PhaseResult
-from ...core.phase_records import PhaseLayout, PhaseManifest, phase_manifests
+from ...core.records.phase import PhaseManifest, phase_manifests
 from ...core.sharding import ShardRange
 from ...pipelines.phase_settings import PhaseSettings
 from ..lifecycle import InputsIncomplete, refuse_beyond_memory
@@ -156,13 +156,13 @@ class StepRecords:
 
     def __init__(self, layout: CheckpointLayout, run_id: str | None, elements: int):
         self.layout, self.run_id, self.elements = layout, run_id, elements
-        self.data = PhaseLayout(layout, Components()).data_dir
+        self.data = Components().layout_of(layout).data_dir
         self._known: dict[int, dict[int, PhaseManifest]] = {}
 
     def done(self, step: int) -> dict[int, PhaseManifest]:
         """The elements that did ``step`` (read again until all have)."""
         if len(self._known.get(step, {})) < self.elements:
-            self._known[step] = phase_manifests(PhaseLayout(self.layout, Step(step)), self.run_id)
+            self._known[step] = phase_manifests(Step(step).layout_of(self.layout), self.run_id, StepCounts)
         return self._known[step]
 
     def complete(self, step: int) -> bool:
@@ -219,7 +219,7 @@ class StepRecords:
     def record(self, context: PhaseContext, step: int, index: int, counts: StepCounts, started: str,
                clock: float) -> None:
         manifest = context.finished(Step(step), index, self.elements, counts, started, clock)
-        manifest.write(PhaseLayout(self.layout, Step(step)))
+        manifest.write(Step(step).layout_of(self.layout))
         self._known.setdefault(step, {})[index] = manifest
 
     def finish(self, context: PhaseContext, index: int) -> ComponentCounts:
@@ -236,7 +236,7 @@ class StepRecords:
                                               step.removed, step.clusters, step.cluster_sizes)
             if element != index:
                 completed = replace(manifest, phase=Components.name, counts=counts[element])
-                completed.write(PhaseLayout(self.layout, Components()))
+                completed.write(Components().layout_of(self.layout))
                 context.manifests(Components())[element] = completed
         return counts[index]
 

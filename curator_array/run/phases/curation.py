@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ...core.phase import SHARD, Counts, Phase, PhaseResult
-from ...core.records import CompletionManifest
+from ...core.records.shard import CompletionManifest
 from ...core.sharding import ShardRange
 
 if TYPE_CHECKING:

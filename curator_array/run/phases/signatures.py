@@ -21,7 +21,7 @@ from ...core.arrays import format_array_expression
 from ...core.errors import ConfigError, CuratorArrayError
 from ...core.layout import CheckpointLayout
 from ...core.phase import SHARD, Counts, Phase, PhaseResult
-from ...core.phase_records import PhaseLayout, phase_manifests
+from ...core.records.phase import phase_manifests
 from ...core.run_contract import read_run_config
 from ...core.sharding import ShardRange
 from ...pipelines.phase_settings import PhaseSettings
@@ -92,7 +92,7 @@ class Signatures(Phase):
 def signatures_file(layout: CheckpointLayout, shard: int) -> Path:
     """A shard's band file; an earlier release's Parquet file when that is what a run
     given with ``--dedup-against`` holds."""
-    data = PhaseLayout(layout, Signatures())
+    data = Signatures().layout_of(layout)
     path = data.data_path(shard, BAND_SUFFIX)
     legacy = data.data_path(shard, ".parquet")
     return legacy if not path.exists() and legacy.exists() else path
@@ -121,7 +121,7 @@ class CuratedFiles:
 
         from ...core.atomic import create_bytes_exclusive
 
-        path = PhaseLayout(context.layout, Signatures()).data_dir / CURATED_FILES
+        path = Signatures().layout_of(context.layout).data_dir / CURATED_FILES
         if not path.is_file():
             listed = sorted((name, shard) for shard in context.run.shards for name in curated_files(context, shard))
             buffer = pa.BufferOutputStream()
@@ -199,7 +199,7 @@ def against_signature_files(settings: DedupSettings) -> list[tuple[Path, int]]:
             raise ConfigError(f"--dedup-against {checkpoint}: its signatures were made with "
                               f"{theirs.signature_settings() if theirs else 'no dedup'}, this run's with {mine}: "
                               "the settings must be equal to compare them")
-        done = set(phase_manifests(PhaseLayout(layout, Signatures()), earlier.run_id))
+        done = set(phase_manifests(Signatures().layout_of(layout), earlier.run_id))
         missing = [s for s in earlier.shards if s not in done]
         if missing:
             raise ConfigError(f"--dedup-against {checkpoint}: its signatures of shard(s) "

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, ClassVar
 from ...core.errors import ConfigError
 from ...core.layout import CheckpointLayout
 from ...core.phase import SHARD, Counts, Phase, PhaseResult, breakdown
-from ...core.phase_records import PhaseLayout
 from ...core.sharding import ShardRange
 from ...pipelines.phase_settings import PhaseSettings
 from .curation import curated_files
@@ -117,4 +116,4 @@ def tokenizer_of(settings: TokenizeSettings) -> LoadedTokenizer:
 
 def token_file(layout: CheckpointLayout, shard: int) -> Path:
     """Where shard ``shard``'s token file lives (a prefix: its format adds the suffixes)."""
-    return PhaseLayout(layout, Tokenize()).data_dir / f"shard_{shard}"
+    return Tokenize().layout_of(layout).data_dir / f"shard_{shard}"

@@ -67,9 +67,9 @@ REPORT = {"docs": len(docs), "seconds": min(cold), "warm_seconds": one_pass()}
 
 DATATROVE_FILTERS = LOAD + r"""
 from datatrove.data import Document
-from curator_array.stages.web.languages import language_settings
+from curator_array.stages.web.languages import language_rules
 from tests.support.reference_filters import whole_filters
-settings = language_settings()
+settings = language_rules()
 filters = {code: whole_filters({**settings.get(code, settings["default"]).to_json(), "code": code}) for code in languages}
 for d in docs[:4]:
     for f in filters[d["language"]]:

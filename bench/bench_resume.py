@@ -90,7 +90,7 @@ def recording_cost(runs: Path, pairs: int = 5) -> tuple[list[float], list[float]
         for repetition in range(pairs):
             for record in (True, False) if repetition % 2 == 0 else (False, True):
                 out = runs / f"cost-{record}-{repetition}"
-                options = PipelineOptions(str(shard_input()), str(out), output_file_type="parquet", drop_empty=True,
+                options = PipelineOptions.of(str(shard_input()), str(out), output_file_type="parquet", drop_empty=True,
                                           min_words=5, max_words=1000)
                 outcome = run_shard_here(default_pipeline(options), out, output_dir=out, record_tasks=record)
                 manifest = json.loads(outcome.manifest_path.read_text())

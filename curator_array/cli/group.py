@@ -9,7 +9,8 @@ import os
 import click
 
 from .. import __version__
-from ..run.option_table import OPTIONS_BY_NAME, RunOption
+from ..core.options import RunOption
+from ..run.option_table import option_named, run_options
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -67,12 +68,16 @@ def _click_type(option: RunOption):
 
 
 def run_option(name: str, required: bool = False, from_environment: bool = False, **overrides):
-    """The click option for the run option ``name``, as the option table defines it.
+    """The click option decorator for the run option ``name``, as the option table defines it.
 
     ``run`` reads the options' variables itself (``run.precedence``); other commands that
     take one of these options let click read its variable (``from_environment``).
     """
-    option = OPTIONS_BY_NAME[name]
+    return click_option(option_named(name), required, from_environment, **overrides)
+
+
+def click_option(option: RunOption, required: bool = False, from_environment: bool = False, **overrides):
+    """The click option decorator of ``option``."""
     help_text = f"{option.help} (env: {option.variable})"
     flag = f"{option.flag}/--no-{option.flag[2:]}" if option.kind == "switch" else option.flag
     kwargs = {
@@ -91,12 +96,25 @@ def run_option(name: str, required: bool = False, from_environment: bool = False
         kwargs.update(type=_click_type(option), multiple=option.kind in ("existing-paths", "files"))
         default = option.default
         if default is not None and not kwargs["multiple"]:
-            kwargs.update(default=default, show_default=option.default_text or True)
+            kwargs.update(default=default, show_default=option.default_shown or True)
         elif option.default_text:
             kwargs.update(show_default=option.default_text)
     kwargs.update(overrides)
-    destination = [option.name] if option.name == "pipeline_ref" else []
+    destination = [option.name] if option.flag[2:].replace("-", "_") != option.name else []
     return click.option(flag, *destination, **{k: v for k, v in kwargs.items() if v is not None or k == "default"})
+
+
+class OptionTableCommand(click.Command):
+    """A command whose options are the option table's as it is when the command runs, so an
+    option a filter or a phase registered after import brings is there too."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        def holder():
+            pass
+
+        for option in run_options():  # each decorator appends its option: in the table's order
+            holder = click_option(option)(holder)
+        return [*holder.__click_params__, *super().get_params(ctx)]
 
 
 def checkpoint_option(func):

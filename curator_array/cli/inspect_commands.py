@@ -40,9 +40,7 @@ def status(checkpoint_path: str, as_json: bool, watch: bool, interval: float) ->
 
     def collect():
         result = collect_status(layout, PHASES.plan_of, request_id=latest_request(layout))
-        queued = queued_phase_elements(layout, PHASES.root.name)
-        result.queued = queued.pop(PHASES.root.name, {})
-        result.queued_phases = queued
+        result.queued = queued_phase_elements(layout)
         return result
 
     if watch:
@@ -129,7 +127,5 @@ def report(checkpoint_path: str, output: str) -> None:
     from ..slurm.submit import latest_request, queued_phase_elements
 
     layout = CheckpointLayout(checkpoint_path)
-    queued = queued_phase_elements(layout, PHASES.root.name)
-    path = write_report(layout, Path(output), PHASES.plan_of, queued.pop(PHASES.root.name, {}),
-                        latest_request(layout), queued)
+    path = write_report(layout, Path(output), PHASES.plan_of, queued_phase_elements(layout), latest_request(layout))
     click.echo(f"wrote {path} ({path.stat().st_size / 1024:,.0f} KiB)", err=True)

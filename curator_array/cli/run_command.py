@@ -14,8 +14,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from ..run.option_table import RUN_OPTIONS
-from .group import cli, run_option
+from .group import OptionTableCommand, cli
 
 RUN_EPILOG = """\b
 Examples:
@@ -34,15 +33,7 @@ error (a different pipeline than the run's included), 1 crash.
 """
 
 
-def run_options(func):
-    """Every option of the option table, in its order."""
-    for option in reversed(RUN_OPTIONS):
-        func = run_option(option.name)(func)
-    return func
-
-
-@cli.command(epilog=RUN_EPILOG)
-@run_options
+@cli.command(cls=OptionTableCommand, epilog=RUN_EPILOG)
 @click.pass_context
 def run(ctx: click.Context, **kwargs) -> None:
     """Run this process's logical shard of the pipeline.

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..core.arrays import format_array_expression
-from ..core.phase_states import PhaseState, blocked_by
+from ..core.phase import PhaseState
+from ..core.phase_states import blocked_by
 from ..core.records.run import OptionValue
 from ..core.records.shard import StageTime
 from ..core.status import RunStatus, shard_states
@@ -31,7 +32,7 @@ def format_phases(status: RunStatus) -> list[str]:
     lines = ["phases"]
     for state in status.later_phases:
         done = f"{len(state.complete)}/{state.elements.total}"
-        queued = status.queued_phases.get(state.name, {})
+        queued = status.queued_of(state)
         if state.is_complete:
             shown = figures_line(state)
             lines.append(f"  {state.name:<11}{done} complete" + (f" ({shown})" if shown else ""))
@@ -79,9 +80,9 @@ def format_status(status: RunStatus) -> str:
         f"complete     {len(status.completed)}/{status.shards.total}",
         f"incomplete   {format_array_expression(status.incomplete) or '-'}",
     ]
-    if status.queued:
-        pending = [s for s, state in status.queued.items() if state == "PENDING"]
-        running = [s for s, state in status.queued.items() if state != "PENDING"]
+    if status.shards_queued:
+        pending = [s for s, state in status.shards_queued.items() if state == "PENDING"]
+        running = [s for s, state in status.shards_queued.items() if state != "PENDING"]
         lines.append(f"in queue     pending {format_array_expression(pending) or '-'}, "
                      f"running {format_array_expression(running) or '-'} (squeue)")
     if status.source_task_count is not None:
@@ -145,7 +146,7 @@ def watch(collect: Callable[[], RunStatus], echo: Callable[[str], None], sleep: 
         if status.all_complete:
             echo("every shard is complete" + (" and every later phase\n" if status.later_phases else "\n"))
             return 0
-        if not status.queued and not status.queued_phases:
+        if not any(status.queued.values()):
             left = status.shards.total - len(states["complete"])
             phase = next((state for state in status.later_phases if not state.is_complete), None)
             what = (f"{left} shard(s) incomplete" if left or phase is None else

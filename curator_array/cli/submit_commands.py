@@ -14,7 +14,7 @@ import click
 
 from ..core.errors import ConfigError, CuratorArrayError
 from ..core.layout import CheckpointLayout
-from ..core.retry import FORMATS, format_phase_retry
+from ..core.retry import RETRY_FORMATS, format_phase_retry
 from .group import checkpoint_option, cli, default_sites_dir
 from .run_command import parse_run_args
 
@@ -64,7 +64,7 @@ def print_or_submit(groups, layout: CheckpointLayout, dry_run: bool) -> None:
 
 @cli.command(epilog=EPILOG_RETRY, context_settings={"ignore_unknown_options": True})
 @checkpoint_option
-@click.option("--format", "output_format", type=click.Choice(FORMATS), default="array", show_default=True,
+@click.option("--format", "output_format", type=click.Choice(RETRY_FORMATS), default="array", show_default=True,
               help="array: one array expression per line; fields: "
                    "ARRAY_EXPRESSION SHARD_INDEX_OFFSET MINIMUM_SHARD_INDEX TOTAL_SHARDS.")
 @click.option("--max-array-size", default=None,
@@ -104,7 +104,7 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
             click.echo(f"all {states[0].elements.total} shards are complete{later}", err=True)
             return
         click.echo(format_phase_retry(first, output_format, max_size), nl=False)
-        if not first.phase.is_root:
+        if first.phase.submitted_name is not None:
             click.echo(f"phase {first.name}: its elements run with --phase {first.name} and TOTAL_SHARDS="
                        f"{first.elements.total}; `retry --submit` queues them and the phases after", err=True)
         return

@@ -1,108 +1,34 @@
 """What a phase of a run is, as every layer sees it without naming one.
 
 A run is a chain of phases, in the order of the phase registry (``run.phases``), each
-present when its ``elements`` for the run are not None. The first, the root, needs no other
-phase: its elements are the spec's logical shards and its records the spec's completion
-manifests, so the reference system reads them. Every phase after it has its own array
-elements, completion manifests and attempt records (``phase_records``), and an element
-starts only when the elements it reads are complete.
+present when its ``elements`` for the run are not None. The first is a ``RootPhase``: its
+elements are the spec's logical shards and its records the spec's completion manifests
+and attempt records, so the reference system reads them. Every phase after it has its own
+array elements, completion manifests and attempt records (``records.phase``), and an
+element starts only when the elements it reads are complete.
 
 A phase is one object: its name, the phases whose elements it reads (``needs``), its
-elements in a run, the noun of its data, the type of the counts its manifests hold, and
-its work. Status, retry, submit and the report loop over the phases of a run and use only
-this declaration. Pure: the work's context is the run layer's.
+elements in a run, the noun of its data, the type of the counts its manifests hold, the
+settings it is planned by and the run options that set them, and its work. Status, retry,
+submit and the report loop over the phases of a run and use only this declaration. Pure:
+the work's context is the run layer's.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any, ClassVar
 
+from .checkpoint import ManifestScan, scan_completion_manifests
+from .counts import Counts
 from .layout import CheckpointLayout, PhaseLayout
+from .records.phase import PhaseManifest, phase_failures, phase_manifests
+from .run_contract import RunConfig
 from .sharding import ShardRange
 
 SHARD = "shard"
-
-
-@dataclass(frozen=True)
-class Counts:
-    """A phase element's figures, typed. Subclasses are dataclasses of ``int`` fields,
-    histograms (``histogram``: how many things have each size) and breakdowns
-    (``breakdown``: a figure per name, tokens per language say); elements add up. ``RATE``
-    names the figure whose rate per second of element time status shows."""
-
-    RATE: ClassVar[str | None] = None
-
-    def __add__(self, other: Counts) -> Counts:
-        values = {}
-        for item in fields(self):
-            mine, theirs = getattr(self, item.name), getattr(other, item.name)
-            if isinstance(mine, dict):
-                merged = dict(mine)
-                for key, count in theirs.items():
-                    merged[key] = merged.get(key, 0) + count
-                values[item.name] = dict(sorted(merged.items()))
-            else:
-                values[item.name] = mine + theirs
-        return type(self)(**values)
-
-    def to_json(self) -> dict[str, Any]:
-        return {item.name: ({str(k): v for k, v in value.items()} if isinstance(value := getattr(self, item.name), dict)
-                            else value) for item in fields(self)}
-
-    @classmethod
-    def from_json(cls, payload: Any) -> Counts:
-        """The counts in ``payload``; a missing or mistyped figure takes its default (counts inform)."""
-        payload = payload if isinstance(payload, dict) else {}
-        values = {}
-        for item in fields(cls):
-            value = payload.get(item.name)
-            if isinstance(value, dict):
-                counts = {k: v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
-                values[item.name] = counts if item.metadata.get("kind") == BREAKDOWN else {
-                    int(k): v for k, v in counts.items() if str(k).lstrip("-").isdigit()}
-            elif isinstance(value, int) and not isinstance(value, bool):
-                values[item.name] = value
-        return cls(**values)
-
-    def figures(self) -> dict[str, int]:
-        """The scalar figures, for a line of text."""
-        return {item.name: value for item in fields(self) if not isinstance(value := getattr(self, item.name), dict)}
-
-    def histograms(self) -> list[Histogram]:
-        """The histograms, with what their charts say (``histogram``'s metadata)."""
-        return [Histogram(getattr(self, item.name), item.metadata["title"], item.metadata["size_label"],
-                          item.metadata["count_label"])
-                for item in fields(self) if item.metadata.get("kind") == HISTOGRAM]
-
-    def breakdowns(self) -> dict[str, dict[str, int]]:
-        """The breakdowns by their titles (``breakdown``'s metadata)."""
-        return {item.metadata["title"]: getattr(self, item.name) for item in fields(self)
-                if item.metadata.get("kind") == BREAKDOWN}
-
-
-@dataclass(frozen=True)
-class Histogram:
-    """How many things have each size, with the words a chart of it needs."""
-
-    values: dict[int, int]
-    title: str
-    size_label: str
-    count_label: str
-
-
-HISTOGRAM, BREAKDOWN = "histogram", "breakdown"
-
-
-def histogram(title: str, size_label: str, count_label: str) -> Any:
-    """A ``dict[int, int]`` counts field: how many ``count_label`` have each ``size_label``."""
-    return field(default_factory=dict, metadata={"kind": HISTOGRAM, "title": title, "size_label": size_label,
-                                                 "count_label": count_label})
-
-
-def breakdown(title: str) -> Any:
-    """A ``dict[str, int]`` counts field: a figure per name (tokens per language, say)."""
-    return field(default_factory=dict, metadata={"kind": BREAKDOWN, "title": title})
 
 
 @dataclass(frozen=True)
@@ -115,17 +41,80 @@ class PhaseResult:
     complete: bool = True  # False: one step of the element's work is done, and it runs again (``Phase.passes``)
 
 
+@dataclass(frozen=True)
+class PhaseSettings:
+    """The settings of a run's later phases, by the key of the phases that read them
+    (``dedup``, ``tokenize``), as the pipeline fingerprint pins them under those keys; a key
+    is absent when the run does not have those phases. The phase registry builds them from
+    the run options, or reads them back from a fingerprint.
+
+    ``output_staged``: a later phase writes the run's output (dedup's removal), so the first
+    phase writes to a staging directory instead.
+    """
+
+    by_key: Mapping[str, Any] = field(default_factory=dict)
+    output_staged: bool = False
+
+    def get(self, key: str | None) -> Any:
+        return self.by_key.get(key) if key else None
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What the pipeline fingerprint holds of these (nothing for a run without them)."""
+        return {key: settings.to_json() for key, settings in self.by_key.items()}
+
+
+@dataclass(frozen=True)
+class PhaseState:
+    """One phase of a run as its records show it."""
+
+    phase: Phase
+    elements: ShardRange
+    complete: tuple[int, ...]
+    failed: dict[int, str]  # element → the latest recorded reason, for incomplete elements
+    manifests: dict[int, PhaseManifest] = field(default_factory=dict)
+    progress: str | None = None  # how far an incomplete phase of steps has gone (``Phase.progress``)
+
+    @property
+    def name(self) -> str:
+        return self.phase.name
+
+    @property
+    def missing(self) -> tuple[int, ...]:
+        done = set(self.complete)
+        return tuple(i for i in self.elements if i not in done)
+
+    @property
+    def is_complete(self) -> bool:
+        return not self.missing
+
+    def totals(self) -> Counts:
+        """What its complete elements counted together."""
+        return reduce(lambda a, b: a + b, (m.counts for m in self.manifests.values()), self.phase.counts())
+
+    def rate(self) -> float | None:
+        """Its counts' ``RATE`` figure per second of its complete elements' time, if it has one."""
+        figure = self.phase.counts.RATE
+        seconds = sum(m.duration_s or 0.0 for m in self.manifests.values())
+        return getattr(self.totals(), figure) / seconds if figure and seconds else None
+
+
 class Phase:
-    """One phase of a run. Subclasses set the class attributes and implement ``elements`` and ``work``.
+    """One phase of a run. Subclasses set the class attributes and implement ``work``.
 
     ``needs`` names the phases whose elements this one reads, among those of the run (a
     phase that reads the output of whichever phase came last may name several);
     ``matching_elements`` says that element ``i`` reads element ``i`` of each of them (they
     share the curation shards), else it reads all their elements. ``noun`` names what one
-    element's data is (``bucket_3.pairs``); ``added_by`` is the option that adds the phase
-    to a run, for messages. ``passes`` is how many times one submission queues its elements,
-    each window after the one before, for a phase whose element does one step a run (its
-    work says ``complete=False`` until the last).
+    element's data is (``bucket_3.pairs``). ``passes`` is how many times one submission
+    queues its elements, each window after the one before, for a phase whose element does
+    one step a run (its work says ``complete=False`` until the last).
+
+    ``settings_key`` names the settings the phase is planned by (``PhaseSettings``): it is
+    part of a run when they are. One phase of those that share them brings them: its
+    ``settings_type`` builds them from its run ``options`` (each sets the field its
+    ``sets`` names; the option named as the key turns the phases on), pins them in the
+    pipeline fingerprint and reads them back. ``output_staged`` says that the phase writes
+    the run's output, so the first phase writes elsewhere.
     """
 
     name: ClassVar[str]
@@ -133,28 +122,32 @@ class Phase:
     noun: ClassVar[str] = "element"
     counts: ClassVar[type[Counts]] = Counts
     matching_elements: ClassVar[bool] = False
-    added_by: ClassVar[str] = ""
     passes: ClassVar[int] = 1
-
-    @property
-    def is_root(self) -> bool:
-        """The first phase: the spec's shards and manifests."""
-        return not self.needs
+    settings_key: ClassVar[str | None] = None
+    settings_type: ClassVar[Any] = None
+    options: ClassVar[tuple[Any, ...]] = ()  # core.options.RunOption
+    output_staged: ClassVar[bool] = False
 
     @property
     def element_noun(self) -> str:
         """How messages count its elements: shards when they are the run's shards."""
         return SHARD if self.noun == SHARD else "element"
 
+    @property
+    def submitted_name(self) -> str | None:
+        """The phase a submission of its elements names (they run with ``--phase NAME``)."""
+        return self.name
+
     def layout_of(self, layout: CheckpointLayout) -> PhaseLayout:
         """Where this phase's records and data live in the checkpoint ``layout``."""
         return PhaseLayout(layout, self.name, self.noun)
 
-    def elements(self, settings: Any, shards: ShardRange) -> ShardRange | None:
-        """The phase's elements in a run with ``settings`` and ``shards``; None: not in this run."""
-        raise NotImplementedError
+    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
+        """The phase's elements in a run with ``settings`` and ``shards``; None: not in this
+        run. By default one per curation shard, when the run has the phase's settings."""
+        return shards if settings.get(self.settings_key) is not None else None
 
-    def check(self, settings: Any) -> None:
+    def check(self, settings: PhaseSettings) -> None:
         """Refuse settings that cannot work, before any element of the run starts (at submit,
         and when a first-phase shard starts); by default every setting can."""
 
@@ -162,14 +155,66 @@ class Phase:
         """Do element ``index``: its inputs are complete; return what it counted."""
         raise NotImplementedError
 
-    def progress(self, records: Any, run_id: str | None, elements: int) -> str | None:
+    def before_writer(self, settings: Any, options: Any) -> list:
+        """Stages the first phase runs on every document just before writing it, for this
+        phase (``settings``: its own; ``options``: the pipeline options)."""
+        return []
+
+    def progress(self, records: PhaseLayout, run_id: str | None, elements: int) -> str | None:
         """How far an incomplete phase of steps has gone in run ``run_id`` with ``elements``
-        elements, from its records (its ``PhaseLayout``); None for a phase whose elements are
-        done in one go."""
+        elements, from its records; None for a phase whose elements are done in one go."""
         return None
+
+    def complete_elements(self, layout: CheckpointLayout, run: RunConfig) -> set[int]:
+        """The elements whose completion the records in ``layout`` hold."""
+        return set(phase_manifests(self.layout_of(layout), run.run_id, self.counts))
+
+    def read_state(self, layout: CheckpointLayout, run: RunConfig, elements: ShardRange,
+                   scan: ManifestScan | None = None) -> PhaseState:
+        """The phase as its records in ``layout`` show it."""
+        records = self.layout_of(layout)
+        manifests = phase_manifests(records, run.run_id, self.counts)
+        failed = {f.index: f.error for _, f in phase_failures(records) if f.index not in manifests and f.index in elements}
+        complete = tuple(i for i in elements if i in manifests)
+        progress = self.progress(records, run.run_id, elements.total) if len(complete) < elements.total else None
+        return PhaseState(self, elements, complete, failed, {i: m for i, m in manifests.items() if i in elements},
+                          progress)
+
+    def retry_fields(self, line: str) -> str:
+        """A line of ``retry --format fields`` for this phase's elements: the spec's four
+        fields, and the phase, whose elements take ``--phase``."""
+        return f"{line} {self.name}"
 
     def __repr__(self) -> str:
         return f"<phase {self.name}>"
+
+
+class RootPhase(Phase):
+    """The first phase of every run: its elements are the run's logical shards, and its
+    records the spec's (completion manifests, attempt records), so the reference system and
+    its tools read them. Its elements run without ``--phase``, and its retry lines are the
+    spec's four fields."""
+
+    noun = SHARD
+
+    @property
+    def submitted_name(self) -> None:
+        return None
+
+    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange:
+        return shards
+
+    def complete_elements(self, layout: CheckpointLayout, run: RunConfig) -> set[int]:
+        return scan_completion_manifests(layout, run).shards
+
+    def read_state(self, layout: CheckpointLayout, run: RunConfig, elements: ShardRange,
+                   scan: ManifestScan | None = None) -> PhaseState:
+        """``scan``: the run's completion manifests, when the caller has read them already."""
+        done = (scan or scan_completion_manifests(layout, run)).shards
+        return PhaseState(self, elements, tuple(sorted(s for s in done if s in elements)), {})
+
+    def retry_fields(self, line: str) -> str:
+        return line
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from .arrays import ArrayWindow
 from .checkpoint import scan_completion_manifests
 from .errors import ConfigError
 from .layout import CheckpointLayout
-from .phase_states import PhaseState
+from .phase import PhaseState
 from .run_contract import read_run_config
 from .sharding import ShardRange
 
-FORMATS = ("array", "fields")
+RETRY_FORMATS = ("array", "fields")
 
 
 @dataclass(frozen=True)
@@ -39,19 +39,20 @@ def plan_retry(layout: CheckpointLayout) -> RetryPlan:
 
 
 def format_phase_retry(state: PhaseState, output_format: str = "array", max_array_size: int | None = None) -> str:
-    """``format_retry`` for the missing elements of any phase. In the fields format a phase
-    after the first adds a fifth field naming it (its elements take ``--phase PHASE``, and
-    TOTAL_SHARDS is the phase's element count); the first phase prints the spec's four fields."""
+    """``format_retry`` for the missing elements of any phase. In the fields format each line
+    is as the phase says (``Phase.retry_fields``): the first phase prints the spec's four
+    fields, a later one adds a fifth naming it (its elements take ``--phase PHASE``, and
+    TOTAL_SHARDS is the phase's element count)."""
     text = format_retry(RetryPlan(state.elements, state.missing), output_format, max_array_size)
-    if output_format == "fields" and not state.phase.is_root:
-        text = "".join(f"{line} {state.name}\n" for line in text.splitlines())
+    if output_format == "fields":
+        text = "".join(f"{state.phase.retry_fields(line)}\n" for line in text.splitlines())
     return text
 
 
 def format_retry(plan: RetryPlan, output_format: str = "array", max_array_size: int | None = None) -> str:
     """The text ``curator-array retry`` prints: empty when every shard is complete."""
-    if output_format not in FORMATS:
-        raise ConfigError(f"unknown format {output_format!r}; use one of {', '.join(FORMATS)}")
+    if output_format not in RETRY_FORMATS:
+        raise ConfigError(f"unknown format {output_format!r}; use one of {', '.join(RETRY_FORMATS)}")
     if max_array_size is not None and output_format != "fields":
         raise ConfigError(
             "--max-array-size needs --format fields: each window has its own SHARD_INDEX_OFFSET"

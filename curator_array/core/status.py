@@ -12,8 +12,8 @@ from typing import Any
 from .arrays import format_array_expression
 from .checkpoint import find_attempt_records, scan_completion_manifests
 from .layout import CheckpointLayout
-from .phase import PlannedPhase
-from .phase_states import PhaseState, blocked_by, phase_states
+from .phase import PhaseState, PlannedPhase
+from .phase_states import blocked_by, phase_states
 from .records.run import OptionValue, PinnedRequest
 from .records.shard import CompletionManifest, StageTime, WorkTotals, per_stage
 from .run_contract import RunConfig, read_run_config
@@ -44,22 +44,23 @@ class FailedAttempt:
 
 @dataclass
 class RunStatus:
+    """The run as its checkpoint shows it: every phase's state (the first: its shards), the
+    complete shards' figures, failed attempts, and what is still in SLURM's queue."""
+
     checkpoint: Path
     shards: ShardRange
     source_task_count: int | None
-    completed: list[int]
-    incomplete: list[int]
-    failed_attempts: list[FailedAttempt]
+    phases: list[PhaseState]  # every phase of the run, the first one (its shards) first
+    failed_attempts: list[FailedAttempt] = field(default_factory=list)
     totals: WorkTotals = field(default_factory=WorkTotals)
     duration_s: dict[str, float] = field(default_factory=dict)
-    queued: dict[int, str] = field(default_factory=dict)
+    # element → squeue state, by the phase a submission names (``Phase.submitted_name``: None for the first)
+    queued: dict[str | None, dict[int, str]] = field(default_factory=dict)
     manifests: dict[int, CompletionManifest] = field(default_factory=dict)  # per complete shard, when asked for
     partial: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # shard → (tasks done, of, attempts)
     resumed_tasks: int = 0  # tasks complete shards took from earlier attempts instead of running them again
     request_id: str | None = None
     options: dict[str, OptionValue] = field(default_factory=dict)
-    phases: list[PhaseState] = field(default_factory=list)  # every phase of the run, the first one included
-    queued_phases: dict[str, dict[int, str]] = field(default_factory=dict)  # later phase → element → state
     stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
 
     @property
@@ -77,12 +78,28 @@ class RunStatus:
 
     @property
     def later_phases(self) -> list[PhaseState]:
-        """The phases after the first (the first is the shards above)."""
-        return [state for state in self.phases if not state.phase.is_root]
+        """The phases after the first (the first is the run's shards)."""
+        return self.phases[1:]
+
+    @property
+    def completed(self) -> list[int]:
+        return list(self.phases[0].complete)
+
+    @property
+    def incomplete(self) -> list[int]:
+        return list(self.phases[0].missing)
+
+    def queued_of(self, state: PhaseState) -> dict[int, str]:
+        """The phase's elements still in SLURM's queue, with their state."""
+        return self.queued.get(state.phase.submitted_name, {})
+
+    @property
+    def shards_queued(self) -> dict[int, str]:
+        return self.queued_of(self.phases[0])
 
     @property
     def all_complete(self) -> bool:
-        return not self.incomplete and all(state.is_complete for state in self.phases)
+        return all(state.is_complete for state in self.phases)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -111,10 +128,9 @@ class RunStatus:
             "request": self.request_id,
             "options": {name: setting.to_json() for name, setting in self.options.items()},
             "duration_s": self.duration_s,
-            "pending": format_array_expression(s for s, state in self.queued.items() if state == "PENDING"),
-            "running": format_array_expression(s for s, state in self.queued.items() if state != "PENDING"),
-            "phases": [phase_json(state, self.phases, self.queued_phases.get(state.name, {}))
-                       for state in self.later_phases],
+            "pending": format_array_expression(s for s, state in self.shards_queued.items() if state == "PENDING"),
+            "running": format_array_expression(s for s, state in self.shards_queued.items() if state != "PENDING"),
+            "phases": [phase_json(state, self.phases, self.queued_of(state)) for state in self.later_phases],
             "stages": [stage_json(time) for time in self.stage_totals],
             "stages_per_node": [stage_json(time) for time in self.stage_times],
         }
@@ -177,8 +193,7 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
         checkpoint=layout.root,
         shards=run.shards,
         source_task_count=run.source_task_count,
-        completed=[s for s in run.shards if s in manifests],
-        incomplete=[s for s in run.shards if s not in manifests],
+        phases=phase_states(layout, run, plan_of(run), scan),
         failed_attempts=failed,
         totals=scan.totals,
         duration_s=duration_summary,
@@ -188,7 +203,6 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
         partial=partial_shards(layout, set(manifests)),
         resumed_tasks=scan.resumed_tasks,
         stage_times=sorted(scan.stage_times.values(), key=lambda t: t.node),
-        phases=phase_states(layout, run, plan_of(run), set(manifests)),
     )
 
 
@@ -214,7 +228,7 @@ def shard_states(status: RunStatus) -> dict[str, list[int]]:
     complete = set(status.completed)
     states: dict[str, list[int]] = {"complete": [], "running": [], "pending": [], "failed": [], "waiting": []}
     for shard in status.shards:
-        queued = status.queued.get(shard)
+        queued = status.shards_queued.get(shard)
         if shard in complete:
             states["complete"].append(shard)
         elif queued == "PENDING":

@@ -1,15 +1,18 @@
 """How a run removes duplicates: one settings type for the dedup phases, with MinHash's inside.
 
-Plain values, importable without numpy: the option table takes its defaults from these
-fields, the pipeline fingerprint pins them in ``run.json``, and every dedup phase reads
-them from there. The MinHash defaults are FineWeb's (word 5-grams, 14 bands of 8 hashes).
+Plain values, importable without numpy: the dedup options (``run.phases.signatures``) take
+their defaults from these fields, the pipeline fingerprint pins them in ``run.json``, and
+every dedup phase reads them from there. The MinHash defaults are FineWeb's (word 5-grams, 14 bands of 8 hashes).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any
+
+from ..text.language import DEFAULT_LANGUAGE
 
 MODES = ("exact", "fuzzy")
 
@@ -54,7 +57,7 @@ class DedupSettings:
     verify: bool = False
     threshold: float = 0.75
     against: tuple[str, ...] = ()
-    language: str = "en"
+    language: str = DEFAULT_LANGUAGE
     keep_removed: bool = False
 
     def __post_init__(self) -> None:
@@ -81,28 +84,19 @@ class DedupSettings:
         return replace(cls(**own, minhash=minhash), against=tuple(payload.get("against") or ()))
 
     @classmethod
-    def option_defaults(cls, prefix: str) -> dict[str, Any]:
-        """Each field's default under its run option's name (``dedup_bands``); the mode is the
-        option named ``prefix`` without its underscore."""
-        defaults = {f"{prefix}{f.name}": f.default for f in fields(MinHashSettings)}
-        for item in fields(cls):
-            if item.name not in ("mode", "minhash"):
-                defaults[f"{prefix}{item.name}"] = item.default
+    def field_defaults(cls) -> dict[str, Any]:
+        """Each field's default, flat, as ``to_json`` names them (the mode has none)."""
+        defaults = {item.name: item.default for item in fields(MinHashSettings)}
+        defaults.update({item.name: item.default for item in fields(cls) if item.name != "minhash"})
+        defaults["mode"] = None
         return defaults
 
     @classmethod
-    def from_options(cls, prefix: str, values: Mapping[str, Any]) -> DedupSettings | None:
-        """The settings named by run options (``dedup``, ``dedup_bands``, ...), or None without a mode."""
-        mode = values.get(prefix.rstrip("_"))
-        if not mode:
-            return None
-        given = {name: value for name, value in values.items() if name.startswith(prefix) and value is not None}
-        minhash = MinHashSettings(**{f.name: given[prefix + f.name] for f in fields(MinHashSettings)
-                                     if prefix + f.name in given})
-        own = {item.name: given[prefix + item.name] for item in fields(cls)
-               if item.name not in ("mode", "minhash") and prefix + item.name in given}
-        own["against"] = tuple(own.get("against") or ())
-        return cls(mode, minhash, **own)
+    def from_options(cls, given: Mapping[str, Any]) -> DedupSettings:
+        """The settings the run options give, by field (``bands``, ...): the earlier runs'
+        checkpoints given with ``against`` are pinned as absolute paths."""
+        against = tuple(str(Path(path).resolve()) for path in given.get("against") or ())
+        return cls.from_json({**given, "against": against})
 
     def signature_settings(self) -> dict[str, Any]:
         """What must be equal for two runs' signatures to be compared (``--dedup-against``)."""

@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 MiB = 1024 * 1024
 MIN_OBJECT_STORE = 75 * MiB
 WORKER_PORT_RANGE = 64
+# How long the head of a multi-node element waits for every node to join.
+WORKER_JOIN_TIMEOUT_S = 300.0
 # Below Linux's default ephemeral range (32768-60999), so outgoing connections cannot take them.
 PORT_LOW, PORT_HIGH = 10000, 32000
 AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")

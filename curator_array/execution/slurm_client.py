@@ -28,6 +28,7 @@ from ..slurm.commands import hostnames
 from ..slurm.jobenv import JobEnvironment
 from .clients import RayClusterClient, alive_nodes, connect_driver
 from .ray_cluster import (
+    WORKER_JOIN_TIMEOUT_S,
     NodeOptions,
     RayNodeProcess,
     RayStartError,
@@ -119,7 +120,7 @@ class SlurmRayClient(RayClusterClient):
         *,
         node_options: NodeOptions | None = None,
         temp_root: str | os.PathLike | None = None,
-        join_timeout_s: float = 300.0,
+        join_timeout_s: float = WORKER_JOIN_TIMEOUT_S,
         node_ip: str | None = None,
         on_connect: Callable[[], None] | None = None,
     ):
@@ -193,7 +194,7 @@ class SlurmWorkerNode:
         *,
         node_options: NodeOptions | None = None,
         temp_root: str | os.PathLike | None = None,
-        join_timeout_s: float = 300.0,
+        join_timeout_s: float = WORKER_JOIN_TIMEOUT_S,
         head_lost_after_s: float = 10.0,
         node_ip: str | None = None,
     ):

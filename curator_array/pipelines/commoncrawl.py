@@ -1,7 +1,7 @@
 """The built-in ``commoncrawl`` pipeline: WARC → main text → language → quality → Parquet.
 
 The quality filters run in FineWeb's order (Gopher repetition, Gopher quality, C4, FineWeb's
-own line rules) with each document's language settings (``stages/web/language_settings.toml``,
+own line rules) with each document's language rules (``stages/web/language_rules.toml``,
 overridden by ``--quality-settings FILE``).
 
     curator-array run --pipeline commoncrawl --input-urls warc_urls.txt --output-dir out/
@@ -23,7 +23,7 @@ from ..stages.base import ProcessingStage
 from ..stages.web.extract import HtmlExtractor
 from ..stages.web.fineweb_quality import FineWebQualityFilter
 from ..stages.web.language import LanguageFilter
-from ..stages.web.languages import language_settings
+from ..stages.web.languages import language_rules
 from ..stages.web.quality import C4QualityFilter, GopherFilter
 
 OUTPUT_FORMAT = "parquet"
@@ -33,14 +33,14 @@ def build(options) -> list[ProcessingStage]:
     if not (options.url_lists or options.crawl) and options.input_file_type != "warc":
         raise ConfigError("the commoncrawl pipeline reads WARC files: give --crawl or --input-urls, or --input-file-type warc")
     text = options.text_field
-    settings = language_settings(options.quality_settings)
+    rules = language_rules(options.quality_settings)
     return [
         *options.downloads(),
         WarcReader(records_per_batch=options.records_per_batch),
         HtmlExtractor(options.extractor, text_field=text, timeout_s=options.extract_timeout),
         LanguageFilter(options.languages, options.min_language_score or 0.0, text_field=text),
-        GopherFilter(text_field=text, settings=settings),
-        C4QualityFilter(text_field=text, settings=settings),
-        FineWebQualityFilter(text_field=text, settings=settings),
+        GopherFilter(text_field=text, rules=rules),
+        C4QualityFilter(text_field=text, rules=rules),
+        FineWebQualityFilter(text_field=text, rules=rules),
         writer_for(options.output_file_type or OUTPUT_FORMAT, options.written_dir),
     ]

@@ -11,7 +11,7 @@
    ``--min-language-score`` (0.65 by default).
 4. **Gopher repetition** then **Gopher quality** (one stage that splits words once; each drop is
    counted, and kept, under its own step), **C4** (its terminal-punctuation rule off) and
-   **FineWeb's own line rules**, with each language's settings (``--quality-settings``).
+   **FineWeb's own line rules**, with each language's rules (``--quality-settings``).
 5. **PII** (``pii``): e-mail and public IPv4 addresses replaced. FineWeb did this after its
    MinHash dedup; here it comes before the dedup phases (``--dedup fuzzy``), which changes no
    decision that matters: an address is a few words of a page.
@@ -29,14 +29,11 @@ from ..core.errors import ConfigError
 from ..formats import writer_for
 from ..formats.warc import WarcReader
 from ..stages.base import ProcessingStage
+from ..stages.defaults import FINEWEB_LANGUAGES, FINEWEB_MIN_SCORE
 from ..stages.web.extract import FINEWEB_EXTRACTOR, HtmlExtractor
-from ..stages.web.fasttext_language import (
-    FINEWEB_LANGUAGES,
-    FINEWEB_MIN_SCORE,
-    FastTextLanguageFilter,
-)
+from ..stages.web.fasttext_language import FastTextLanguageFilter
 from ..stages.web.fineweb_quality import FineWebQualityFilter
-from ..stages.web.languages import language_settings
+from ..stages.web.languages import language_rules
 from ..stages.web.pii import PiiFormatter
 from ..stages.web.provenance import WarcProvenance
 from ..stages.web.quality import C4QualityFilter, GopherFilter
@@ -51,7 +48,7 @@ def build(options) -> list[ProcessingStage]:
         raise ConfigError("the fineweb pipeline reads WARC files: give --crawl or --input-urls, "
                           "or --input-file-type warc")
     text = options.text_field
-    settings = language_settings(options.quality_settings)
+    rules = language_rules(options.quality_settings)
     domains, urls = read_blocklists([Path(p) for p in options.url_blocklist])
     timeout = options.extract_timeout if options.extract_timeout is not None else EXTRACT_TIMEOUT_S
     min_score = options.min_language_score if options.min_language_score is not None else FINEWEB_MIN_SCORE
@@ -62,9 +59,9 @@ def build(options) -> list[ProcessingStage]:
         HtmlExtractor(FINEWEB_EXTRACTOR, text_field=text, timeout_s=timeout),
         FastTextLanguageFilter(options.languages or FINEWEB_LANGUAGES, min_score, options.language_model,
                                text_field=text),
-        GopherFilter(text_field=text, settings=settings),
-        C4QualityFilter(text_field=text, settings=settings),
-        FineWebQualityFilter(text_field=text, settings=settings),
+        GopherFilter(text_field=text, rules=rules),
+        C4QualityFilter(text_field=text, rules=rules),
+        FineWebQualityFilter(text_field=text, rules=rules),
         PiiFormatter(text_field=text),
         WarcProvenance(),
         writer_for(options.output_file_type or OUTPUT_FORMAT, options.written_dir),

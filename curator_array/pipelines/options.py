@@ -1,5 +1,5 @@
-"""The pipeline options: the values a pipeline builder is given (paths, formats, filter
-switches, the dedup settings), typed.
+"""The pipeline options: the values a pipeline builder is given (paths, formats, the
+values of the default pipeline's filter options, the settings of the later phases), typed.
 
 They are the part of a run request (``run.request``) that decides what the run computes;
 the option table (``run.option_table``) names each one's flag and variable. A plain value
@@ -10,23 +10,20 @@ imports pyarrow, Ray Data or the stages; each method imports the stage it builds
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields, replace
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from ..core.formats import DEFAULT_FORMAT
-from ..dedup.settings import DedupSettings
+from ..core.phase import PhaseSettings
 from ..stages import defaults
-from ..tokens.settings import TokenizeSettings
-from .phase_settings import PhaseSettings
+from .filters import FILTERS
 
 # Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
 BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build",
                       "fineweb": "curator_array.pipelines.fineweb:build"}
 # Where the curation phase writes when dedup phases follow (hidden, like the other dot-dirs).
 CURATED_DIR = ".curated"
-# Run options named ``dedup_<field>`` set the fields of ``dedup`` (``--dedup`` its mode).
-DEDUP_PREFIX = "dedup_"
 LIST_FIELDS = ("input_urls", "crawl", "languages", "url_blocklist")
 
 
@@ -40,10 +37,6 @@ class PipelineOptions:
     output_file_type: str | None = None
     files_per_partition: int = 1
     text_field: str = defaults.TEXT_FIELD
-    drop_empty: bool = False
-    min_words: int | None = None
-    max_words: int | None = None
-    dedup_within_task: bool = False
     malformed: str = defaults.MALFORMED_POLICIES[0]
     input_urls: tuple[str, ...] = ()
     crawl: tuple[str, ...] = ()
@@ -63,41 +56,43 @@ class PipelineOptions:
     url_blocklist: tuple[str, ...] = ()
     keep_removed: bool = False
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
-    dedup: DedupSettings | None = None
-    tokenize: TokenizeSettings | None = None
+    # The values of the default pipeline's filter options (``pipelines.filters``), by option.
+    filter_options: Mapping[str, Any] = field(default_factory=dict)
+    phases: PhaseSettings = field(default_factory=PhaseSettings)  # the settings of the phases after this one
     extra: dict[str, str] = field(default_factory=dict)
     # The saved paths lists of ``crawl`` (``run.crawls``), added when the run resolves them.
     crawl_lists: tuple[str, ...] = ()
 
     @property
     def written_dir(self) -> str:
-        """Where the curation phase writes: the output dir, or, when a dedup phase removes
-        copies afterwards, a hidden staging dir inside it (the removal phase fills the output)."""
-        return str(Path(self.output_dir) / CURATED_DIR) if self.dedup else self.output_dir
-
-    @property
-    def phase_settings(self) -> PhaseSettings:
-        return PhaseSettings(self.dedup, self.tokenize)
+        """Where the curation phase writes: the output dir, or, when a later phase writes the
+        run's output (dedup's removal), a hidden staging dir inside it."""
+        return str(Path(self.output_dir) / CURATED_DIR) if self.phases.output_staged else self.output_dir
 
     @classmethod
-    def option_defaults(cls) -> dict[str, Any]:
-        """The default of every run option these options hold, by option name."""
-        defaults_ = {item.name: item.default if item.default is not MISSING else None
-                     for item in fields(cls) if item.default_factory is MISSING}
-        return {**defaults_, **DedupSettings.option_defaults(DEDUP_PREFIX), **TokenizeSettings.option_defaults()}
+    def field_defaults(cls) -> dict[str, Any]:
+        """The default of every run option these options hold as a field, by option name."""
+        return {item.name: item.default if item.default is not MISSING else None
+                for item in fields(cls) if item.default_factory is MISSING}
 
     @classmethod
-    def from_values(cls, values: Mapping[str, Any]) -> PipelineOptions:
-        """The options named by run-option values (``dedup_bands`` → ``dedup.minhash.bands``);
-        names these options do not hold are left out."""
+    def of(cls, input_dir: str | Path, output_dir: str | Path, **values: Any) -> PipelineOptions:
+        """The options of a run given ``values`` by run option (``min_words=5``,
+        ``drop_empty=True``), for a pipeline built in a notebook or a test (the later phases'
+        settings come from the phase registry: ``run.request.RunRequest``)."""
+        return cls.from_values({"input_dir": str(input_dir), "output_dir": str(output_dir), **values})
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], phases: PhaseSettings | None = None) -> PipelineOptions:
+        """The options named by run-option values, with the later phases' ``phases`` (the
+        phase registry builds them from the same values); names these options do not hold
+        are left out."""
         own = {item.name: values[item.name] for item in fields(cls)
-               if item.name in values and item.name not in ("dedup", "tokenize")}
+               if item.name in values and item.name not in ("filter_options", "phases")}
         own["input_dir"] = own.get("input_dir") or ""
         own.update({name: tuple(own.get(name) or ()) for name in LIST_FIELDS})
-        dedup = DedupSettings.from_options(DEDUP_PREFIX, values)
-        if dedup is not None:
-            dedup = replace(dedup, against=tuple(str(Path(p).resolve()) for p in dedup.against))
-        return cls(**own, dedup=dedup, tokenize=TokenizeSettings.from_options(values))
+        filter_options = {option.name: values[option.name] for option in FILTERS.options() if option.name in values}
+        return cls(**own, filter_options=filter_options, phases=phases or PhaseSettings())
 
     @property
     def url_lists(self) -> tuple[str, ...]:
@@ -127,16 +122,8 @@ class PipelineOptions:
         ]
 
     def filters(self) -> list:
-        from ..stages.filters import ExactDuplicateFilter, NonEmptyTextFilter, WordCountFilter
-
-        stages: list = []
-        if self.drop_empty:
-            stages.append(NonEmptyTextFilter(self.text_field))
-        if self.min_words is not None or self.max_words is not None:
-            stages.append(WordCountFilter(self.min_words, self.max_words, self.text_field))
-        if self.dedup_within_task:
-            stages.append(ExactDuplicateFilter(self.text_field))
-        return stages
+        """The default pipeline's filters that ``filter_options`` switch on."""
+        return FILTERS.build(self.filter_options, self.text_field)
 
     def reader(self):
         from ..formats import reader_for
@@ -147,10 +134,3 @@ class PipelineOptions:
         from ..formats import writer_for
 
         return writer_for(self.output_file_type or DEFAULT_FORMAT, self.written_dir)
-
-    def token_counter(self):
-        """What ends the first phase of a run that tokenizes: each document's ``token_count``."""
-        from ..stages.token_count import TokenCounter
-
-        settings = self.tokenize
-        return TokenCounter(settings.tokenizer, settings.digest, settings.eos_token, self.text_field)

@@ -8,20 +8,21 @@ filters it copies every record unchanged.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.phase import PhaseSettings
 from ..stages.base import ProcessingStage, SourceStage
+from ..stages.defaults import REMOVED_DIR
 from ..stages.io import ReaderStage, WriterStage
-from ..stages.removed import REMOVED_DIR
 from .options import BUILT_IN_PIPELINES, PipelineOptions
-from .phase_settings import PhaseSettings
 
 
 @dataclass
@@ -83,32 +84,27 @@ class Pipeline:
             **self.phases.fingerprint(),
         }
 
-    def keep_removed_in(self, directory: Path) -> None:
-        """Every stage that drops rows keeps them, and the writer writes them under
-        ``directory/<step>/`` (``stages.removed``)."""
-        for stage in self.stages:
-            if stage.drops_rows:
-                stage.keep_removed = True
-        self.writer.keep_removed_in(directory)
-
-    def with_phases(self, options: PipelineOptions) -> Pipeline:
-        """This pipeline followed by the phases ``options`` ask for; its writer must write where
-        they look (``options.written_dir``). A run that tokenizes counts each document's
-        tokens just before it is written."""
-        self.phases = options.phase_settings
-        writer = self.writer
+    def for_run(self, options: PipelineOptions, before_writer: Sequence[ProcessingStage] = ()) -> Pipeline:
+        """A copy of this pipeline as a run runs it: followed by the phases ``options`` ask
+        for (pinned with its fingerprint), with ``before_writer`` (what those phases need of
+        each document: its token count, say) just before its writer, and, with
+        ``--keep-removed``, every stage that drops rows keeping them for the writer to write
+        under ``OUTPUT_DIR/.removed/<step>/``. Its writer must write where the phases look
+        (``options.written_dir``)."""
+        stages = [*self.stages[:-1], *before_writer, copy.copy(self.writer)]
         if options.keep_removed:
-            self.keep_removed_in(Path(options.output_dir) / REMOVED_DIR)
-        if options.tokenize is not None:
-            self.stages.insert(len(self.stages) - 1, options.token_counter())
-            self.__post_init__()
-        if options.dedup is not None and Path(writer.output_dir).resolve() != Path(options.written_dir).resolve():
+            stages = [copy.copy(stage) if stage.drops_rows else stage for stage in stages]
+            for stage in stages:
+                if stage.drops_rows:
+                    stage.keep_removed = True
+            stages[-1].keep_removed_in(Path(options.output_dir) / REMOVED_DIR)
+        if options.phases.output_staged and Path(self.writer.output_dir).resolve() != Path(options.written_dir).resolve():
             raise ConfigError(
-                f"--dedup {options.dedup.mode}: the pipeline writes to {writer.output_dir}, but the dedup phases read "
-                f"{options.written_dir} and write the deduplicated files to {options.output_dir}: build the writer "
-                "with options.writer() (or write to options.written_dir)"
+                f"the pipeline writes to {self.writer.output_dir}, but the phases after it read {options.written_dir} "
+                f"and write the run's output to {options.output_dir}: build the writer with options.writer() "
+                "(or write to options.written_dir)"
             )
-        return self
+        return replace(self, stages=stages, phases=options.phases)
 
 
 def default_pipeline(options: PipelineOptions) -> Pipeline:

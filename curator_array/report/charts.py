@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..core.counts import Histogram
 from ..core.errors import ConfigError
-from ..core.phase import Histogram
 from ..core.records.shard import CompletionManifest
 
 GRID_CELLS = 2500

@@ -14,14 +14,16 @@ from pathlib import Path
 
 from markupsafe import Markup
 
+from ..core.arrays import format_array_expression
 from ..core.atomic import write_bytes_atomic
+from ..core.counts import Histogram
 from ..core.layout import CheckpointLayout
-from ..core.phase import Histogram, PlannedPhase
-from ..core.phase_states import earliest_incomplete
+from ..core.phase import PlannedPhase
+from ..core.phase_states import blocked_by, earliest_incomplete
 from ..core.records.run import OptionValue
 from ..core.retry import format_phase_retry
 from ..core.run_contract import RunConfig
-from ..core.status import FailedAttempt, RunStatus, collect_status, phase_json, shard_states
+from ..core.status import FailedAttempt, RunStatus, collect_status, shard_states
 from . import charts
 
 FAILURE_ROWS = 200
@@ -43,14 +45,15 @@ def phase_rows(status: RunStatus) -> list[dict]:
     """One row per phase after the first: elements complete, what it counted, its longest element."""
     rows = []
     for state in status.later_phases:
-        shown = phase_json(state, status.phases, status.queued_phases.get(state.name, {}))
+        waiting = blocked_by(status.phases, state.phase) if not state.is_complete else None
         durations = [m.duration_s for m in state.manifests.values() if m.duration_s is not None]
         memory = [m.peak_rss_mib for m in state.manifests.values() if m.peak_rss_mib is not None]
         figures = [f"{k.replace('_', ' ')} {v:,}" for k, v in state.totals().figures().items()]
         if (rate := state.rate()) is not None:
             figures.append(f"{rate:,.0f} {state.phase.counts.RATE}/s")
         rows.append({"phase": state.name, "complete": len(state.complete), "elements": state.elements.total,
-                     "missing": shown["missing"], "blocked_by": shown["blocked_by"], "counts": ", ".join(figures),
+                     "missing": format_array_expression(state.missing),
+                     "blocked_by": waiting.name if waiting is not None else None, "counts": ", ".join(figures),
                      "longest_s": max(durations) if durations else None, "peak_mib": max(memory) if memory else None})
     return rows
 
@@ -110,14 +113,13 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
 
 
 def write_report(layout: CheckpointLayout, output: Path, plan_of: Callable[[RunConfig], list[PlannedPhase]],
-                 queued: dict[int, str] | None = None, request_id: str | None = None,
-                 queued_phases: dict[str, dict[int, str]] | None = None) -> Path:
-    """The report of the run in ``layout``; ``plan_of`` gives its phases (the registry's)."""
+                 queued: dict[str | None, dict[int, str]] | None = None, request_id: str | None = None) -> Path:
+    """The report of the run in ``layout``; ``plan_of`` gives its phases (the registry's),
+    ``queued`` what is still in SLURM's queue (``RunStatus.queued``)."""
     charts.require_matplotlib()
     status = collect_status(CheckpointLayout(Path(layout.root).resolve()), plan_of, keep_manifests=True,
                             request_id=request_id)
     status.queued = queued or {}
-    status.queued_phases = queued_phases or {}
     first = earliest_incomplete(status.phases)
     retry_text = format_phase_retry(first, "fields") if first is not None else ""
     page = render(status, retry_text, time.strftime("%Y-%m-%d %H:%M:%S %Z"))

@@ -19,20 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from ..core.arrays import format_array_expression
-from ..core.checkpoint import scan_completion_manifests
 from ..core.errors import ConfigError, CuratorArrayError
 from ..core.formats import DEFAULT_FORMAT
 from ..core.layout import CheckpointLayout, PhaseLayout, utc_now
-from ..core.phase import Counts, Phase, PlannedPhase, needed
+from ..core.phase import Phase, PhaseSettings, PlannedPhase, needed
 from ..core.records.phase import PhaseFailure, PhaseManifest, phase_manifests
 from ..core.run_contract import RunConfig, check_pipeline, read_run_config
 from ..core.sharding import ShardRange
-from ..pipelines.phase_settings import PhaseSettings
+from ..slurm.job_context import JobContext
 from ..slurm.jobenv import JobEnvironment
 from .request import RunRequest
-from .stopping import ShardStopped
+from .stopping import ShardStopped, StopController
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class InputsIncomplete(ConfigError):
     """A phase element started before the elements it reads were complete."""
 
 
-def open_run(request: RunRequest) -> RunConfig:
+def open_run(request: RunRequest, registry: Any) -> RunConfig:
     """The run of the request's checkpoint; refused without a run, or with other phase settings
     or another text field than it pins (what its later phases read). The first phase's stages
     are not built: an element of a later phase reads their output, and starts in a fraction
@@ -52,26 +52,39 @@ def open_run(request: RunRequest) -> RunConfig:
                           "(curator-array run, or submit)")
     run = read_run_config(layout)
     if run.pipeline is not None:
-        pinned = {key: value for key, value in run.pipeline.items() if key not in PhaseSettings.KEYS}
-        check_pipeline(layout, run, {**pinned, **request.options.phase_settings.fingerprint(),
+        pinned = {key: value for key, value in run.pipeline.items() if key not in registry.settings_keys()}
+        check_pipeline(layout, run, {**pinned, **request.options.phases.fingerprint(),
                                      "text_field": request.options.text_field})
     return run
 
 
 @dataclass
 class PhaseContext:
-    """What every element of one run's later phases shares: the request, the run's contract
-    and its phases, the job; each phase's manifests are read once per process."""
+    """What the work of an element of any phase is given: the request, the job (its
+    environment and shard), the run's phases (the phase registry), the stop controller the
+    caller installed and a client factory replacing the Ray client the request asks for
+    (tests, benchmarks). The run's contract, its phases and their manifests are read when
+    first asked for (a first-phase shard creates the contract), and once per process."""
 
     request: RunRequest
-    run: RunConfig
-    plan: list[PlannedPhase]
-    job: JobEnvironment
-    tick_stop: Callable[[], None] = lambda: None  # raises when the run is told to stop
+    job_context: JobContext
+    registry: Any  # the run's phases: run.phases.PhaseRegistry
+    stop: StopController | None = None
+    client_factory: Callable | None = None
     current: tuple[str, int] | None = None  # the element being run
     started: float = 0.0
     last_report: float = 0.0
     known: dict[str, dict[int, PhaseManifest]] = field(default_factory=dict)  # see ``manifests``
+    done: dict[str, set[int]] = field(default_factory=dict)  # see ``complete``
+
+    @property
+    def job(self) -> JobEnvironment:
+        return self.job_context.job
+
+    def tick_stop(self) -> None:
+        """Raises when the run is told to stop."""
+        if self.stop is not None:
+            self.stop.raise_if_requested()
 
     def tick(self, done: int = 0, of: int = 0) -> None:
         """Between files: stop when told to, and say how far the element is every
@@ -87,8 +100,20 @@ class PhaseContext:
         return self.request.layout
 
     @cached_property
+    def run(self) -> RunConfig:
+        return open_run(self.request, self.registry)
+
+    @cached_property
+    def plan(self) -> list[PlannedPhase]:
+        return self.registry.plan_of(self.run)
+
+    @cached_property
     def settings(self) -> PhaseSettings:
-        return PhaseSettings.of_fingerprint(self.run.pipeline)
+        return self.registry.settings_of(self.run.pipeline)
+
+    def settings_of(self, phase: Phase) -> Any:
+        """The settings ``phase`` is planned by, as the run pins them."""
+        return self.settings.get(phase.settings_key)
 
     @property
     def staged(self) -> Path:
@@ -107,33 +132,39 @@ class PhaseContext:
     def text_field(self) -> str:
         return self.request.options.text_field
 
-    def phase_layout(self, phase: Phase) -> PhaseLayout:
-        return phase.layout_of(self.layout)
-
-    def planned(self, phase: Phase) -> PlannedPhase:
+    def planned(self, name: str) -> PlannedPhase:
+        """The phase named ``name`` in this run, with its elements."""
         for item in self.plan:
-            if item.name == phase.name:
+            if item.name == name:
                 return item
-        raise ConfigError(f"the run in {self.layout.root} has no {phase.name} phase"
-                          + (f" (it was started without {phase.added_by})" if phase.added_by else ""))
+        flag = self.registry.enabling_flag(self.registry.get(name))
+        raise ConfigError(f"the run in {self.layout.root} has no {name} phase"
+                          + (f" (it was started without {flag})" if flag else ""))
 
-    def elements(self, phase: Phase) -> ShardRange:
-        return self.planned(phase).elements
+    def phase(self, name: str) -> Phase:
+        return self.planned(name).phase
 
-    @cached_property
-    def root_complete(self) -> set[int]:
-        return scan_completion_manifests(self.layout, self.run).shards
+    def elements(self, name: str) -> ShardRange:
+        return self.planned(name).elements
 
-    def manifests(self, phase: Phase, refresh: bool = False) -> dict[int, PhaseManifest]:
-        """The complete elements of a phase: read once (again with ``refresh``), then kept up
-        to date by ``run_element``, so running many elements in one process does not reread
-        every manifest for each."""
-        if refresh or phase.name not in self.known:
-            self.known[phase.name] = phase_manifests(self.phase_layout(phase), self.run.run_id, phase.counts)
-        return self.known[phase.name]
+    def phase_layout(self, name: str) -> PhaseLayout:
+        return self.phase(name).layout_of(self.layout)
 
-    def complete(self, phase: Phase) -> set[int]:
-        return self.root_complete if phase.is_root else set(self.manifests(phase))
+    def manifests(self, name: str, refresh: bool = False) -> dict[int, PhaseManifest]:
+        """The complete elements of the later phase ``name``: read once (again with
+        ``refresh``), then kept up to date by ``run_element``, so running many elements in
+        one process does not reread every manifest for each."""
+        if refresh or name not in self.known:
+            phase = self.phase(name)
+            self.known[name] = phase_manifests(phase.layout_of(self.layout), self.run.run_id, phase.counts)
+        return self.known[name]
+
+    def complete(self, phase: Phase, refresh: bool = False) -> set[int]:
+        """The complete elements of ``phase``, as its records say (the first phase's: the
+        spec's manifests)."""
+        if refresh or phase.name not in self.done:
+            self.done[phase.name] = phase.complete_elements(self.layout, self.run)
+        return self.done[phase.name]
 
     def missing_inputs(self, phase: Phase, index: int) -> str | None:
         """What ``phase``'s element ``index`` waits for, or None when its inputs are complete."""
@@ -145,7 +176,7 @@ class PhaseContext:
                 return f"{before.name} {before.phase.element_noun}(s) {format_array_expression(missing)}"
         return None
 
-    def finished(self, phase: Phase, index: int, elements: int, counts: Counts, started: str,
+    def finished(self, phase: Phase, index: int, elements: int, counts: Any, started: str,
                  clock: float) -> PhaseManifest:
         """The manifest of ``phase``'s element ``index``, started at ``started`` (``clock``:
         its ``time.monotonic()``) and finished now, in this job."""
@@ -183,7 +214,7 @@ def refuse_beyond_memory(element: str, items: int, noun: str, bytes_each: int, l
 def run_element(context: PhaseContext, phase: Phase, index: int, force: bool = False) -> PhaseManifest | None:
     """One element of ``phase`` (one step of it, for a phase of steps); None when it was
     already complete, or has steps left."""
-    layout, elements = context.layout, context.elements(phase)
+    layout, elements = context.layout, context.elements(phase.name)
     if index not in elements:
         raise ConfigError(f"{phase.name} has elements {elements}, not {index} (TOTAL_SHARDS and the array must "
                           "match what submit queued: curator-array retry prints them)")
@@ -191,7 +222,7 @@ def run_element(context: PhaseContext, phase: Phase, index: int, force: bool = F
         logger.info("%s element %d is already complete", phase.name, index)
         return None
     attempt = context.job.attempt_id()
-    phase_layout = context.phase_layout(phase)
+    phase_layout = phase.layout_of(layout)
     started, clock = utc_now(), time.monotonic()
     try:
         missing = context.missing_inputs(phase, index)
@@ -214,7 +245,8 @@ def run_element(context: PhaseContext, phase: Phase, index: int, force: bool = F
         return None
     manifest = context.finished(phase, index, len(elements), result.counts, started, clock)
     path = manifest.write(phase_layout)
-    context.manifests(phase)[index] = manifest
+    context.manifests(phase.name)[index] = manifest
+    context.complete(phase).add(index)
     figures = ", ".join(f"{k} {v}" for k, v in result.counts.figures().items())
     logger.info("%s element %d complete in %.1fs: %s; manifest %s", phase.name, index, manifest.duration_s, figures,
                 path)
@@ -227,11 +259,10 @@ def run_ready_phases(context: PhaseContext, force: bool = False) -> str | None:
     Returns what the next phase still waits for (None when the run is complete): a run of
     one shard at a time on a workstation finishes the later phases with its last shard.
     """
-    for planned in context.plan:
-        if not planned.phase.is_root:
-            waiting = run_phase(context, planned.phase, force)
-            if waiting:
-                return waiting
+    for planned in context.plan[1:]:  # after the first phase: its shards are run apart, each on Ray
+        waiting = run_phase(context, planned.phase, force)
+        if waiting:
+            return waiting
     return None
 
 
@@ -239,10 +270,10 @@ def run_phase(context: PhaseContext, phase: Phase, force: bool = False, wait: bo
     """Every element of ``phase`` in this process, step after step for a phase of steps,
     until it is complete; what it waits for, or None. Without ``wait`` an element whose
     inputs are incomplete is refused (``InputsIncomplete``, with its attempt record)."""
-    elements = context.elements(phase)
+    elements = context.elements(phase.name)
     forced = set(elements) if force else set()
     while True:
-        done = set(context.manifests(phase, refresh=True)) - forced
+        done = context.complete(phase, refresh=True) - forced
         pending = [index for index in elements if index not in done]
         if not pending:
             return None

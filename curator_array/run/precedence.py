@@ -21,8 +21,10 @@ from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.layout import CheckpointLayout
+from ..core.options import RunOption
 from ..core.records.run import OptionValue, PinnedRequest
-from .option_table import RUN_OPTIONS, SITE_ENV_VARIABLE, RunOption
+from .option_table import SITE_ENV_VARIABLE, run_options
+from .phases import PHASES
 from .request import RunRequest
 
 logger = logging.getLogger(__name__)
@@ -95,7 +97,7 @@ class Defaults:
 def resolve(sources: Sequence[Flags | Variables | Pinned | Defaults]) -> OptionValues:
     """Every option's value from the first source that has one (end the list with ``Defaults``)."""
     chosen: OptionValues = {}
-    for option in RUN_OPTIONS:
+    for option in run_options():
         chosen[option.name] = next(found for source in sources if (found := source.value_of(option)) is not None)
     return chosen
 
@@ -126,7 +128,7 @@ def options_for_start(flags: Mapping[str, Any], environment: Mapping[str, str]) 
 def _refuse_contradictions(own: OptionValues, pinned: OptionValues) -> None:
     """A flag that contradicts the pinned request is an error; a variable is reported and ignored."""
     ignored = []
-    for option in RUN_OPTIONS:
+    for option in run_options():
         mine, theirs = own[option.name], pinned[option.name]
         if option.scope == START or mine.source == DEFAULT or mine.value == theirs.value:
             continue
@@ -143,7 +145,7 @@ def _refuse_contradictions(own: OptionValues, pinned: OptionValues) -> None:
 
 def pinned_request(chosen: Mapping[str, OptionValue]) -> PinnedRequest:
     """The run options of ``chosen``, as a record to pin (start options are left out)."""
-    return PinnedRequest({o.name: chosen[o.name] for o in RUN_OPTIONS if o.scope == RUN})
+    return PinnedRequest({o.name: chosen[o.name] for o in run_options() if o.scope == RUN})
 
 
 def checkpoint_of(chosen: Mapping[str, OptionValue]) -> CheckpointLayout:
@@ -159,6 +161,7 @@ def checkpoint_of(chosen: Mapping[str, OptionValue]) -> CheckpointLayout:
 def request_of(chosen: Mapping[str, OptionValue]) -> RunRequest:
     """The run request the values describe, carrying them (for the run's record of its options)."""
     checkpoint_of(chosen)
-    request = RunRequest.from_flags({name: given.value for name, given in chosen.items()})
-    request.option_values = dict(chosen)
+    values = {name: given.value for name, given in chosen.items()}
+    request = RunRequest.from_flags(values, PHASES.settings_from_options(values))
+    request.pinned = pinned_request(chosen)
     return request

@@ -17,6 +17,9 @@ from ..stages.tasks import FailedTask, Task, WrittenFiles
 
 logger = logging.getLogger(__name__)
 
+# Seconds between progress lines in the log, unless --progress-interval says otherwise.
+PROGRESS_INTERVAL_S = 30.0
+
 
 def clock_text(seconds: float) -> str:
     seconds = int(round(seconds))
@@ -24,7 +27,7 @@ def clock_text(seconds: float) -> str:
 
 
 class ProgressReporter:
-    def __init__(self, total_tasks: int, total_bytes: int | None = None, interval_s: float = 30.0,
+    def __init__(self, total_tasks: int, total_bytes: int | None = None, interval_s: float = PROGRESS_INTERVAL_S,
                  clock: Callable[[], float] = time.monotonic, emit: Callable[[str], None] | None = None):
         self.total_tasks, self.total_bytes, self.interval_s = total_tasks, total_bytes, interval_s
         self.clock = clock

@@ -16,9 +16,15 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from ..core.layout import CheckpointLayout
-from ..execution.ray_cluster import NodeOptions
+from ..core.phase import PhaseSettings
+from ..core.records.run import PinnedRequest
+from ..execution.ray_cluster import WORKER_JOIN_TIMEOUT_S, NodeOptions
 from ..pipelines.options import PipelineOptions
 from ..stages.defaults import DOWNLOAD_SLOT
+from .progress import PROGRESS_INTERVAL_S
+
+# Where a run's Ray cluster lives: a private head on this node, or one over the job's nodes.
+CLUSTERS = ("local", "slurm")
 
 if TYPE_CHECKING:
     from ..pipelines.pipeline import Pipeline
@@ -42,21 +48,22 @@ class RunRequest:
     ray_temp_dir: str | None = None
     stall_timeout: float | None = None
     progress: bool | None = None
-    progress_interval: float = 30.0
+    progress_interval: float = PROGRESS_INTERVAL_S
     profile: bool = False
-    cluster: str = "local"
+    cluster: str = CLUSTERS[0]
     rendezvous_dir: str | None = None
-    worker_join_timeout: float = 300.0
+    worker_join_timeout: float = WORKER_JOIN_TIMEOUT_S
     node_ip: str | None = None
     phase: str | None = None  # None: the root phase's shard, then (outside an array) every later phase ready
-    # option name → OptionValue (value and source), when the request was resolved from options
-    option_values: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    # The run options it was resolved from, with where each came from, as a record to pin.
+    pinned: PinnedRequest | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_flags(cls, flags: Mapping[str, object]) -> RunRequest:
-        """Split the flat ``run`` values into pipeline options and how this start runs them."""
+    def from_flags(cls, flags: Mapping[str, object], phases: PhaseSettings | None = None) -> RunRequest:
+        """Split the flat ``run`` values into pipeline options (with the later phases'
+        settings, ``phases``) and how this start runs them."""
         own = {f.name for f in fields(cls)}
-        return cls(PipelineOptions.from_values(flags), **{k: v for k, v in flags.items() if k in own})
+        return cls(PipelineOptions.from_values(flags, phases), **{k: v for k, v in flags.items() if k in own})
 
     @property
     def checkpoint(self) -> str:
@@ -66,8 +73,10 @@ class RunRequest:
     def layout(self) -> CheckpointLayout:
         return CheckpointLayout(self.checkpoint)
 
-    def build_pipeline(self, refresh_crawls: bool = False, save_crawls: bool = True) -> Pipeline:
-        """The pipeline, its crawls' paths lists resolved first (``run.crawls``)."""
+    def build_pipeline(self, phases: Any, refresh_crawls: bool = False, save_crawls: bool = True) -> Pipeline:
+        """The pipeline as the run runs it (``Pipeline.for_run``; ``phases``: the phase
+        registry, which says what the later phases need of it), its crawls' paths lists
+        resolved first (``run.crawls``)."""
         from ..pipelines.pipeline import default_pipeline, load_pipeline
 
         options = self.options
@@ -81,7 +90,7 @@ class RunRequest:
                                       read_timeout_s=options.download_timeout)
             options = replace(options, crawl_lists=tuple(map(str, saved)))
         pipeline = load_pipeline(self.pipeline_ref, options) if self.pipeline_ref else default_pipeline(options)
-        return pipeline.with_phases(options)
+        return pipeline.for_run(options, phases.before_writer(options))
 
     def node_options(self, job: JobEnvironment) -> NodeOptions:
         return NodeOptions(

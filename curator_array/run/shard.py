@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
@@ -31,6 +30,7 @@ from .timeline import Timeline
 
 if TYPE_CHECKING:  # the heavy modules (pyarrow, Ray Data) are imported after the head is launched
     from ..pipelines.pipeline import Pipeline
+    from .lifecycle import PhaseContext
     from .prepare import PreparedShard
     from .runner import ShardOutcome
 
@@ -61,22 +61,10 @@ def serve_worker_node(request: RunRequest, job: JobEnvironment) -> int:
     ).run()
 
 
-@dataclass(frozen=True)
-class ShardStart:
-    """What one start of a curation shard is given: the request, the resolved job context,
-    the stop controller the caller installed (if any) and a client factory replacing the
-    client the request asks for (tests, benchmarks)."""
-
-    request: RunRequest
-    context: JobContext
-    stop: StopController | None = None
-    client_factory: Callable[[], RayClusterClient] | None = None
-
-
-def run_curation_shard(start: ShardStart) -> ShardOutcome | None:
+def run_curation_shard(start: PhaseContext) -> ShardOutcome | None:
     """Run this process's shard (node 0 of its job drives) on a Ray cluster of its own and
     record the outcome; None when the shard was already complete."""
-    request, context, stop = start.request, start.context, start.stop
+    request, context, stop = start.request, start.job_context, start.stop
     job = context.job
     timeline = Timeline()
     client = start.client_factory() if start.client_factory else make_client(request, job, stop)
@@ -84,7 +72,7 @@ def run_curation_shard(start: ShardStart) -> ShardOutcome | None:
     with stop.on_stop(errors.record) if stop is not None else nullcontext(), _cluster_lifetime(client):
         timeline.mark("head_launched")
         logger.info(context.describe_shard())
-        prepared = _prepare(request, context)
+        prepared = _prepare(request, context, start.registry)
         timeline.mark("prepared")
         if prepared.already_complete:
             logger.info("shard %d is already complete (%s); nothing to do (--force reruns it)",
@@ -168,18 +156,17 @@ def log_outcome(outcome: ShardOutcome) -> None:
         )
 
 
-def _prepare(request: RunRequest, context: JobContext) -> PreparedShard:
+def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
     """Prepare the shard under the run contract; ``--new-run`` archives a run that differs."""
     if request.new_run and context.job.array_task_id is not None:
         raise ConfigError(
             "--new-run archives the checkpoint's run and must happen once, not in every array element: "
             "use `curator-array submit --new-run`, or run once outside the array"
         )
-    from .precedence import pinned_request
     from .prepare import prepare_shard
 
-    pipeline = request.build_pipeline()
-    options = pinned_request(request.option_values) if request.option_values else None
+    pipeline = request.build_pipeline(phases)
+    options = request.pinned
     try:
         return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist, options)
     except CheckpointMismatchError as exc:

@@ -34,7 +34,7 @@ from ..slurm.submit import (
     queued_phase_elements,
     resolve_max_array_size,
 )
-from .option_table import RUN_OPTIONS
+from .option_table import run_options
 from .phases import PHASES
 from .precedence import (
     SITE,
@@ -44,7 +44,6 @@ from .precedence import (
     Pinned,
     checkpoint_of,
     own_sources,
-    pinned_request,
     request_of,
     resolve,
 )
@@ -78,7 +77,7 @@ def with_files_in_checkpoint(chosen: OptionValues, layout: CheckpointLayout, cop
     file may be (a tokenizer on the Hub) is fetched first. Without ``copy`` (a dry run) the
     checkpoint is not written: files stay where they are, fetched ones go to a temporary file."""
     moved = dict(chosen)
-    for option in RUN_OPTIONS:
+    for option in run_options():
         given = chosen.get(option.name)
         if option.kind not in ("file", "files", "file-or-name") or given is None or not given.value:
             continue
@@ -127,16 +126,15 @@ def queued_phases(request: RunRequest, request_id: str, wanted: Mapping[str, Seq
             windows = plan_submissions(
                 indices, planned.elements, script, max_size, parallel,
                 ("--checkpoint-path", request.checkpoint, "--request", request_id), paths, request_id,
-                None if planned.phase.is_root else planned.name)
+                planned.phase.submitted_name)
             groups += [windows] * planned.phase.passes
     return groups
 
 
 def refuse_while_queued(layout: CheckpointLayout, what: str) -> None:
-    queued = queued_phase_elements(layout, PHASES.root.name)
+    queued = queued_phase_elements(layout)
     if queued:
-        named = "; ".join(f"{'shards' if phase == PHASES.root.name else phase} {format_array_expression(elements)}"
-                          for phase, elements in queued.items())
+        named = "; ".join(f"{phase or 'shards'} {format_array_expression(elements)}" for phase, elements in queued.items())
         raise CuratorArrayError(
             f"{sum(map(len, queued.values()))} element(s) of this run are still queued or running ({named}): "
             f"wait for them before you {what}, or pass --force"
@@ -157,9 +155,9 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
     chosen = submission_options(flags, site, environment)
     layout = checkpoint_of(chosen)
     chosen = with_files_in_checkpoint(chosen, layout, copy=False)  # names fetched, nothing written yet
-    PHASES.check(request_of(chosen).options.phase_settings, shards)
+    PHASES.check(request_of(chosen).options.phases, shards)
     request = request_of(with_files_in_checkpoint(chosen, layout, copy=not dry_run))
-    pinned = pinned_request(request.option_values)
+    pinned = request.pinned
 
     def start_new_run() -> None:
         if not new_run or dry_run:
@@ -169,10 +167,10 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
         say(f"archived the previous run's records in {archive_run(layout)}; its output files are untouched")
 
     try:  # a crawl's paths list fetched again must be the one the run saved
-        pipeline = request.build_pipeline(refresh_crawls=True, save_crawls=not dry_run)
+        pipeline = request.build_pipeline(PHASES, refresh_crawls=True, save_crawls=not dry_run)
     except CheckpointMismatchError:
         start_new_run()
-        pipeline = request.build_pipeline(refresh_crawls=True)
+        pipeline = request.build_pipeline(PHASES, refresh_crawls=True)
     plan = PHASES.plan(pipeline.phases, shards)
     try:
         if dry_run:
@@ -183,7 +181,7 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
         start_new_run()
         pin_run(pipeline, layout, shards, pinned)
     wanted = {planned.name: list(planned.elements) for planned in plan}
-    wanted[PHASES.root.name] = parse_array_expression(array_expression) if array_expression else shards.indices()
+    wanted[plan[0].name] = parse_array_expression(array_expression) if array_expression else shards.indices()
     max_size = resolve_max_array_size(max_array_size, environment, default="auto")
     return layout, queued_phases(request, pinned.id, wanted, plan, script, max_size, parallel)
 
@@ -197,11 +195,11 @@ def plan_retry_submit(layout: CheckpointLayout, flags: Mapping[str, Any], states
 
     request = request_of(with_files_in_checkpoint(retry_options(layout, flags, environment), layout,
                                                   copy=not dry_run))
-    pipeline = request.build_pipeline(refresh_crawls=True, save_crawls=not dry_run)
+    pipeline = request.build_pipeline(PHASES, refresh_crawls=True, save_crawls=not dry_run)
     check_pipeline(layout, read_run_config(layout), pipeline.fingerprint())
     if not force:
         refuse_while_queued(layout, "resubmit")
-    pinned = pinned_request(request.option_values)
+    pinned = request.pinned
     if not dry_run:
         save_request(layout, pinned)
     wanted = {state.name: state.missing for state in states}

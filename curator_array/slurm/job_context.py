@@ -24,8 +24,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..core.errors import ConfigError
+from ..core.options import parse_bool
 from ..core.sharding import ShardConfig
-from .jobenv import JobEnvironment, env_int, parse_bool
+from .jobenv import JobEnvironment, env_int
 
 logger = logging.getLogger(__name__)
 

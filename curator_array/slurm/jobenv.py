@@ -31,21 +31,6 @@ def env_int(env: Mapping[str, str], name: str, *, minimum: int | None = None) ->
     return value
 
 
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
-FALSE_WORDS = frozenset({"0", "false", "no", "off"})
-BOOLEAN_HINT = "use 1/0, true/false, yes/no or on/off"
-
-
-def parse_bool(text: str) -> bool:
-    """A boolean as variables spell it; ValueError for anything else."""
-    word = text.strip().lower()
-    if word in TRUE_WORDS:
-        return True
-    if word in FALSE_WORDS:
-        return False
-    raise ValueError(f"not a boolean ({BOOLEAN_HINT})")
-
-
 def env_str(env: Mapping[str, str], name: str) -> str | None:
     raw = env.get(name)
     return raw if raw not in (None, "") else None

@@ -171,20 +171,20 @@ def latest_request(layout: CheckpointLayout) -> str | None:
     return requests[-1] if requests else None
 
 
-def queued_phase_elements(layout: CheckpointLayout, root: str,
-                          env: Mapping[str, str] | None = None) -> dict[str, dict[int, str]]:
+def queued_phase_elements(layout: CheckpointLayout,
+                          env: Mapping[str, str] | None = None) -> dict[str | None, dict[int, str]]:
     """Phase → element → SLURM state, for elements of recorded submissions still in the
-    queue; ``root`` names the first phase (a record without a phase is one of its windows)."""
+    queue, by the phase the submission names (None: the first phase, ``Phase.submitted_name``)."""
     records = recorded_submissions(layout)
     if not records:
         return {}
     offsets = {r.job_id: r.offset for r in records}
-    phases = {r.job_id: r.phase or root for r in records}
+    phases = {r.job_id: r.phase for r in records}
     try:
         out = slurm_command(["squeue", "-h", "-r", "-j", ",".join(offsets), "-o", "%i %T"], env)
     except SlurmCommandError:
         return {}
-    states: dict[str, dict[int, str]] = {}
+    states: dict[str | None, dict[int, str]] = {}
     for line in out.splitlines():
         parts = line.split()
         if len(parts) != 2 or "_" not in parts[0]:

@@ -125,9 +125,10 @@ def _plain(value: Any) -> bool:
 
 
 def _as_json(value: Any) -> Any:
-    """Settings objects (dataclasses) as their fields, tuples as lists: the form run.json keeps."""
+    """Settings objects (dataclasses) as their ``to_json`` (else their fields), tuples as
+    lists: the form run.json keeps."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _as_json(dataclasses.asdict(value))
+        return _as_json(value.to_json() if hasattr(value, "to_json") else dataclasses.asdict(value))
     if isinstance(value, (list, tuple)):
         return [_as_json(item) for item in value]
     if isinstance(value, dict):
@@ -186,6 +187,7 @@ class ProcessingStage(_Stage):
     resources: Resources = Resources()
     batch_size: int = 1
     drops_rows: ClassVar[bool] = False  # hands what it drops to ``removed.removed_rows`` (--keep-removed)
+    keep_removed: bool = False  # set on a stage that drops rows when the run keeps them
     ray_stage_spec: Mapping[str, Any] = {}
 
     def __init__(self) -> None:

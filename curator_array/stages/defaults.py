@@ -19,3 +19,10 @@ TEXT_FIELD = "text"
 
 # Where Common Crawl's crawl-data/ is served (--crawl-base-url changes it).
 COMMON_CRAWL_BASE_URL = "https://data.commoncrawl.org/"
+
+# FineWeb's language rule: keep these languages when one scores above this (fastText lid.176).
+FINEWEB_LANGUAGES = ("en",)
+FINEWEB_MIN_SCORE = 0.65
+
+# Where the documents a filter dropped go, under the output dir (--keep-removed).
+REMOVED_DIR = ".removed"

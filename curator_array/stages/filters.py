@@ -1,26 +1,32 @@
-"""Document filters over Arrow tables, and ``FilterStage``, the base user filters subclass.
+"""Document filters over Arrow tables, ``FilterStage`` (the base user filters subclass), and
+the default pipeline's own filters, each with the run options that switch it on.
 
 A filter decides per row, vectorised over the batch's table. The base class does the
 bookkeeping: empty batches, a missing or non-text field (the task fails naming it), and
 counting the rows it dropped, which end up in the completion manifest per filter.
+
+A filter of the default pipeline declares its run options (``options``) and builds itself
+from their values (``from_options``); the default pipeline's filter list
+(``pipelines.filters``) gathers them, and the run's option table shows them. pyarrow is
+imported when a batch is filtered, so the option table stays light.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
-
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.errors import ConfigError
+from ..core.options import RunOption
 from .base import ProcessingStage
 from .defaults import TEXT_FIELD
-from .removed import removed_rows
 from .tasks import DocumentBatch, Task
-from .whitespace import count_words
 
-Mask = pa.Array | pa.ChunkedArray
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    Mask = pa.Array | pa.ChunkedArray
 
 
 class FilterStage(ProcessingStage):
@@ -36,10 +42,16 @@ class FilterStage(ProcessingStage):
     """
 
     drops_rows = True
+    options: ClassVar[tuple[RunOption, ...]] = ()  # the run options that build it in the default pipeline
 
     def __init__(self, text_field: str = TEXT_FIELD):
         self.text_field = text_field
         super().__init__()
+
+    @classmethod
+    def from_options(cls, values: Mapping[str, Any], text_field: str) -> FilterStage | None:
+        """The filter the values of its ``options`` ask for, or None when they leave it off."""
+        return None
 
     def keep(self, text: pa.ChunkedArray) -> Mask:
         raise NotImplementedError(f"{type(self).__name__} must implement keep() or score()")
@@ -49,6 +61,12 @@ class FilterStage(ProcessingStage):
         return table, self.keep(text)
 
     def process(self, task: DocumentBatch) -> Task:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from .removed import removed_rows
+
         table = task.table
         if table.num_rows == 0:
             return task
@@ -65,7 +83,7 @@ class FilterStage(ProcessingStage):
             masks = {"": masks}
         counters = task.counters
         keep = pa.array([True] * table.num_rows)
-        reasons: list[str | None] = [None] * table.num_rows if getattr(self, "keep_removed", False) else []
+        reasons: list[str | None] = [None] * table.num_rows if self.keep_removed else []
         for rule, mask in masks.items():
             passed = pc.fill_null(mask, False)
             dropped = pc.and_(keep, pc.invert(passed))
@@ -83,8 +101,15 @@ class NonEmptyTextFilter(FilterStage):
     """Drops documents whose text is missing or only whitespace."""
 
     name = "non_empty_text"
+    options = (RunOption("drop_empty", "Drop documents with empty or missing text.", "flag", "filters", default=False),)
+
+    @classmethod
+    def from_options(cls, values, text_field):
+        return cls(text_field) if values.get("drop_empty") else None
 
     def keep(self, text):
+        import pyarrow.compute as pc
+
         return pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0)
 
 
@@ -92,6 +117,10 @@ class WordCountFilter(FilterStage):
     """Keeps documents with ``min_words <= words <= max_words`` (whitespace-separated)."""
 
     name = "word_count"
+    options = (
+        RunOption("min_words", "Drop documents with fewer words.", "int", "filters", minimum=0),
+        RunOption("max_words", "Drop documents with more words.", "int", "filters", minimum=0),
+    )
 
     def __init__(self, min_words: int | None = None, max_words: int | None = None, text_field: str = TEXT_FIELD):
         if min_words is None and max_words is None:
@@ -101,7 +130,16 @@ class WordCountFilter(FilterStage):
         self.min_words, self.max_words = min_words, max_words
         super().__init__(text_field)
 
+    @classmethod
+    def from_options(cls, values, text_field):
+        low, high = values.get("min_words"), values.get("max_words")
+        return cls(low, high, text_field) if low is not None or high is not None else None
+
     def keep(self, text):
+        import pyarrow.compute as pc
+
+        from .whitespace import count_words
+
         words = count_words(text)
         mask = pc.greater_equal(words, self.min_words or 0)
         if self.max_words is not None:
@@ -117,8 +155,17 @@ class ExactDuplicateFilter(FilterStage):
     """
 
     name = "exact_dedup"
+    options = (RunOption("dedup_within_task", "Drop exact duplicate texts within each source task (no dedup phases).",
+                         "flag", "filters", default=False),)
+
+    @classmethod
+    def from_options(cls, values, text_field):
+        return cls(text_field) if values.get("dedup_within_task") else None
 
     def keep(self, text):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
         indexed = pa.table({"t": text, "i": pa.array(range(len(text)), pa.int64())})
         firsts = indexed.group_by("t", use_threads=False).aggregate([("i", "min")]).column("i_min")
         return pc.is_in(indexed.column("i"), value_set=firsts)

@@ -164,6 +164,7 @@ class WriterStage(ProcessingStage):
 
     format_name: ClassVar[str] = ""
     suffix: ClassVar[str] = ""
+    removed_dir: Path | None = None  # where the rows stages dropped go, when the run keeps them
 
     def __init__(self, output_dir: str | os.PathLike):
         self.output_dir = Path(output_dir)
@@ -179,7 +180,7 @@ class WriterStage(ProcessingStage):
 
     def _write_removed(self, task: DocumentBatch, name: str) -> None:
         """Before the output, so an output in place means its removed rows are too."""
-        directory = getattr(self, "removed_dir", None)
+        directory = self.removed_dir
         for stage, table in task.removed.items() if directory is not None else ():
             target = directory / stage / name
             target.parent.mkdir(parents=True, exist_ok=True)

@@ -19,7 +19,6 @@ import pyarrow.compute as pc
 
 from .tasks import DocumentBatch
 
-REMOVED_DIR = ".removed"
 REASON_FIELD = "removed_by"
 
 
@@ -28,7 +27,7 @@ def removed_rows(stage, task: DocumentBatch, table: pa.Table, kept: pa.Array,
     """``task`` holding the rows of ``table`` that ``kept`` keeps; the others, with their
     ``reasons`` (per row, the counter that counted it: ``<stage>.<rule>``), ride along on the
     task when ``stage.keep_removed``."""
-    if not getattr(stage, "keep_removed", False):
+    if not stage.keep_removed:
         return replace(task, table=table.filter(kept))
     dropped = pc.invert(kept)
     gone = table.filter(dropped)

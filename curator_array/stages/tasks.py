@@ -9,11 +9,19 @@ Counts that the runner records in the completion manifest travel as typed
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from ..core.records.shard import StageTime, add_stage_times
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def _empty_table() -> pa.Table:
+    """An empty batch; pyarrow is imported when a batch is made, not with the stage API."""
+    import pyarrow as pa
+
+    return pa.table({})
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ class DocumentBatch(Task):
     when every part of a task is written. ``None`` means the batch is the whole source task.
     """
 
-    table: pa.Table = field(default_factory=pa.table)
+    table: pa.Table = field(default_factory=_empty_table)
     part: int | None = None
     final: bool = True
     removed: dict[str, pa.Table] = field(default_factory=dict)  # stage → rows it dropped, when they are kept

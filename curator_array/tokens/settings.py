@@ -1,24 +1,23 @@
 """How a run tokenizes its output: the tokenizer (pinned by digest), its end-of-text token,
 the token file format and the largest file. Plain values, importable without the
-tokenizer library: the option table takes its defaults from these fields, the pipeline
-fingerprint pins them, and the tokenize phases read them back from ``run.json``.
+tokenizer library: the tokenize options (``run.phases.tokenize``) take their defaults from
+these fields, the pipeline fingerprint pins them, and the tokenize phases read them back
+from ``run.json``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.fingerprint import file_digest
 
-FORMATS = ("megatron", "datatrove")
+TOKEN_FORMAT_NAMES = ("megatron", "datatrove")
 GB = 10**9
-# The run option that sets each field (the tokenizer itself is --tokenize).
-OPTIONS = {"tokenize": "tokenizer", "eos_token": "eos_token", "token_format": "format",
-           "token_file_size": "file_size"}
+DEFAULT_FILE_SIZE = 10 * GB
 
 
 @dataclass(frozen=True)
@@ -30,12 +29,12 @@ class TokenizeSettings:
     tokenizer: str | None
     digest: str
     eos_token: str | None = None
-    format: str = FORMATS[0]
-    file_size: int = 10 * GB
+    format: str = TOKEN_FORMAT_NAMES[0]
+    file_size: int = DEFAULT_FILE_SIZE
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise ValueError(f"token format {self.format!r} is not one of {', '.join(FORMATS)}")
+        if self.format not in TOKEN_FORMAT_NAMES:
+            raise ValueError(f"token format {self.format!r} is not one of {', '.join(TOKEN_FORMAT_NAMES)}")
         if self.file_size < 1:
             raise ValueError(f"the token file size must be at least 1 byte, got {self.file_size}")
 
@@ -48,22 +47,18 @@ class TokenizeSettings:
         return cls(None, **{f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name != "tokenizer"})
 
     @classmethod
-    def option_defaults(cls) -> dict[str, Any]:
-        defaults = {item.name: item.default for item in fields(cls) if item.name not in ("tokenizer", "digest")}
-        return {option: defaults.get(name) for option, name in OPTIONS.items()}
+    def field_defaults(cls) -> dict[str, Any]:
+        return {item.name: None if item.default is MISSING else item.default for item in fields(cls)
+                if item.name != "digest"}
 
     @classmethod
-    def from_options(cls, values: Mapping[str, Any]) -> TokenizeSettings | None:
-        """The settings the run options name, or None without ``--tokenize``; the tokenizer
-        file is read for its digest (a name on the Hub is fetched by ``submit`` first)."""
-        tokenizer = values.get("tokenize")
-        if not tokenizer:
-            return None
+    def from_options(cls, given: Mapping[str, Any]) -> TokenizeSettings:
+        """The settings the run options give, by field; the tokenizer file is read for its
+        digest (a name on the Hub is fetched by ``submit`` first)."""
+        tokenizer = given["tokenizer"]
         path = Path(tokenizer)
         if not path.is_file():
             raise ConfigError(f"--tokenize {tokenizer}: no such file (a tokenizer's name on the Hugging Face Hub is "
                               "fetched by `curator-array submit` on the login node; to run here, give its "
                               "tokenizer.json)")
-        given = {name: values[option] for option, name in OPTIONS.items()
-                 if option != "tokenize" and values.get(option) is not None}
-        return cls(str(path), file_digest(path), **given)
+        return cls(str(path), file_digest(path), **{name: value for name, value in given.items() if name != "tokenizer"})

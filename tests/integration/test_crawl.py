@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_array.pipelines.options import PipelineOptions
+from curator_array.run.phases import PHASES
 from curator_array.run.request import RunRequest
 from curator_array.run.shard import run_shard_here
 from tests.support.fault_server import FaultServer
@@ -53,11 +54,11 @@ def test_a_crawl_by_name_equals_its_warcs_read_from_disk(two_node_cluster, archi
         options = PipelineOptions("", str(tmp_path / "out"), crawl=(CRAWL,), crawl_base_url=server.url("mirror", ""),
                                   max_requests_per_second=RATE, download_dir=str(tmp_path / "downloads"))
         request = RunRequest(options, checkpoint_path=str(tmp_path / "ckpt"), pipeline_ref="commoncrawl")
-        outcome = run_shard_here(request.build_pipeline(), tmp_path / "ckpt", output_dir=tmp_path / "out")
+        outcome = run_shard_here(request.build_pipeline(PHASES), tmp_path / "ckpt", output_dir=tmp_path / "out")
         assert outcome.status == "completed"
         gets = {name: server.gets("mirror", name) for name in names}
         again = run_shard_here(RunRequest(options, checkpoint_path=str(tmp_path / "ckpt2"),
-                                          pipeline_ref="commoncrawl").build_pipeline(),
+                                          pipeline_ref="commoncrawl").build_pipeline(PHASES),
                                tmp_path / "ckpt2", output_dir=tmp_path / "out2")
         assert again.status == "completed"
         assert {name: server.gets("mirror", name) for name in names} == gets, "nothing downloaded twice"
@@ -65,7 +66,7 @@ def test_a_crawl_by_name_equals_its_warcs_read_from_disk(two_node_cluster, archi
         server.stop()
 
     from_disk = PipelineOptions(str(directory), str(tmp_path / "disk"), input_file_type="warc")
-    run_shard_here(RunRequest(from_disk, pipeline_ref="commoncrawl").build_pipeline(), tmp_path / "ckpt3",
+    run_shard_here(RunRequest(from_disk, pipeline_ref="commoncrawl").build_pipeline(PHASES), tmp_path / "ckpt3",
                    output_dir=tmp_path / "disk")
     assert texts(tmp_path / "out") == texts(tmp_path / "disk") and texts(tmp_path / "out")
     assert (tmp_path / "ckpt" / ".nemo_curator_metadata" / ".slurm_array_completion" /
@@ -92,7 +93,7 @@ def test_a_slice_of_the_crawl(two_node_cluster, archive, tmp_path):
         options = PipelineOptions("", str(tmp_path / "out"), crawl=(CRAWL,), crawl_base_url=server.url("mirror", ""),
                                   crawl_files="2:4")
         request = RunRequest(options, checkpoint_path=str(tmp_path / "ckpt"), pipeline_ref="commoncrawl")
-        assert run_shard_here(request.build_pipeline(), tmp_path / "ckpt", output_dir=tmp_path / "out").status == \
+        assert run_shard_here(request.build_pipeline(PHASES), tmp_path / "ckpt", output_dir=tmp_path / "out").status == \
             "completed"
         fetched = [name for name in names if server.gets("mirror", name)]
     finally:

@@ -81,7 +81,7 @@ def test_urls_flow_through_download_read_filter_write(two_node_cluster, tmp_path
         lists = tmp_path / "urls.txt"
         lists.write_text("".join(server.url("flaky503", name) + "\n" for name in sources))
         out = tmp_path / "out"
-        options = PipelineOptions("", str(out), input_urls=(str(lists),), drop_empty=True)
+        options = PipelineOptions.of("", str(out), input_urls=(str(lists),), drop_empty=True)
         outcome = run_shard_here(default_pipeline(options), tmp_path / "ckpt", output_dir=out)
         assert outcome.status == "completed"
         expected = [r for body in sources.values() for r in map(json.loads, body.decode().splitlines()) if r["text"].strip()]

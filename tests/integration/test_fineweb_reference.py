@@ -116,7 +116,7 @@ def our_decisions(pages, tmp_path) -> dict[str, dict]:
     write_warc(warc, [Page(p["url"], p["html"].encode()) for p in pages])
     out = tmp_path / "out"
     options = PipelineOptions(str(warc.parent), str(out), input_file_type="warc", keep_removed=True)
-    outcome = run_shard_here(load_pipeline("fineweb", options).with_phases(options), tmp_path / "ckpt",
+    outcome = run_shard_here(load_pipeline("fineweb", options).for_run(options), tmp_path / "ckpt",
                              output_dir=out)
     assert outcome.status == "completed"
     decisions = {}

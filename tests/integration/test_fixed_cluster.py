@@ -32,7 +32,7 @@ def helper_actors() -> set[str]:
 
 def copy(sample_jsonl, tmp_path, name, private_cluster):
     out = tmp_path / name
-    options = PipelineOptions(str(sample_jsonl), str(out), drop_empty=True)
+    options = PipelineOptions.of(str(sample_jsonl), str(out), drop_empty=True)
     actors = SetupCountingStage(str(tmp_path / f"probe-{name}"))  # an actor pool: its actors report their node
     pipeline = Pipeline(options.source(), [options.reader(), *options.filters(), actors, options.writer()])
     executor = RayDataExecutor(progress_bars=False, private_cluster=private_cluster)

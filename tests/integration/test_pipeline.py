@@ -99,7 +99,7 @@ def independent_filter(records, min_words, max_words):
 
 def test_filters_match_an_independent_computation(ray_cluster, sample_jsonl, tmp_path):
     out = tmp_path / "out"
-    options = PipelineOptions(str(sample_jsonl), str(out), drop_empty=True, min_words=5, max_words=100, dedup_within_task=True)
+    options = PipelineOptions.of(str(sample_jsonl), str(out), drop_empty=True, min_words=5, max_words=100, dedup_within_task=True)
     outcome = run_shard_here(default_pipeline(options), tmp_path / "ckpt", output_dir=out)
     expected = [r for records in input_records(sample_jsonl).values() for r in independent_filter(records, 5, 100)]
     got = read_records(out)
@@ -112,9 +112,9 @@ def test_filters_match_an_independent_computation(ray_cluster, sample_jsonl, tmp
 def test_four_shards_union_equals_unsharded_run_and_replay_is_identical(ray_cluster, sample_jsonl, tmp_path):
     kwargs = dict(output_file_type="parquet", drop_empty=True, min_words=3, dedup_within_task=True)
     whole = tmp_path / "whole"
-    run_shard_here(default_pipeline(PipelineOptions(str(sample_jsonl), str(whole), **kwargs)), tmp_path / "c1", output_dir=whole)
+    run_shard_here(default_pipeline(PipelineOptions.of(str(sample_jsonl), str(whole), **kwargs)), tmp_path / "c1", output_dir=whole)
     sharded = tmp_path / "sharded"
-    pipeline = default_pipeline(PipelineOptions(str(sample_jsonl), str(sharded), **kwargs))
+    pipeline = default_pipeline(PipelineOptions.of(str(sample_jsonl), str(sharded), **kwargs))
     owned = []
     for index in range(4):
         outcome = run_shard_here(pipeline, tmp_path / "c4", ShardConfig(index, 4), output_dir=sharded)
@@ -273,7 +273,7 @@ def test_plain_stages_share_one_ray_task_and_sized_stages_do_not(tmp_path):
     from curator_array.execution.ray_data import chain_stages
     from tests.integration.helper_stages import SleepyStage
 
-    options = PipelineOptions(str(tmp_path), str(tmp_path / "o"), drop_empty=True, min_words=2)
+    options = PipelineOptions.of(str(tmp_path), str(tmp_path / "o"), drop_empty=True, min_words=2)
     reader, *filters, writer = default_pipeline(options).stages
     sized = SleepyStage(str(tmp_path), num_workers_per_node=2)
     segments = chain_stages([reader, *filters, sized, writer])

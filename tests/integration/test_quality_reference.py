@@ -36,7 +36,7 @@ import pyarrow as pa
 import pytest
 
 from curator_array.stages.web.fineweb_quality import FineWebQualityFilter
-from curator_array.stages.web.languages import language_settings
+from curator_array.stages.web.languages import language_rules
 from curator_array.stages.web.pii import anonymised
 from curator_array.stages.web.quality import (
     C4QualityFilter,
@@ -71,7 +71,7 @@ def reference(reference_site, tmp_path_factory) -> dict[str, dict]:
     """Per section id: the reference's decision for every rule."""
     codes = sorted({doc["language"] for doc in documents()})
     settings = tmp_path_factory.mktemp("reference") / "settings.json"
-    table = language_settings()
+    table = language_rules()
     settings.write_text(json.dumps({code: table[code].to_json() for code in codes}))
     done = subprocess.run([sys.executable, str(REPO / "tests" / "support" / "reference_filters.py"), str(CORPUS),
                            str(settings)], capture_output=True, text=True, timeout=600,

@@ -124,7 +124,7 @@ def test_watch_refreshes_until_complete_or_nothing_is_queued(checkpoint):
 
     def collect():
         status = collect_status(checkpoint, PHASES.plan_of)
-        status.queued = dict(queued)
+        status.queued = {None: dict(queued)}
         return status
 
     def sleep(seconds):

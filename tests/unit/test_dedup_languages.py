@@ -18,7 +18,7 @@ from curator_array.dedup.candidates import candidate_pairs
 from curator_array.dedup.clusters import components_of
 from curator_array.dedup.lsh import signature_rows
 from curator_array.dedup.settings import MinHashSettings
-from curator_array.stages.web.languages import for_language, language_settings
+from curator_array.stages.web.languages import for_language, language_rules
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "multilingual-docs.jsonl.gz"
 PUNCTUATION = {"。": "．", "、": "，", "，": "、", "「": "『", "」": "』", "（": "(", "）": ")"}
@@ -61,7 +61,7 @@ def removed(keys: list[str], texts: list[str], segmenters) -> set[str]:
 @pytest.mark.parametrize("language", ["ja", "zh"])
 def test_near_copies_are_found_in_languages_without_spaces(language):
     keys, texts, copies = planted(language)
-    kind = for_language(language_settings(), language).tokenizer
+    kind = for_language(language_rules(), language).segmenter
     assert kind in ("sudachi", "jieba")
     gone = removed(keys, texts, [(kind, language)] * len(keys))
     originals = [k for k in keys if k not in copies]

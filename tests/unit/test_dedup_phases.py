@@ -5,15 +5,16 @@ from __future__ import annotations
 import pytest
 
 from curator_array.cli.status_view import watch
+from curator_array.core.checkpoint import ManifestScan
 from curator_array.core.errors import ConfigError
 from curator_array.core.layout import AttemptId, CheckpointLayout
-from curator_array.core.phase_states import PhaseState, blocked_by, phase_states
+from curator_array.core.phase import PhaseSettings, PhaseState
+from curator_array.core.phase_states import blocked_by, phase_states
 from curator_array.core.records.phase import PhaseFailure, PhaseManifest
 from curator_array.core.retry import format_phase_retry
 from curator_array.core.run_contract import RunConfig
 from curator_array.core.sharding import ShardRange
 from curator_array.dedup.settings import DedupSettings, MinHashSettings
-from curator_array.pipelines.phase_settings import PhaseSettings
 from curator_array.run.lifecycle import refuse_beyond_memory
 from curator_array.run.phases import PHASES
 from curator_array.run.phases.buckets import Buckets
@@ -25,7 +26,7 @@ CURATION = PHASES.root.name
 
 
 def elements(settings: DedupSettings | None, shards: ShardRange) -> dict[str, ShardRange]:
-    return {planned.name: planned.elements for planned in PHASES.plan(PhaseSettings(settings), shards)}
+    return {planned.name: planned.elements for planned in PHASES.plan(PhaseSettings({"dedup": settings}), shards)}
 
 
 def test_each_phase_has_its_elements():
@@ -40,8 +41,8 @@ def test_each_phase_has_its_elements():
 
 def test_settings_round_trip_and_what_against_compares():
     settings = DedupSettings("fuzzy", MinHashSettings(bands=20), against=("/old",))
-    assert PhaseSettings.of_fingerprint(PhaseSettings(settings).fingerprint()).dedup == settings
-    assert PhaseSettings.of_fingerprint({"stages": []}).dedup is None
+    assert PHASES.settings_of(PhaseSettings({"dedup": settings}).fingerprint()).get("dedup") == settings
+    assert PHASES.settings_of({"stages": []}).get("dedup") is None
     assert DedupSettings("exact", MinHashSettings(bands=20)).signature_settings() == \
         DedupSettings("exact").signature_settings()
     assert DedupSettings("fuzzy", MinHashSettings(bands=20)).signature_settings() != \
@@ -51,7 +52,7 @@ def test_settings_round_trip_and_what_against_compares():
 def test_states_block_later_phases_and_keep_failures_of_incomplete_elements(tmp_path):
     layout = CheckpointLayout(tmp_path)
     shards = ShardRange(3)
-    plan = PHASES.plan(PhaseSettings(DedupSettings("fuzzy", buckets=2)), shards)
+    plan = PHASES.plan(PhaseSettings({"dedup": DedupSettings("fuzzy", buckets=2)}), shards)
     signatures, buckets = (PHASES.get(name).layout_of(layout) for name in ("signatures", "buckets"))
     for index in range(3):
         PhaseManifest("signatures", index, 3, "run-1", SignatureCounts(5)).write(signatures)
@@ -59,7 +60,7 @@ def test_states_block_later_phases_and_keep_failures_of_incomplete_elements(tmp_
     PhaseManifest("buckets", 1, 2, "another-run").write(buckets)  # an archived run's: does not count
     PhaseFailure("buckets", 1, "a", "killed").write(buckets, AttemptId(("a",)))
     PhaseFailure("buckets", 0, "b", "an earlier try").write(buckets, AttemptId(("b",)))
-    states = phase_states(layout, RunConfig(shards, run_id="run-1"), plan, {0, 1, 2})
+    states = phase_states(layout, RunConfig(shards, run_id="run-1"), plan, ManifestScan(shards={0, 1, 2}))
     assert [(s.name, s.complete, s.missing) for s in states] == [
         (CURATION, (0, 1, 2), ()), ("signatures", (0, 1, 2), ()), ("buckets", (0,), (1,)),
         ("clusters", (), (0,)), ("removal", (), (0, 1, 2))]
@@ -108,13 +109,14 @@ def test_watch_waits_for_the_dedup_phases_and_names_the_one_left(tmp_path):
     from curator_array.core.status import RunStatus
 
     shards = ShardRange(1)
-    status = RunStatus(tmp_path, shards, 1, [0], [], [], queued_phases={"buckets": {0: "PENDING"}})
-    status.phases = [PhaseState(PHASES.root, shards, (0,), {}), PhaseState(PHASES.get("signatures"), shards, (0,), {}),
-                     PhaseState(Buckets(), ShardRange(2), (1,), {})]
+    status = RunStatus(tmp_path, shards, 1, [PhaseState(PHASES.root, shards, (0,), {}),
+                                             PhaseState(PHASES.get("signatures"), shards, (0,), {}),
+                                             PhaseState(Buckets(), ShardRange(2), (1,), {})],
+                       queued={"buckets": {0: "PENDING"}})
     frames = []
 
     def sleep(seconds):
-        status.queued_phases = {}  # the pending bucket element was cancelled
+        status.queued = {}  # the pending bucket element was cancelled
 
     assert watch(lambda: status, frames.append, sleep, lambda: "now", 1, clear=False) == 3
     assert "buckets    1/2; missing 0; queued 0" in frames[0]

@@ -26,7 +26,7 @@ RULES = {
     "examples": {"core", "stages", "formats", "pipelines"},
     "execution": {"core", "slurm", "stages"},
     "report": {"core"},
-    "run": {"core", "slurm", "stages", "formats", "pipelines", "execution", "dedup", "tokens"},
+    "run": {"core", "text", "slurm", "stages", "formats", "pipelines", "execution", "dedup", "tokens"},
     "cli": {"core", "slurm", "stages", "formats", "pipelines", "execution", "report", "run"},
 }
 # Third-party packages a layer must not import (core: anything outside the standard library).

@@ -31,7 +31,7 @@ def tree(tmp_path):
 
 
 def pipeline(root, tmp_path, **options):
-    return default_pipeline(PipelineOptions(str(root), str(tmp_path / "out"), **options))
+    return default_pipeline(PipelineOptions.of(str(root), str(tmp_path / "out"), **options))
 
 
 def forbid_walks(monkeypatch):

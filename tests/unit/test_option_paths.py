@@ -23,12 +23,13 @@ import pytest
 
 from curator_array.cli.run_command import parse_run_args
 from curator_array.core.layout import CheckpointLayout
+from curator_array.core.options import RunOption
+from curator_array.core.phase import PhaseSettings
 from curator_array.core.records.phase import PhaseManifest
 from curator_array.core.run_contract import ensure_run_config
 from curator_array.core.sharding import ShardRange
 from curator_array.dedup.settings import DedupSettings
-from curator_array.pipelines.phase_settings import PhaseSettings
-from curator_array.run.option_table import RUN_OPTIONS, RunOption
+from curator_array.run.option_table import run_options
 from curator_array.run.phases import PHASES
 from curator_array.run.phases.components import STEPS_QUEUED
 from curator_array.run.precedence import ENVIRONMENT, FLAG, SITE, options_for_start
@@ -69,7 +70,7 @@ def value_of(option: RunOption, paths: dict[str, object]):
 
 def arguments(values: dict[str, object]) -> list[str]:
     args: list[str] = []
-    for option in RUN_OPTIONS:
+    for option in run_options():
         if option.name not in values:
             continue
         value = values[option.name]
@@ -84,7 +85,7 @@ def arguments(values: dict[str, object]) -> list[str]:
 
 
 def variables(values: dict[str, object]) -> dict[str, str]:
-    return {o.variable: o.show(values[o.name]) for o in RUN_OPTIONS if o.name in values}
+    return {o.variable: o.show(values[o.name]) for o in run_options() if o.name in values}
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +102,7 @@ def world(tmp_path_factory):
         (root / "mirror" / "crawl-data" / crawl / "warc.paths.gz").write_bytes(
             gzip.compress(f"crawl-data/{crawl}/segments/0/warc/a.warc.gz\n".encode()))
     earlier = CheckpointLayout(root / "earlier")  # the records of an earlier run, for --dedup-against
-    run = ensure_run_config(earlier, ShardRange(1), ["task"], PhaseSettings(DedupSettings("exact")).fingerprint())
+    run = ensure_run_config(earlier, ShardRange(1), ["task"], PhaseSettings({"dedup": DedupSettings("exact")}).fingerprint())
     PhaseManifest("signatures", 0, 1, run.run_id).write(PHASES.get("signatures").layout_of(earlier))
     record = root / "record.jsonl"
     image = install_recording_image(root / "image", record)
@@ -117,7 +118,7 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
              "crawl_base_url": f"file://{root / 'mirror'}/", "dedup_against": (str(root / "earlier"),),
              "tokenize": str(root / "tokenizer.json"), "url_blocklist": (str(root / "blocked.txt"),),
              "language_model": str(root / "lid.ftz")}
-    return {o.name: value_of(o, paths) for o in RUN_OPTIONS
+    return {o.name: value_of(o, paths) for o in run_options()
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 
 
@@ -160,7 +161,7 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     settings = options_for_start(flags, element["env"])
     checkpoint = values.get("checkpoint_path", values["output_dir"])
     if way != "sbatch variable":  # a file option arrives as its copy in the checkpoint
-        for option in (o for o in RUN_OPTIONS if o.kind in ("file", "files", "file-or-name")):
+        for option in (o for o in run_options() if o.kind in ("file", "files", "file-or-name")):
             given, arrived = values[option.name], settings[option.name].value
             pairs = zip(given, arrived) if option.kind == "files" else [(given, arrived)]
             for original, copy in pairs:

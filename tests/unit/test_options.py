@@ -8,14 +8,8 @@ import pytest
 
 from curator_array.cli import main
 from curator_array.core.errors import ConfigError
-from curator_array.run.option_table import (
-    LEGACY_VARIABLES,
-    OPTION_VARIABLES,
-    PREFIX,
-    RUN_OPTIONS,
-    job_script_facts,
-    markdown_rows,
-)
+from curator_array.core.options import PREFIX
+from curator_array.run.option_table import job_script_facts, markdown_rows, run_options
 from curator_array.run.precedence import DEFAULT, ENVIRONMENT, FLAG, SITE, own_sources
 from curator_array.run.precedence import resolve as resolve_sources
 from curator_array.slurm.sites import load_site, render_site, site_names
@@ -35,14 +29,13 @@ SPEC_NAMES = {"input_dir": "INPUT_DIR", "output_dir": "OUTPUT_DIR", "checkpoint_
 
 
 def test_every_option_has_its_own_variable_by_the_documented_rule():
-    assert len(set(OPTION_VARIABLES)) == len(RUN_OPTIONS), "two options share a variable"
-    for option in RUN_OPTIONS:
+    assert len({o.variable for o in run_options()}) == len(run_options()), "two options share a variable"
+    for option in run_options():
         plain = option.flag[2:].replace("-", "_").upper()
-        expected = LEGACY_VARIABLES.get(option.name) or (PREFIX + plain if option.group in ("start", "ray", "nodes")
-                                                         else plain)
+        expected = option.variable_name or (PREFIX + plain if option.group in ("start", "ray", "nodes") else plain)
         assert option.variable == expected, option.name
     for name, variable in SPEC_NAMES.items():
-        assert next(o for o in RUN_OPTIONS if o.name == name).variable == variable
+        assert next(o for o in run_options() if o.name == name).variable == variable
 
 
 @pytest.mark.parametrize("name", [n for n in site_names(SITES)])
@@ -54,7 +47,7 @@ def test_container_scripts_forward_every_variable(name):
         assert "passed_names" not in text
         return
     forwarded = re.search(r"^passed_names=(\S+)$", text, re.M).group(1).strip("'").split(",")
-    missing = set(OPTION_VARIABLES) - set(forwarded)
+    missing = {o.variable for o in run_options()} - set(forwarded)
     assert not missing, f"{name}.sbatch does not forward {sorted(missing)}"
     assert {"SHARD_INDEX_OFFSET", "TOTAL_SHARDS", "MINIMUM_SHARD_INDEX", "CURATOR_ARRAY_SITE_ENV",
             *site.env} <= set(forwarded)
@@ -63,7 +56,7 @@ def test_container_scripts_forward_every_variable(name):
 def test_help_names_every_variable(capsys):
     main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    for option in RUN_OPTIONS:
+    for option in run_options():
         assert f"(env: {option.variable})" in text, option.name
 
 
@@ -111,7 +104,7 @@ def test_a_bad_site_value_says_it_came_from_the_site():
 
 
 def test_every_option_parses_what_it_shows():
-    for option in RUN_OPTIONS:
+    for option in run_options():
         for value in (option.default, *(option.choices[-1:])):
             if value in (None, ()) or option.kind == "existing-paths":
                 continue

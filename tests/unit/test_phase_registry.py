@@ -12,14 +12,15 @@ from dataclasses import dataclass
 import pytest
 
 from curator_array.cli import main
+from curator_array.core.counts import Counts
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.phase import SHARD, Counts, Phase, PhaseResult
+from curator_array.core.phase import SHARD, Phase, PhaseResult
 from curator_array.core.records.shard import CompletionManifest, ShardWork
 from curator_array.core.sharding import ShardConfig
 from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import default_pipeline
 from curator_array.run.phases import PHASES
-from curator_array.run.phases.curation import curated_files
+from curator_array.run.phases.layouts import curated_files
 from curator_array.run.prepare import prepare_shard
 from tests.conftest import REPO, SAMPLE
 
@@ -42,7 +43,7 @@ class Audit(Phase):
         return shards
 
     def work(self, context, index):
-        return PhaseResult(AuditCounts(len(curated_files(context, index))))
+        return PhaseResult(AuditCounts(len(curated_files(context.layout, index))))
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from curator_array.core.run_contract import archive_run, read_run_config
 from curator_array.core.sharding import ShardConfig
 from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import default_pipeline
+from curator_array.run.phases import PHASES
 from curator_array.run.prepare import prepare_shard
 
 
@@ -27,8 +28,9 @@ def inputs(tmp_path):
 
 
 def pipeline(inputs, tmp_path, **options):
-    chosen = PipelineOptions.from_values({"input_dir": str(inputs), "output_dir": str(tmp_path / "out"), **options})
-    return default_pipeline(chosen).with_phases(chosen)
+    values = {"input_dir": str(inputs), "output_dir": str(tmp_path / "out"), **options}
+    chosen = PipelineOptions.from_values(values, PHASES.settings_from_options(values))
+    return default_pipeline(chosen).for_run(chosen, PHASES.before_writer(chosen))
 
 
 def test_run_json_pins_stages_parameters_formats_and_text_field(inputs, tmp_path):
@@ -46,7 +48,7 @@ def test_same_pipeline_from_another_mount_point_is_accepted(inputs, tmp_path):
     prepare_shard(pipeline(inputs, tmp_path, min_words=5), tmp_path / "ckpt", ShardConfig(0, 3))
     moved = tmp_path / "mounted-elsewhere"
     inputs.rename(moved)
-    prepare_shard(default_pipeline(PipelineOptions(str(moved), str(tmp_path / "o2"), min_words=5)), tmp_path / "ckpt",
+    prepare_shard(default_pipeline(PipelineOptions.of(str(moved), str(tmp_path / "o2"), min_words=5)), tmp_path / "ckpt",
                   ShardConfig(1, 3))
 
 

@@ -137,10 +137,13 @@ def test_the_manifest_sums_outputs_per_stage_and_node_in_pipeline_order():
 
 
 def test_status_and_report_show_stages_overall_and_per_node(tmp_path):
+    from curator_array.core.phase import PhaseState
     from curator_array.core.sharding import ShardRange
     from curator_array.core.status import RunStatus
+    from curator_array.run.phases import PHASES
 
-    status = RunStatus(tmp_path, ShardRange(2, 0), 4, [0, 1], [], [], stage_times=[
+    shards = ShardRange(2, 0)
+    status = RunStatus(tmp_path, shards, 4, [PhaseState(PHASES.root, shards, (0, 1), {})], stage_times=[
         StageTime("reader", "n1", 2, 100, 1.0, 0.5), StageTime("filter", "n1", 2, 80, 4.0, 3.5, 2.0),
         StageTime("reader", "n2", 2, 100, 1.0, 0.5), StageTime("filter", "n2", 2, 60, 2.0, 1.5),
     ])

@@ -119,7 +119,7 @@ def test_a_writer_that_fails_midway_leaves_the_old_file_and_no_partial_one(tmp_p
 
 
 def test_example_pipeline_and_loader(tmp_path):
-    options = PipelineOptions(str(tmp_path), str(tmp_path / "out"), dedup_within_task=True)
+    options = PipelineOptions.of(str(tmp_path), str(tmp_path / "out"), dedup_within_task=True)
     pipeline = load_pipeline("curator_array.examples.quality:build_pipeline", options)
     assert [s.stage_name for s in pipeline.stages] == ["jsonl_reader", "exact_dedup", "alphabetic_ratio", "jsonl_writer"]
     kept = AlphabeticRatioFilter(0.8).process(batch(["plain words here", "1234 5678 ||| <>", ""]))
@@ -134,7 +134,7 @@ def test_example_pipeline_and_loader(tmp_path):
 
 
 def test_a_pipeline_must_end_in_a_writer(tmp_path):
-    options = PipelineOptions(str(tmp_path), str(tmp_path / "out"), drop_empty=True)
+    options = PipelineOptions.of(str(tmp_path), str(tmp_path / "out"), drop_empty=True)
     with pytest.raises(ConfigError, match=r"ends in 'non_empty_text', which is not a writer"):
         Pipeline(options.source(), [options.reader(), *options.filters()])
     (tmp_path / "no_writer.py").write_text(

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from curator_array.core.errors import ConfigError
-from curator_array.run.option_table import OPTIONS_BY_NAME
+from curator_array.run.option_table import option_named
+from curator_array.run.phases import PHASES
 from curator_array.tokens.files import TOKEN_FORMATS, TokenWriter, merge
 from curator_array.tokens.settings import TokenizeSettings
 from curator_array.tokens.tokenizer import load_tokenizer
@@ -89,17 +90,17 @@ def test_the_settings_pin_the_tokenizer_by_digest_not_path(tmp_path):
     path = train_tokenizer(["words"] * 30, tmp_path / "t.json", 300)
     copy = tmp_path / "elsewhere.json"
     copy.write_bytes(path.read_bytes())
-    one = TokenizeSettings.from_options({"tokenize": str(path), "token_file_size": 100})
-    other = TokenizeSettings.from_options({"tokenize": str(copy), "token_file_size": 100})
+    one = PHASES.settings_from_options({"tokenize": str(path), "token_file_size": 100}).get("tokenize")
+    other = PHASES.settings_from_options({"tokenize": str(copy), "token_file_size": 100}).get("tokenize")
     assert one.to_json() == other.to_json() and "tokenizer" not in one.to_json()
     assert TokenizeSettings.from_json(one.to_json()) == TokenizeSettings(None, one.digest, file_size=100)
-    assert TokenizeSettings.from_options({}) is None
+    assert PHASES.settings_from_options({}).get("tokenize") is None
     with pytest.raises(ConfigError, match="no such file"):
-        TokenizeSettings.from_options({"tokenize": str(tmp_path / "missing.json")})
+        PHASES.settings_from_options({"tokenize": str(tmp_path / "missing.json")})
 
 
 def test_a_size_takes_units():
-    option = OPTIONS_BY_NAME["token_file_size"]
+    option = option_named("token_file_size")
     assert [option.parse(v) for v in ("10G", "10GB", "512MiB", "1000", "7 K")] == [10**10, 10**10, 2**29, 1000, 7000]
     assert option.default == 10**10
     for bad in ("10x", "G", "-1"):

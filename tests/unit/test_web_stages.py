@@ -361,12 +361,12 @@ def test_every_registered_format_is_offered_and_documented(capsys):
 
 def test_quality_settings_file_overrides_one_language_and_is_checked(tmp_path):
     from curator_array.core.fingerprint import describe_changes
-    from curator_array.stages.web.languages import language_settings
+    from curator_array.stages.web.languages import language_rules
 
     custom = tmp_path / "quality.toml"
     custom.write_text('[ja]\nmin_words = 30\n[th]\ntokenizer = "none"\nmin_words = 10\n')
-    settings = language_settings(custom)
-    assert settings["ja"].min_words == 30 and settings["ja"].tokenizer == "sudachi", "one key, the rest kept"
+    settings = language_rules(custom)
+    assert settings["ja"].min_words == 30 and settings["ja"].segmenter == "sudachi", "one key, the rest kept"
     assert settings["th"].min_words == 10 and settings["th"].max_words == settings["default"].max_words
     options = dict(input_file_type="warc")
     before = load_pipeline("commoncrawl", PipelineOptions("", str(tmp_path / "o"), **options)).fingerprint()
@@ -379,9 +379,9 @@ def test_quality_settings_file_overrides_one_language_and_is_checked(tmp_path):
                           ("[ja]\ntop_n_grams = [[2]]\n", "list of \\[n, limit\\] pairs")]:
         custom.write_text(text)
         with pytest.raises(ConfigError, match=message):
-            language_settings(custom)
+            language_rules(custom)
     with pytest.raises(ConfigError, match="cannot read quality settings"):
-        language_settings(tmp_path / "missing.toml")
+        language_rules(tmp_path / "missing.toml")
 
 
 def test_word_count_ignores_whitespace_at_the_edges():

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import write_json_atomic
+from ..counts import Counts
 from ..layout import AttemptId, PhaseLayout, utc_now
-from ..phase import Counts
 from .attempt import JobIdentity
 from .base import RecordError, json_object, plain_fields, read_fields, read_record
 

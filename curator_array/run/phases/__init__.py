@@ -1,23 +1,27 @@
 """The phases of a run, in their order: one file each, one line each in ``PHASES``.
 
 A phase (``core.phase.Phase``) declares its name, the phases it reads, its elements in a
-run and its counts, and does its work in its own file. Everything else (``run``,
-``submit``, ``retry``, ``status``, the report) loops over this registry and never names a
-phase. A run's phases are those whose elements for its settings are not None, in this
-order; adding a phase is one new file here and one line below.
+run, its counts, the settings it is planned by and the run options that set them, and
+does its work in its own file; the first is a ``RootPhase`` (the spec's shards). Where
+several phases read the same data, ``layouts`` says where it lives. Everything else
+(``run``, ``submit``, ``retry``, ``status``, the report, the option table) loops over this
+registry and never names a phase. A run's phases are those whose elements for its settings
+are not None, in this order; adding a phase is one new file here and one line below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
+from typing import Any
 
 from ...core.errors import ConfigError
 from ...core.layout import CheckpointLayout
-from ...core.phase import Phase, PlannedPhase
-from ...core.phase_states import PhaseState, phase_states
+from ...core.options import RunOption
+from ...core.phase import Phase, PhaseSettings, PhaseState, PlannedPhase, RootPhase
+from ...core.phase_states import phase_states
 from ...core.run_contract import RunConfig, read_run_config
 from ...core.sharding import ShardRange
-from ...pipelines.phase_settings import PhaseSettings
 from .buckets import Buckets
 from .clusters import Clusters
 from .components import Components
@@ -33,6 +37,8 @@ class PhaseRegistry:
 
     def __init__(self, phases: Iterable[Phase]):
         self._phases = list(phases)
+        if not self._phases or not isinstance(self._phases[0], RootPhase):
+            raise ValueError("the first phase of a run is a RootPhase: its elements are the run's shards")
 
     def __iter__(self) -> Iterator[Phase]:
         return iter(self._phases)
@@ -56,6 +62,60 @@ class PhaseRegistry:
     def unregister(self, name: str) -> None:
         self._phases = [p for p in self._phases if p.name != name]
 
+    def _bringing_settings(self) -> list[Phase]:
+        """The phases that bring settings (and their options), one per settings key."""
+        return [phase for phase in self._phases if phase.settings_type is not None]
+
+    def settings_keys(self) -> set[str]:
+        return {phase.settings_key for phase in self._bringing_settings()}
+
+    def options(self) -> list[RunOption]:
+        """The run options the phases bring, each with the default of the field it sets."""
+        rows = []
+        for phase in self._bringing_settings():
+            defaults = phase.settings_type.field_defaults()
+            rows += [replace(option, default=defaults.get(option.field)) for option in phase.options]
+        return rows
+
+    def enabling_flag(self, phase: Phase) -> str:
+        """The flag that adds ``phase`` to a run (the option named as its settings), for messages."""
+        for bringer in self._bringing_settings():
+            for option in bringer.options:
+                if option.name == phase.settings_key == bringer.settings_key:
+                    return option.flag
+        return ""
+
+    def _with_staging(self, by_key: dict[str, Any]) -> PhaseSettings:
+        staged = any(phase.output_staged and phase.settings_key in by_key for phase in self._phases)
+        return PhaseSettings(by_key, staged)
+
+    def settings_from_options(self, values: Mapping[str, Any]) -> PhaseSettings:
+        """The settings the run options ``values`` (option name → value) give the phases: a
+        group of phases is in the run when the option named as its settings key is set."""
+        by_key = {}
+        for phase in self._bringing_settings():
+            if values.get(phase.settings_key):
+                given = {option.field: values[option.name] for option in phase.options
+                         if values.get(option.name) is not None}
+                by_key[phase.settings_key] = phase.settings_type.from_options(given)
+        return self._with_staging(by_key)
+
+    def settings_of(self, fingerprint: Mapping[str, Any] | None) -> PhaseSettings:
+        """The settings a pipeline fingerprint pins (``run.json``)."""
+        fingerprint = fingerprint or {}
+        by_key = {phase.settings_key: phase.settings_type.from_json(fingerprint[phase.settings_key])
+                  for phase in self._bringing_settings() if isinstance(fingerprint.get(phase.settings_key), Mapping)}
+        return self._with_staging(by_key)
+
+    def before_writer(self, options: Any) -> list:
+        """What the run's later phases need the first phase to do to each document just
+        before it is written (``options``: the pipeline options, with their phase settings)."""
+        stages = []
+        for planned in self.plan(options.phases, ShardRange(1)):
+            settings = options.phases.get(planned.phase.settings_key)
+            stages += planned.phase.before_writer(settings, options) if settings is not None else []
+        return stages
+
     def plan(self, settings: PhaseSettings, shards: ShardRange) -> list[PlannedPhase]:
         """The phases of a run with ``settings`` and ``shards``, each with its elements."""
         planned = []
@@ -72,7 +132,7 @@ class PhaseRegistry:
 
     def plan_of(self, run: RunConfig) -> list[PlannedPhase]:
         """The phases of a run as its ``run.json`` pins them."""
-        return self.plan(PhaseSettings.of_fingerprint(run.pipeline), run.shards)
+        return self.plan(self.settings_of(run.pipeline), run.shards)
 
     def states(self, layout: CheckpointLayout) -> list[PhaseState]:
         """Every phase of the checkpoint's run with its complete and missing elements."""

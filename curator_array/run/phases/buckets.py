@@ -14,20 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...core.layout import CheckpointLayout
-from ...core.phase import Counts, Phase, PhaseResult
+from ...core.counts import Counts
+from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
-from ...pipelines.phase_settings import PhaseSettings
 from ..lifecycle import refuse_beyond_memory
-from .signatures import (
-    BUCKETS_KEY,
-    CuratedFiles,
-    Segmenting,
-    Signatures,
-    against_signature_files,
-    signatures_file,
-    texts_of,
-)
+from .layouts import BUCKET, BUCKETS, SIGNATURES, CuratedFiles, pairs_file, signatures_file
+from .signatures import BUCKETS_KEY, DEDUP, Segmenting, against_signature_files, texts_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,20 +37,21 @@ class BucketCounts(Counts):
 
 
 class Buckets(Phase):
-    name = "buckets"
-    needs = ("signatures",)
-    noun = "bucket"
+    name = BUCKETS
+    needs = (SIGNATURES,)
+    noun = BUCKET
     counts = BucketCounts
-    added_by = "--dedup"
+    settings_key = DEDUP
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        return ShardRange(settings.dedup.bucket_count(shards.total)) if settings.dedup is not None else None
+        dedup = settings.get(self.settings_key)
+        return ShardRange(dedup.bucket_count(shards.total)) if dedup is not None else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         from ...dedup.pairfile import write_pairs
 
-        dedup, buckets = context.settings.dedup, len(context.elements(self))
-        documents = sum(m.counts.documents for m in context.manifests(Signatures()).values())
+        dedup, buckets = context.settings_of(self), len(context.elements(self.name))
+        documents = sum(m.counts.documents for m in context.manifests(SIGNATURES).values())
         refuse_a_band_beyond_memory(documents, buckets, context.memory_limit_mb())
         files: list[tuple[Path, int | None]] = [(signatures_file(context.layout, s), None) for s in context.run.shards]
         files += against_signature_files(dedup)
@@ -68,8 +61,8 @@ class Buckets(Phase):
         if dedup.verify and candidates:
             from ...dedup.lsh import confirmed_pairs
 
-            first, second = confirmed_pairs(first, second, lambda keys: _read_texts(context, keys), dedup.threshold,
-                                            dedup.fuzzy)
+            first, second = confirmed_pairs(first, second, lambda keys: _read_texts(context, keys, dedup.language),
+                                            dedup.threshold, dedup.fuzzy)
         write_pairs(pairs_file(context.layout, index), first, second, context.run.run_id)
         return PhaseResult(BucketCounts(held, candidates, len(first)))
 
@@ -79,10 +72,6 @@ def refuse_a_band_beyond_memory(documents: int, buckets: int, limit_mb: float | 
     fits = -(-documents * BYTES_PER_BAND_KEY // int(0.8 * (limit_mb or 1) * 2**20))
     refuse_beyond_memory("buckets", documents // buckets, "band keys of one band", BYTES_PER_BAND_KEY, limit_mb,
                          instead=f"raise --dedup-buckets (to {fits:,} or more: it is pinned at submit)")
-
-
-def pairs_file(layout: CheckpointLayout, bucket: int) -> Path:
-    return Buckets().layout_of(layout).data_path(bucket, ".pairs")
 
 
 def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int, buckets: int, bands: int,
@@ -140,7 +129,7 @@ class LegacySignatures:
         return in_bucket(table["id"].to_numpy(), table["band_key"].to_numpy(), bucket, buckets)
 
 
-def _read_texts(context: PhaseContext, ids: list[int]) -> dict[int, tuple[str, tuple[str, str]]]:
+def _read_texts(context: PhaseContext, ids: list[int], language: str) -> dict[int, tuple[str, tuple[str, str]]]:
     """The texts of documents ``ids`` (this run's only), with their segmenters, read file by
     file from the curation outputs."""
     import numpy as np
@@ -151,8 +140,8 @@ def _read_texts(context: PhaseContext, ids: list[int]) -> dict[int, tuple[str, t
 
     ids = np.array(ids, dtype=np.uint64)
     ids = ids[sources(ids) == THIS_RUN]
-    every = CuratedFiles.of(context)
-    reader, texts, split = reader_for(context.output_format), {}, Segmenting(context)
+    every = CuratedFiles.of(context.layout, context.run.shards)
+    reader, texts, split = reader_for(context.output_format), {}, Segmenting(context, language)
     for file in np.unique(files(ids)).tolist():
         context.tick()
         wanted = rows(ids[files(ids) == file])

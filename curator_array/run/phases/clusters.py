@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...core.layout import CheckpointLayout
-from ...core.phase import Counts, Phase, PhaseResult, histogram
+from ...core.counts import Counts, histogram
+from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
-from ...pipelines.phase_settings import PhaseSettings
 from ..lifecycle import refuse_beyond_memory
-from .buckets import Buckets, pairs_file
-from .signatures import CuratedFiles
+from .layouts import BUCKETS, CLUSTERS, CuratedFiles, cluster_file, pairs_file
+from .signatures import DEDUP
 
 if TYPE_CHECKING:
     from ..lifecycle import PhaseContext
@@ -47,25 +46,26 @@ class ClusterCounts(Counts):
 
 
 class Clusters(Phase):
-    name = "clusters"
-    needs = ("buckets",)
+    name = CLUSTERS
+    needs = (BUCKETS,)
     counts = ClusterCounts
-    added_by = "--dedup"
+    settings_key = DEDUP
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        one = settings.dedup is not None and settings.dedup.components_elements == 1
+        dedup = settings.get(self.settings_key)
+        one = dedup is not None and dedup.components_elements == 1
         return ShardRange(1) if one else None  # else the components phase does this work
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
-        pairs = sum(m.counts.pairs for m in context.manifests(Buckets()).values())
+        pairs = sum(m.counts.pairs for m in context.manifests(BUCKETS).values())
         limit = context.memory_limit_mb()
         elements = max(2, math.ceil(pairs * BYTES_PER_PAIR_IN_ROUNDS / 2**20 / (0.8 * limit))) if limit else 2
         refuse_beyond_memory(self.name, pairs, "duplicate pairs", BYTES_PER_PAIR, limit,
                              f"share them among elements (--dedup-components-elements {elements})")
-        paths = [pairs_file(context.layout, b) for b in context.elements(Buckets())]
+        paths = [pairs_file(context.layout, b) for b in context.elements(BUCKETS)]
         run_id = context.run.run_id
         counts = cluster_files(streamed_pairs(paths, pairs, run_id, context.tick), pairs,
-                               CuratedFiles.of(context).shards,
+                               CuratedFiles.of(context.layout, context.run.shards).shards,
                                context.run.shards, lambda shard: cluster_file(context.layout, shard), context.tick)
         return PhaseResult(counts)
 
@@ -112,11 +112,6 @@ def by_shard(nodes, shard_of_file, shards: ShardRange):
         group[start:start + CHUNK][mine] = table[files] - shards.minimum + 1
     order, bounds = grouped(group, shards.total + 1)
     return ours, order, bounds
-
-
-def cluster_file(layout: CheckpointLayout, shard: int) -> Path:
-    """Shard ``shard``'s documents that are in a cluster: identity, the copy kept, the size."""
-    return Clusters().layout_of(layout).data_dir / "shards" / f"shard_{shard}.parquet"
 
 
 def streamed_pairs(paths: list[Path], expected: int, run_id: str | None, tick=lambda: None):

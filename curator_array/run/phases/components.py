@@ -29,15 +29,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...core.counts import Counts
 from ...core.layout import PhaseLayout, utc_now
-from ...core.phase import Counts, Phase, PhaseResult
+from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.records.phase import PhaseManifest, phase_manifests
 from ...core.sharding import ShardRange
-from ...pipelines.phase_settings import PhaseSettings
 from ..lifecycle import InputsIncomplete, refuse_beyond_memory
-from .buckets import Buckets, pairs_file
 from .clusters import BYTES_PER_PAIR_IN_ROUNDS, by_shard, cluster_sizes_field, streamed_pairs
-from .signatures import CuratedFiles
+from .layouts import BUCKETS, COMPONENTS, CuratedFiles, pairs_file
+from .signatures import DEDUP
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -84,18 +84,18 @@ class Step(Phase):
 
 
 class Components(Phase):
-    name = "components"
-    needs = ("buckets",)
+    name = COMPONENTS
+    needs = (BUCKETS,)
     counts = ComponentCounts
-    added_by = "--dedup-components-elements"
     passes = STEPS_QUEUED
+    settings_key = DEDUP
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        dedup = settings.dedup
+        dedup = settings.get(self.settings_key)
         return ShardRange(dedup.components_elements) if dedup is not None and dedup.components_elements > 1 else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
-        steps = StepRecords(context.layout, context.run.run_id, context.elements(self).total)
+        steps = StepRecords(context.layout, context.run.run_id, context.elements(self.name).total)
         if steps.final() is None:
             self._step(context, steps, index)
             if steps.final() is None:
@@ -127,11 +127,11 @@ class Components(Phase):
         run_id = context.run.run_id
         if step:
             return partial(step_edges, steps.inputs(step, index), run_id)
-        pairs = sum(m.counts.pairs for m in context.manifests(Buckets()).values())
+        pairs = sum(m.counts.pairs for m in context.manifests(BUCKETS).values())
         refuse_beyond_memory(f"{self.name} {index}", pairs // steps.elements, "duplicate pairs (its share)",
                              BYTES_PER_PAIR_IN_ROUNDS, context.memory_limit_mb(),
                              f"share them among more elements (--dedup-components-elements {steps.elements * 2})")
-        paths = [pairs_file(context.layout, b) for b in context.elements(Buckets())]
+        paths = [pairs_file(context.layout, b) for b in context.elements(BUCKETS)]
         return partial(first_edges, streamed_pairs(paths, pairs, run_id, context.tick), index, steps.elements)
 
     def progress(self, records: PhaseLayout, run_id: str | None, elements: int) -> str | None:
@@ -156,7 +156,7 @@ class StepRecords:
 
     def __init__(self, layout: CheckpointLayout, run_id: str | None, elements: int):
         self.layout, self.run_id, self.elements = layout, run_id, elements
-        self.data = Components().layout_of(layout).data_dir
+        self.data = PhaseLayout(layout, COMPONENTS).data_dir
         self._known: dict[int, dict[int, PhaseManifest]] = {}
 
     def done(self, step: int) -> dict[int, PhaseManifest]:
@@ -235,9 +235,10 @@ class StepRecords:
             counts[element] = ComponentCounts(final + 1 if element == 0 else 0, first[element].counts.edges_in,
                                               step.removed, step.clusters, step.cluster_sizes)
             if element != index:
-                completed = replace(manifest, phase=Components.name, counts=counts[element])
-                completed.write(Components().layout_of(self.layout))
-                context.manifests(Components())[element] = completed
+                completed = replace(manifest, phase=COMPONENTS, counts=counts[element])
+                completed.write(PhaseLayout(self.layout, COMPONENTS))
+                context.manifests(COMPONENTS)[element] = completed
+                context.complete(context.phase(COMPONENTS)).add(element)
         return counts[index]
 
 
@@ -253,7 +254,7 @@ def write_labels(context: PhaseContext, steps: StepRecords, step: int, index: in
     from ...formats.parquet import write_parquet
 
     shards = context.run.shards
-    ours, order, bounds = by_shard(labels.nodes, CuratedFiles.of(context).shards, shards)
+    ours, order, bounds = by_shard(labels.nodes, CuratedFiles.of(context.layout, shards).shards, shards)
     for shard, start, stop in zip(shards, bounds[1:-1], bounds[2:]):
         chosen = order[start:stop]
         write_parquet(pa.table({"id": labels.nodes[chosen], "kept": labels.kept[chosen],
@@ -270,7 +271,7 @@ def shard_labels(context: PhaseContext, shard: int) -> pa.Table:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    elements = context.elements(Components()).total
+    elements = context.elements(COMPONENTS).total
     steps = StepRecords(context.layout, context.run.run_id, elements)
     final = steps.final()
     table = pa.concat_tables([pq.read_table(steps.labels(final, element, shard)) for element in range(elements)])

@@ -2,7 +2,7 @@
 
 Its elements are the spec's shards and its records the spec's completion manifests, so
 nemo-curator and curator-array read each other's runs. The phases after it read the files
-it wrote (``curated_files``).
+it wrote (``layouts.curated_files``).
 """
 
 from __future__ import annotations
@@ -10,13 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...core.phase import SHARD, Counts, Phase, PhaseResult
-from ...core.records.shard import CompletionManifest
-from ...core.sharding import ShardRange
+from ...core.counts import Counts
+from ...core.phase import PhaseResult, RootPhase
+from .layouts import CURATION
 
 if TYPE_CHECKING:
     from ..lifecycle import PhaseContext
-    from ..shard import ShardStart
 
 
 @dataclass(frozen=True)
@@ -28,15 +27,11 @@ class CurationCounts(Counts):
     rows_out: int = 0
 
 
-class Curation(Phase):
-    name = "curation"
-    noun = SHARD
+class Curation(RootPhase):
+    name = CURATION
     counts = CurationCounts
 
-    def elements(self, settings, shards: ShardRange) -> ShardRange:
-        return shards
-
-    def work(self, context: ShardStart, index: int) -> PhaseResult:
+    def work(self, context: PhaseContext, index: int) -> PhaseResult:
         """Run this shard on a Ray cluster of its own; its manifest is written as the spec says."""
         from ..shard import run_curation_shard
 
@@ -44,8 +39,3 @@ class Curation(Phase):
         work = outcome.work if outcome is not None else None
         counts = CurationCounts(work.source_tasks, work.rows_in, work.rows_out) if work is not None else CurationCounts()
         return PhaseResult(counts, outcome.exit_code if outcome is not None else 0)
-
-
-def curated_files(context: PhaseContext, shard: int) -> tuple[str, ...]:
-    """The files curation shard ``shard`` wrote, relative to where it wrote them."""
-    return CompletionManifest.read(context.layout.manifest_path(shard)).work.output_files

@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...core.phase import SHARD, Counts, Phase, PhaseResult
-from ...core.sharding import ShardRange
-from ...pipelines.phase_settings import PhaseSettings
-from .clusters import cluster_file
-from .components import Components, shard_labels
-from .curation import curated_files
-from .signatures import CuratedFiles
+from ...core.counts import Counts
+from ...core.phase import SHARD, Phase, PhaseResult
+from ...stages.defaults import REMOVED_DIR
+from .components import shard_labels
+from .layouts import CLUSTERS, COMPONENTS, REMOVAL, CuratedFiles, cluster_file, curated_files
+from .signatures import DEDUP
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
 
 CLUSTER_SIZE = "minhash_cluster_size"
 KEPT, KEPT_ID = "minhash_kept", "minhash_kept_id"
-REMOVED_DIR = Path(".removed") / "dedup"
+DEDUP_REMOVED_DIR = Path(REMOVED_DIR) / "dedup"
 
 
 @dataclass(frozen=True)
@@ -42,14 +41,12 @@ class RemovalCounts(Counts):
 
 
 class Removal(Phase):
-    name = "removal"
-    needs = ("clusters", "components")
+    name = REMOVAL
+    needs = (CLUSTERS, COMPONENTS)
     noun = SHARD
     counts = RemovalCounts
-    added_by = "--dedup"
-
-    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        return shards if settings.dedup is not None else None
+    settings_key = DEDUP
+    output_staged = True
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         import numpy as np
@@ -59,15 +56,15 @@ class Removal(Phase):
 
         clustered = clustered_documents(context, index)
         ids, kept, sizes = (clustered[name].to_numpy() for name in ("id", "kept", "size"))
-        every = CuratedFiles.of(context)
+        every = CuratedFiles.of(context.layout, context.run.shards)
         writer, reader = writer_for(context.output_format, context.output_dir), reader_for(context.output_format)
-        audit = writer_for(context.output_format, context.output_dir / REMOVED_DIR)
-        keep_removed = context.settings.dedup.keep_removed
+        audit = writer_for(context.output_format, context.output_dir / DEDUP_REMOVED_DIR)
+        keep_removed = context.settings_of(self).keep_removed
         order = np.argsort(files(ids), kind="stable")
         ids, kept, sizes = ids[order], kept[order], sizes[order]
         file_of = files(ids)
         rows_in = rows_out = 0
-        names = curated_files(context, index)
+        names = curated_files(context.layout, index)
         for done, relative in enumerate(names):
             context.tick(done, len(names))
             file = every.index(relative)
@@ -80,7 +77,7 @@ class Removal(Phase):
                                            added={CLUSTER_SIZE: (cluster_sizes, 1)})
             if keep_removed:
                 chosen = kept[start:stop][gone]
-                audit.rewrite(source, context.output_dir / REMOVED_DIR / relative, reader, set(row[gone].tolist()),
+                audit.rewrite(source, context.output_dir / DEDUP_REMOVED_DIR / relative, reader, set(row[gone].tolist()),
                               only=True, added=kept_fields(context, every, row[gone], chosen))
             rows_in, rows_out = rows_in + read, rows_out + written
         return PhaseResult(RemovalCounts(rows_in, rows_out, rows_in - rows_out))
@@ -91,7 +88,7 @@ def clustered_documents(context: PhaseContext, shard: int) -> pa.Table:
     whichever phase found the clusters."""
     import pyarrow.parquet as pq
 
-    if any(planned.name == Components.name for planned in context.plan):
+    if any(planned.name == COMPONENTS for planned in context.plan):
         return shard_labels(context, shard)
     return pq.read_table(cluster_file(context.layout, shard))
 

@@ -18,27 +18,52 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.arrays import format_array_expression
+from ...core.counts import Counts
 from ...core.errors import ConfigError, CuratorArrayError
-from ...core.layout import CheckpointLayout
-from ...core.phase import SHARD, Counts, Phase, PhaseResult
+from ...core.layout import CheckpointLayout, PhaseLayout
+from ...core.options import RunOption
+from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
 from ...core.records.phase import phase_manifests
 from ...core.run_contract import read_run_config
-from ...core.sharding import ShardRange
-from ...pipelines.phase_settings import PhaseSettings
-from .curation import curated_files
+from ...dedup.settings import MODES, DedupSettings
+from ...text.language import LANGUAGE_FIELD
+from .layouts import CURATION, SIGNATURES, CuratedFiles, curated_files, signatures_file
 
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-    from ...dedup.settings import DedupSettings
     from ..lifecycle import PhaseContext
 
-LANGUAGE = "language"
+DEDUP = "dedup"
 FLUSH_ROWS = 1 << 18  # band-key rows held before they are spilled, sorted by bucket and band (~5 MB)
-CURATED_FILES = "curated_files.parquet"
-BAND_SUFFIX = ".bands"
 BUCKETS_KEY = b"buckets"  # an earlier release's Parquet signatures: how many buckets its row groups are for
+
+DEDUP_OPTIONS = (
+    RunOption("dedup", "Remove duplicates across the whole run, as phases after curation: exact (same normalised "
+              "text) or fuzzy (MinHash + LSH near-duplicates too). The output dir then holds the kept documents.",
+              "choice", DEDUP, choices=MODES, hint="the per-task exact dedup is --dedup-within-task", sets="mode"),
+    RunOption("dedup_buckets", "Bucket elements of the dedup phases (each holds 1/N of the band keys).", "int", DEDUP,
+              minimum=1, default_text="--total-shards", sets="buckets"),
+    RunOption("dedup_components_elements", "Elements that find the clusters of duplicate pairs together, in rounds "
+              "(each holds 1/N of the pairs); 1: one element holds them all.", "int", DEDUP, minimum=1,
+              sets="components_elements"),
+    RunOption("dedup_ngram", "fuzzy: words per shingle.", "int", DEDUP, minimum=1, sets="ngram"),
+    RunOption("dedup_bands", "fuzzy: LSH bands.", "int", DEDUP, minimum=1, sets="bands"),
+    RunOption("dedup_rows", "fuzzy: hashes per band.", "int", DEDUP, minimum=1, sets="rows"),
+    RunOption("dedup_seed", "fuzzy: seed of the hash functions.", "int", DEDUP, minimum=0, sets="seed"),
+    RunOption("dedup_verify", "Confirm each candidate pair before removal: fuzzy by its true Jaccard similarity, "
+              "exact by comparing the normalised texts.", "flag", DEDUP, sets="verify"),
+    RunOption("dedup_threshold", "fuzzy with --dedup-verify: the Jaccard similarity a pair needs.", "float", DEDUP,
+              minimum=0, maximum=1, sets="threshold"),
+    RunOption("dedup_against", "Checkpoint(s) of earlier runs with the same dedup settings: also remove copies of "
+              "their documents (from their saved signatures).", "existing-paths", DEDUP, sets="against"),
+    RunOption("dedup_keep_removed", "Write every removed document (all its fields, with the identity and id of the "
+              "copy kept) under OUTPUT_DIR/.removed/dedup/.", "flag", DEDUP, sets="keep_removed"),
+    RunOption("dedup_language", "fuzzy: the language of documents without a `language` field; words are split as "
+              "the quality filters split that language (SudachiPy for ja, jieba for zh).", group=DEDUP,
+              metavar="CODE", sets="language"),
+)
 
 
 @dataclass(frozen=True)
@@ -47,18 +72,20 @@ class SignatureCounts(Counts):
 
 
 class Signatures(Phase):
-    name = "signatures"
-    needs = ("curation",)
+    """The first of the dedup phases: it brings their settings and options."""
+
+    name = SIGNATURES
+    needs = (CURATION,)  # each element needs every curation shard: identities index every curated file
     noun = SHARD
     counts = SignatureCounts
-    added_by = "--dedup"  # each element needs every curation shard: identities index every curated file
-
-    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        return shards if settings.dedup is not None else None
+    settings_key = DEDUP
+    settings_type = DedupSettings
+    options = DEDUP_OPTIONS
 
     def check(self, settings: PhaseSettings) -> None:
-        if settings.dedup is not None and settings.dedup.against:
-            against_signature_files(settings.dedup)
+        dedup = settings.get(self.settings_key)
+        if dedup is not None and dedup.against:
+            against_signature_files(dedup)
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         import numpy as np
@@ -67,16 +94,16 @@ class Signatures(Phase):
         from ...formats import reader_for
 
         reader, field = reader_for(context.output_format), context.text_field
-        dedup = context.settings.dedup
-        split = Segmenting(context) if dedup.fuzzy else None
-        every = CuratedFiles.of(context)
+        dedup = context.settings_of(self)
+        split = Segmenting(context, dedup.language) if dedup.fuzzy else None
+        every = CuratedFiles.of(context.layout, context.run.shards)
 
         def batches() -> Iterator[tuple[np.ndarray, pa.Array, list[tuple[str, str]] | None]]:
-            files = curated_files(context, index)
+            files = curated_files(context.layout, index)
             for done, relative in enumerate(files):
                 context.tick(done, len(files))
                 path, row, texts_seen = context.staged / relative, 0, False
-                for table in reader.read_columns(str(path), (field, LANGUAGE)):
+                for table in reader.read_columns(str(path), (field, LANGUAGE_FIELD)):
                     ids = identities(every.index(relative), np.arange(row, row + table.num_rows))
                     row += table.num_rows
                     texts_seen = texts_seen or table[field].null_count < table.num_rows
@@ -89,68 +116,23 @@ class Signatures(Phase):
         return PhaseResult(SignatureCounts(documents))
 
 
-def signatures_file(layout: CheckpointLayout, shard: int) -> Path:
-    """A shard's band file; an earlier release's Parquet file when that is what a run
-    given with ``--dedup-against`` holds."""
-    data = Signatures().layout_of(layout)
-    path = data.data_path(shard, BAND_SUFFIX)
-    legacy = data.data_path(shard, ".parquet")
-    return legacy if not path.exists() and legacy.exists() else path
-
-
-@dataclass(frozen=True)
-class CuratedFiles:
-    """The run's curated files, sorted by path, and the curation shard that wrote each: the
-    frozen list identities index (written once, by the first signatures element)."""
-
-    paths: tuple[str, ...]
-    shards: np.ndarray  # the shard of each file
-
-    def index(self, path: str) -> int:
-        import bisect
-
-        position = bisect.bisect_left(self.paths, path)
-        if position == len(self.paths) or self.paths[position] != path:
-            raise CuratorArrayError(f"{path} is not in the run's frozen list of curated files")
-        return position
-
-    @classmethod
-    def of(cls, context: PhaseContext) -> CuratedFiles:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from ...core.atomic import create_bytes_exclusive
-
-        path = Signatures().layout_of(context.layout).data_dir / CURATED_FILES
-        if not path.is_file():
-            listed = sorted((name, shard) for shard in context.run.shards for name in curated_files(context, shard))
-            buffer = pa.BufferOutputStream()
-            pq.write_table(pa.table({"path": pa.array([name for name, _ in listed], pa.string()),
-                                     "shard": pa.array([shard for _, shard in listed], pa.int64())}), buffer)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            create_bytes_exclusive(path, buffer.getvalue().to_pybytes())  # another element may have been first
-        table = pq.read_table(path)
-        return cls(tuple(table["path"].to_pylist()), table["shard"].to_numpy())
-
-
 class Segmenting:
     """How each document's words are split: by the segmenter the quality filters use for its
-    language (its ``language`` field, else ``--dedup-language``), from the run's language table."""
+    language (its ``language`` field, else ``default``: ``--dedup-language``), from the run's
+    language table."""
 
-    def __init__(self, context: PhaseContext):
-        from ...stages.web.languages import language_settings
+    def __init__(self, context: PhaseContext, default: str):
+        from ...stages.web.languages import language_rules
 
-        self.table = language_settings(context.request.options.quality_settings)
-        self.default = context.settings.dedup.language
+        self.table = language_rules(context.request.options.quality_settings)
+        self.default = default
 
     def of(self, table: pa.Table) -> list[tuple[str, str]]:
-        import pyarrow as pa
-
+        from ...stages.columns import row_languages
         from ...stages.web.languages import for_language
 
-        codes = (table[LANGUAGE].cast(pa.string()).to_pylist() if LANGUAGE in table.column_names
-                 else [None] * table.num_rows)
-        return [(for_language(self.table, code or self.default).tokenizer, code or self.default) for code in codes]
+        codes = row_languages(table, self.default)
+        return [(for_language(self.table, code).segmenter, code) for code in codes]
 
 
 def texts_of(table: pa.Table, field: str, path: Path) -> pa.Array:
@@ -194,12 +176,13 @@ def against_signature_files(settings: DedupSettings) -> list[tuple[Path, int]]:
         if not layout.run_file.is_file():
             raise ConfigError(f"--dedup-against {checkpoint}: no run there")
         earlier = read_run_config(layout)
-        theirs = PhaseSettings.of_fingerprint(earlier.pipeline).dedup
+        pinned = (earlier.pipeline or {}).get(DEDUP)
+        theirs = DedupSettings.from_json(pinned) if isinstance(pinned, dict) else None
         if theirs is None or theirs.signature_settings() != mine:
             raise ConfigError(f"--dedup-against {checkpoint}: its signatures were made with "
                               f"{theirs.signature_settings() if theirs else 'no dedup'}, this run's with {mine}: "
                               "the settings must be equal to compare them")
-        done = set(phase_manifests(Signatures().layout_of(layout), earlier.run_id))
+        done = set(phase_manifests(PhaseLayout(layout, SIGNATURES, SHARD), earlier.run_id))
         missing = [s for s in earlier.shards if s not in done]
         if missing:
             raise ConfigError(f"--dedup-against {checkpoint}: its signatures of shard(s) "

@@ -12,25 +12,37 @@ element leaves nothing under a final name and a rerun writes the same bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from ...core.counts import Counts, breakdown
 from ...core.errors import ConfigError
-from ...core.layout import CheckpointLayout
-from ...core.phase import SHARD, Counts, Phase, PhaseResult, breakdown
-from ...core.sharding import ShardRange
-from ...pipelines.phase_settings import PhaseSettings
-from .curation import curated_files
+from ...core.options import RunOption
+from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
+from ...tokens.settings import TOKEN_FORMAT_NAMES, TokenizeSettings
+from ...tokens.tokenizer import fetch_tokenizer
+from .layouts import CURATION, REMOVAL, TOKENIZE, curated_files, token_file
 
 if TYPE_CHECKING:
     from ...tokens.encoder import EncoderProcess
     from ...tokens.files import TokenWriter
-    from ...tokens.settings import TokenizeSettings
     from ...tokens.tokenizer import LoadedTokenizer
     from ..lifecycle import PhaseContext
 
 BATCH = 1000  # documents encoded at once
-LANGUAGE = "language"
+UNKNOWN_LANGUAGE = "unknown"  # tokens of documents without a language, in the counts by language
+
+TOKENIZE_OPTIONS = (
+    RunOption("tokenize", "Tokenize the output for training, as phases after the last one: a tokenizer.json file, "
+              "or a tokenizer's name on the Hugging Face Hub (fetched by submit on the login node). Documents also "
+              "get a token_count.", "file-or-name", TOKENIZE, metavar="TOKENIZER", fetch=fetch_tokenizer,
+              sets="tokenizer"),
+    RunOption("eos_token", "The token appended to each document (default: the tokenizer's own end-of-text token).",
+              group=TOKENIZE),
+    RunOption("token_format", "Token files: Megatron's indexed dataset (.bin/.idx) or datatrove's (.ds).", "choice",
+              TOKENIZE, choices=TOKEN_FORMAT_NAMES, sets="format"),
+    RunOption("token_file_size", "The largest merged token file under OUTPUT_DIR/tokens/, in bytes of tokens "
+              "(units: K, M, G, T, KiB, ...).", "size", TOKENIZE, minimum=1, sets="file_size"),
+)
 
 
 @dataclass(frozen=True)
@@ -44,30 +56,39 @@ class TokenizeCounts(Counts):
 
 
 class Tokenize(Phase):
-    name = "tokenize"
-    needs = ("curation", "removal")  # the run's final output: after dedup's removal when there is one
+    """The first of the tokenize phases: it brings their settings and options, and has the
+    first phase count each document's tokens."""
+
+    name = TOKENIZE
+    needs = (CURATION, REMOVAL)  # the run's final output: after dedup's removal when there is one
     noun = SHARD
     counts = TokenizeCounts
     matching_elements = True
-    added_by = "--tokenize"
-
-    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        return shards if settings.tokenize is not None else None
+    settings_key = TOKENIZE
+    settings_type = TokenizeSettings
+    options = TOKENIZE_OPTIONS
 
     def check(self, settings: PhaseSettings) -> None:
-        if settings.tokenize is not None:
-            tokenizer_of(settings.tokenize)
+        tokenize = settings.get(self.settings_key)
+        if tokenize is not None:
+            tokenizer_of(tokenize)
+
+    def before_writer(self, settings: TokenizeSettings, options) -> list:
+        """Each document's ``token_count``, counted as it is written."""
+        from ...stages.token_count import TokenCounter
+
+        return [TokenCounter(settings.tokenizer, settings.digest, settings.eos_token, options.text_field)]
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         from ...tokens.encoder import EncoderFailed, EncoderProcess
         from ...tokens.files import TOKEN_FORMATS, TokenWriter
 
-        settings = context.request.options.tokenize  # the run's: open_run compared the digests
+        settings = context.request.options.phases.get(self.settings_key)  # the run's: open_run compared the digests
         fmt = TOKEN_FORMATS[settings.format]
         try:
             with (EncoderProcess(settings.tokenizer, settings.eos_token) as encoder,
                   TokenWriter(fmt, token_file(context.layout, index), fmt.dtype(encoder.wide)) as writer):
-                empty, by_language = _write_documents(context, curated_files(context, index), encoder, writer)
+                empty, by_language = _write_documents(context, curated_files(context.layout, index), encoder, writer)
         except EncoderFailed:
             context.tick_stop()  # a stop signal the encoder saw first: stopped, not failed
             raise
@@ -82,6 +103,7 @@ def _write_documents(context: PhaseContext, files: tuple[str, ...], encoder: Enc
     import pyarrow.compute as pc
 
     from ...formats import reader_for
+    from ...stages.columns import row_languages
 
     reader, field = reader_for(context.output_format), context.text_field
     empty, by_language = 0, {}
@@ -94,8 +116,7 @@ def _write_documents(context: PhaseContext, files: tuple[str, ...], encoder: Enc
             raise ConfigError(f"{context.output_dir / relative}: no field {field!r} to tokenize "
                               "(--text-field names the text field)")
         texts = pc.fill_null(table[field].cast(pa.string()), "").to_pylist()
-        languages = (table[LANGUAGE].cast(pa.string()).to_pylist() if LANGUAGE in table.column_names
-                     else [None] * len(texts))
+        languages = row_languages(table, UNKNOWN_LANGUAGE)
         for start in range(0, len(texts), BATCH):
             ids, lengths = encoder.documents(texts[start:start + BATCH])
             kept = lengths > 0
@@ -103,8 +124,7 @@ def _write_documents(context: PhaseContext, files: tuple[str, ...], encoder: Enc
             writer.add(ids, lengths[kept] + 1)
             for language, length in zip(languages[start:start + BATCH], lengths.tolist()):
                 if length:
-                    key = language or "unknown"
-                    by_language[key] = by_language.get(key, 0) + length + 1
+                    by_language[language] = by_language.get(language, 0) + length + 1
     return empty, dict(sorted(by_language.items()))
 
 
@@ -112,8 +132,3 @@ def tokenizer_of(settings: TokenizeSettings) -> LoadedTokenizer:
     from ...tokens.tokenizer import load_tokenizer
 
     return load_tokenizer(settings.tokenizer, settings.eos_token)
-
-
-def token_file(layout: CheckpointLayout, shard: int) -> Path:
-    """Where shard ``shard``'s token file lives (a prefix: its format adds the suffixes)."""
-    return Tokenize().layout_of(layout).data_dir / f"shard_{shard}"

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.atomic import dump_json, write_bytes_atomic
-from ...core.phase import Counts, Phase, PhaseResult
+from ...core.counts import Counts
+from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
-from ...pipelines.phase_settings import PhaseSettings
-from .tokenize import Tokenize, token_file, tokenizer_of
+from .layouts import TOKENIZE, TOKENS, token_file
+from .tokenize import tokenizer_of
 
 if TYPE_CHECKING:
     from ..lifecycle import PhaseContext
@@ -35,22 +36,22 @@ class TokenFileCounts(Counts):
 
 
 class TokenFiles(Phase):
-    name = "tokens"
-    needs = ("tokenize",)
+    name = TOKENS
+    needs = (TOKENIZE,)
     counts = TokenFileCounts
-    added_by = "--tokenize"
+    settings_key = TOKENIZE
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        return ShardRange(1) if settings.tokenize is not None else None
+        return ShardRange(1) if settings.get(self.settings_key) is not None else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         from ...tokens.files import TOKEN_FORMATS, merge
 
-        settings = context.request.options.tokenize
+        settings = context.request.options.phases.get(self.settings_key)
         fmt = TOKEN_FORMATS[settings.format]
         directory = context.output_dir / DIRECTORY
         directory.mkdir(parents=True, exist_ok=True)
-        inputs = [token_file(context.layout, shard) for shard in context.elements(Tokenize())]
+        inputs = [token_file(context.layout, shard) for shard in context.elements(TOKENIZE)]
         parts = merge(fmt, inputs, directory, settings.file_size)
         tokenizer = tokenizer_of(settings)
         manifest = {

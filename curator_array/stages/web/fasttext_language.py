@@ -19,12 +19,11 @@ import pyarrow as pa
 
 from ...core.errors import ConfigError
 from ...core.fingerprint import file_digest
-from ..defaults import TEXT_FIELD
+from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD
+from ..defaults import FINEWEB_LANGUAGES, FINEWEB_MIN_SCORE, TEXT_FIELD
 from ..filters import FilterStage
 
 LABEL_PREFIX = "__label__"
-FINEWEB_LANGUAGES = ("en",)
-FINEWEB_MIN_SCORE = 0.65
 HINT = "pip install 'curator-array[web]'"
 
 
@@ -112,7 +111,7 @@ class FastTextLanguageFilter(FilterStage):
     def score(self, table, text):
         self.setup()
         found = [self._classify(t) if t else ("und", 0.0, False) for t in text.to_pylist()]
-        table = table.append_column("language", pa.array([code for code, _, _ in found], pa.string()))
-        table = table.append_column("language_score", pa.array([s for _, s, _ in found], pa.float64()))
+        table = table.append_column(LANGUAGE_FIELD, pa.array([code for code, _, _ in found], pa.string()))
+        table = table.append_column(LANGUAGE_SCORE_FIELD, pa.array([s for _, s, _ in found], pa.float64()))
         return table, {"below_threshold": pa.array([wanted for _, _, wanted in found])}
 

@@ -1,7 +1,7 @@
 """FineWeb's own quality filter: the line-level rules FineWeb added after Gopher and C4.
 
 Four rules over a document's non-blank lines (lines as ``text.split("\\n")`` gives them), in
-the reference's order, each with its limit from the document's language settings:
+the reference's order, each with its limit from the document's language rules:
 
 - ``line_punct_ratio``: the share of lines ending in sentence-final punctuation is below
   ``line_punct_thr`` (0.12 for English);
@@ -31,7 +31,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import regex
 
-from .quality import LanguageAwareFilter, document_languages, limits, mask
+from ..columns import row_languages
+from .quality import LanguageAwareFilter, limits, mask
 from .textstats import batch_words, duplicate_elements, per_document, ratio
 
 SHORT_LINE_CHARACTERS = 30
@@ -68,9 +69,9 @@ class FineWebQualityFilter(LanguageAwareFilter):
         newlines = pc.count_substring(text, "\n").to_numpy(zero_copy_only=False).astype(np.float64)
         chars = pc.utf8_length(text).to_numpy(zero_copy_only=False) - newlines
 
-        codes = document_languages(table, self.default_language)
-        settings = [self.settings_for(code) for code in codes]
-        limit = partial(limits, settings)
+        codes = row_languages(table, self.default_language)
+        row_rules = [self.rules_for(code) for code in codes]
+        limit = partial(limits, row_rules)
         empty = counts == 0
         rules = {
             "empty": ~empty,
@@ -80,10 +81,10 @@ class FineWebQualityFilter(LanguageAwareFilter):
             "char_dup_ratio": ~(ratio(duplicate_chars, chars) > limit("char_duplicates_ratio")),
         }
         alive = np.logical_and.reduce(list(rules.values()))
-        rules["list_ratio"] = ~alive | self._few_line_breaks(text, codes, newlines, alive, settings, limit)
+        rules["list_ratio"] = ~alive | self._few_line_breaks(text, codes, newlines, alive, row_rules, limit)
         return table, {rule: mask(values) for rule, values in rules.items()}
 
-    def _few_line_breaks(self, text, codes, newlines, alive, settings, limit) -> np.ndarray:
+    def _few_line_breaks(self, text, codes, newlines, alive, row_rules, limit) -> np.ndarray:
         """Line breaks per word within the limit (for the documents still in; a language
         without a segmenter has no words to count and passes)."""
         passes = np.ones(len(alive), dtype=bool)
@@ -91,7 +92,7 @@ class FineWebQualityFilter(LanguageAwareFilter):
         if len(chosen) == 0:
             return passes
         _, parents = batch_words(text.take(pa.array(chosen)), [codes[i] for i in chosen],
-                                 [settings[i].tokenizer for i in chosen])
+                                 [row_rules[i].segmenter for i in chosen])
         counts = np.bincount(parents, minlength=len(chosen)).astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             over = (counts > 0) & (newlines[chosen] / counts > limit("new_line_ratio")[chosen])

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...core.errors import ConfigError
+from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD
 from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
 
@@ -53,7 +54,7 @@ class LanguageFilter(FilterStage):
         found = [classify(t[: self.max_chars]) if t else ("und", 0.0) for t in text.to_pylist()]
         language = pa.array([code for code, _ in found], pa.string())
         score = pa.array([round(float(p), 4) for _, p in found], pa.float64())
-        table = table.append_column("language", language).append_column("language_score", score)
+        table = table.append_column(LANGUAGE_FIELD, language).append_column(LANGUAGE_SCORE_FIELD, score)
         rules = {}
         if self.languages:
             rules["not_kept"] = pc.is_in(language, value_set=pa.array(self.languages))

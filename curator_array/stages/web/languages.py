@@ -1,10 +1,10 @@
-"""The per-language settings of the quality filters: one type, one table, data not code.
+"""The per-language rules of the quality filters: one type, one table, data not code.
 
-``LanguageSettings`` is the one list of keys: its fields. ``language_settings.toml`` (next to
+``LanguageRules`` is the one list of keys: its fields. ``language_rules.toml`` (next to
 this module) gives their values per language; a user's file of the same form overrides any
 key of any language (``--quality-settings``). A language the table does not name takes
 ``[default]``, and every language takes ``[default]``'s value for a key it does not set.
-The settings in force are part of each filter's fingerprint, so they are pinned with the run.
+The rules in force are part of each filter's fingerprint, so they are pinned with the run.
 """
 
 from __future__ import annotations
@@ -18,17 +18,20 @@ import tomllib
 from ...core.errors import ConfigError
 from ...text.segmenters import KINDS
 
-TABLE = Path(__file__).with_name("language_settings.toml")
+TABLE = Path(__file__).with_name("language_rules.toml")
 DEFAULT = "default"
+# The key ``segmenter`` had before it was named so: read in users' files, and written in
+# fingerprints, so runs pinned with it stay the same runs.
+SEGMENTER_KEY_BEFORE = "tokenizer"
 
 
 @dataclass(frozen=True)
-class LanguageSettings:
+class LanguageRules:
     """How the quality filters read one language: its segmenter and stop words, the Gopher
     limits (a fraction of 0 turns a repetition rule off), whether C4's rules apply, and the
     FineWeb quality limits."""
 
-    tokenizer: str
+    segmenter: str
     stop_words: tuple[str, ...]
     c4: bool
     min_stop_words: float
@@ -53,7 +56,7 @@ class LanguageSettings:
     new_line_ratio: float  # the most line breaks per word
 
     @classmethod
-    def from_table(cls, values: dict[str, Any], where: str) -> LanguageSettings:
+    def from_table(cls, values: dict[str, Any], where: str) -> LanguageRules:
         missing = [f.name for f in fields(cls) if f.name not in values]
         if missing:
             raise ConfigError(f"{where}: missing {', '.join(missing)} (set them in [{DEFAULT}])")
@@ -64,10 +67,11 @@ class LanguageSettings:
         return dict(getattr(self, key)).get(n)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        rules = asdict(self)
+        return {SEGMENTER_KEY_BEFORE if key == "segmenter" else key: value for key, value in rules.items()}
 
 
-KEYS = {f.name: f.type for f in fields(LanguageSettings)}
+KEYS = {f.name: f.type for f in fields(LanguageRules)}
 
 
 def _converted(kind: str, value: Any) -> Any:
@@ -81,7 +85,7 @@ def _converted(kind: str, value: Any) -> Any:
 def _check(where: str, key: str, value: Any) -> None:
     """A value of the form its field's type asks for, or ConfigError naming where it is."""
     kind = KEYS[key]
-    if key == "tokenizer":
+    if key == "segmenter":
         ok, want = value in KINDS, f"{value!r} is not one of {', '.join(KINDS)}"
     elif kind == "bool":
         ok, want = isinstance(value, bool), "must be true or false"
@@ -109,6 +113,8 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
     for language, settings in data.items():
         if not isinstance(settings, dict):
             raise ConfigError(f"{path}: [{language}] must be a table of settings")
+        if SEGMENTER_KEY_BEFORE in settings:
+            settings["segmenter"] = settings.pop(SEGMENTER_KEY_BEFORE)
         for key, value in settings.items():
             if key not in KEYS:
                 raise ConfigError(f"{path}: [{language}] {key}: unknown key (known: {', '.join(sorted(KEYS))})")
@@ -116,16 +122,16 @@ def _read(path: Path) -> dict[str, dict[str, Any]]:
     return data
 
 
-def language_settings(overrides: str | Path | None = None) -> dict[str, LanguageSettings]:
+def language_rules(overrides: str | Path | None = None) -> dict[str, LanguageRules]:
     """Every language's settings: the table, with ``overrides`` on top, over ``[default]``."""
     table = _read(TABLE)
     if overrides:
         for language, settings in _read(Path(overrides)).items():
             table.setdefault(language, {}).update(settings)
     default = table[DEFAULT]
-    return {language: LanguageSettings.from_table({**default, **settings}, f"quality settings [{language}]")
+    return {language: LanguageRules.from_table({**default, **settings}, f"quality settings [{language}]")
             for language, settings in table.items()}
 
 
-def for_language(settings: dict[str, LanguageSettings], language: str) -> LanguageSettings:
+def for_language(settings: dict[str, LanguageRules], language: str) -> LanguageRules:
     return settings.get(language) or settings[DEFAULT]

@@ -14,10 +14,11 @@ from dataclasses import replace
 
 import pyarrow as pa
 
+from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD
 from ..base import ProcessingStage
 from ..tasks import DocumentBatch, Task
 
-FINEWEB_COLUMNS = ("text", "id", "url", "date", "dump", "warc_path", "language", "language_score")
+FINEWEB_COLUMNS = ("text", "id", "url", "date", "dump", "warc_path", LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD)
 CRAWL_NAME = re.compile(r"crawl-data/(CC-MAIN-\d{4}-\d{2})/")
 
 

@@ -2,7 +2,7 @@
 
 - ``GopherQualityFilter`` and ``GopherRepetitionFilter``: the MassiveText rules (Rae et al.,
   2021) as datatrove implements them for FineWeb, with FineWeb-2's settings for other
-  languages (``language_settings.toml``). ``GopherFilter`` runs both rule sets on words
+  languages (``language_rules.toml``). ``GopherFilter`` runs both rule sets on words
   split once (segmenting Japanese or Chinese costs more than every rule together), and
   counts each drop under the rule set's own name (``gopher_repetition.duplicate_lines``).
 - ``C4QualityFilter``: the C4 rules (Raffel et al., 2020) as FineWeb applies them: per line,
@@ -11,7 +11,7 @@
   curly bracket, or fewer than 5 sentences in what is left. The terminal-punctuation line
   rule of the original C4 is off, as in FineWeb (``terminal_punctuation=True`` turns it on:
   a line must then end in . ? ! " or ' and not in an ellipsis). Only languages whose
-  settings say ``c4 = true`` (English) are touched; FineWeb-2 does not apply C4.
+  rules say ``c4 = true`` (English) are touched; FineWeb-2 does not apply C4.
 
 Words are split by each document's language's segmenter (``text.segmenters``; for languages
 written with spaces, each distinct chunk of the batch once); every count that follows is
@@ -36,9 +36,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...text.language import DEFAULT_LANGUAGE
+from ..columns import row_languages
 from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
-from .languages import LanguageSettings, for_language, language_settings
+from .languages import LanguageRules, for_language, language_rules
 from .textstats import (
     RepeatedNGrams,
     batch_words,
@@ -57,12 +59,6 @@ CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
 POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
 
 
-def document_languages(table: pa.Table, default: str) -> list[str]:
-    if "language" in table.column_names:
-        return [code or default for code in table.column("language").cast(pa.string()).to_pylist()]
-    return [default] * table.num_rows
-
-
 def _add(table: pa.Table, name: str, values) -> pa.Table:
     values = np.asarray(values)
     column = pa.array(np.round(values, 4) if values.dtype.kind == "f" else values)
@@ -70,9 +66,9 @@ def _add(table: pa.Table, name: str, values) -> pa.Table:
     return table.set_column(index, name, column) if index >= 0 else table.append_column(name, column)
 
 
-def limits(settings: list[LanguageSettings], key: str) -> np.ndarray:
-    """One value of setting ``key`` per document, given each document's settings."""
-    return np.array([getattr(s, key) for s in settings], dtype=np.float64)
+def limits(rules: list[LanguageRules], key: str) -> np.ndarray:
+    """One value of rule ``key`` per document, given each document's rules."""
+    return np.array([getattr(r, key) for r in rules], dtype=np.float64)
 
 
 def mask(values) -> pa.Array:
@@ -82,13 +78,13 @@ def mask(values) -> pa.Array:
 class LanguageAwareFilter(FilterStage):
     """A filter whose limits and word splitting follow each document's language."""
 
-    def __init__(self, text_field: str = TEXT_FIELD, default_language: str = "en",
-                 settings: dict[str, LanguageSettings] | None = None):
+    def __init__(self, text_field: str = TEXT_FIELD, default_language: str = DEFAULT_LANGUAGE,
+                 rules: dict[str, LanguageRules] | None = None):
         self.default_language = default_language
-        self.languages = settings or language_settings()
+        self.languages = rules or language_rules()
         super().__init__(text_field)
 
-    def settings_for(self, language: str) -> LanguageSettings:
+    def rules_for(self, language: str) -> LanguageRules:
         return for_language(self.languages, language)
 
     def _words(self, table: pa.Table, text: pa.ChunkedArray) -> _Words:
@@ -96,24 +92,24 @@ class LanguageAwareFilter(FilterStage):
 
 
 class _Words:
-    """One batch's documents as the Gopher rules read them: each one's language settings,
+    """One batch's documents as the Gopher rules read them: each one's language rules,
     its words (split by its language's segmenter, once) and the batch's vocabulary."""
 
     def __init__(self, table: pa.Table, text: pa.ChunkedArray, default_language: str,
-                 languages: dict[str, LanguageSettings]):
+                 languages: dict[str, LanguageRules]):
         self.rows = table.num_rows
         self.text = pc.fill_null(text, "")
-        self.codes = document_languages(table, default_language)
-        self.settings = [for_language(languages, code) for code in self.codes]
-        self.spaced = np.array([s.tokenizer != "none" for s in self.settings])
-        self.words, self.parents = batch_words(self.text, self.codes, [s.tokenizer for s in self.settings])
+        self.codes = row_languages(table, default_language)
+        self.rules = [for_language(languages, code) for code in self.codes]
+        self.spaced = np.array([r.segmenter != "none" for r in self.rules])
+        self.words, self.parents = batch_words(self.text, self.codes, [r.segmenter for r in self.rules])
         self.vocabulary = _Vocabulary(self.words)
 
     def limits(self, key: str) -> np.ndarray:
-        return limits(self.settings, key)
+        return limits(self.rules, key)
 
     def ngram_limits(self, key: str, n: int) -> np.ndarray:
-        limits = [s.limit(key, n) for s in self.settings]
+        limits = [r.limit(key, n) for r in self.rules]
         return np.array([np.nan if limit is None else limit for limit in limits], dtype=np.float64)
 
 
@@ -171,7 +167,7 @@ def repetition_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str
     lengths = vocabulary.per_word(pc.utf8_length(vocabulary.words)).astype(np.float64)
     repeats = RepeatedNGrams(vocabulary.indices, lengths, parents)
     measures = {"top_n_grams": most_frequent_ngram_chars, "dup_n_grams": greedy_duplicate_chars}
-    sizes = sorted({(n, key) for settings in set(words.settings) for key in measures for n, _ in getattr(settings, key)})
+    sizes = sorted({(n, key) for rules in set(words.rules) for key in measures for n, _ in getattr(rules, key)})
     # By n, as each count starts from the shorter n-grams' repeats.
     fractions = {(key, n): ratio(measures[key](repeats, rows, n), chars) for n, key in sizes}
     worst = np.zeros(rows)
@@ -243,9 +239,9 @@ def _distinct_stop_words(words: _Words) -> np.ndarray:
     rows, parents, vocabulary = words.rows, words.parents, words.vocabulary
     hit = np.zeros(len(parents), dtype=bool)
     codes = np.array(words.codes)
-    for code, settings in dict(zip(words.codes, words.settings)).items():
-        if settings.stop_words and len(parents):
-            stop = pc.is_in(vocabulary.words, value_set=pa.array(sorted(settings.stop_words)))
+    for code, rules in dict(zip(words.codes, words.rules)).items():
+        if rules.stop_words and len(parents):
+            stop = pc.is_in(vocabulary.words, value_set=pa.array(sorted(rules.stop_words)))
             hit |= vocabulary.per_word(stop) & (codes == code)[parents]
     if not hit.any():
         return np.zeros(rows)
@@ -261,24 +257,24 @@ def _within(values: np.ndarray, limits: np.ndarray) -> np.ndarray:
 class C4QualityFilter(LanguageAwareFilter):
     """Cleans lines, then filters pages; the text column holds the cleaned text afterwards.
 
-    Documents whose language settings say ``c4 = false`` pass untouched.
+    Documents whose language rules say ``c4 = false`` pass untouched.
     """
 
     name = "c4_quality"
 
-    def __init__(self, text_field: str = TEXT_FIELD, default_language: str = "en",
-                 settings: dict[str, LanguageSettings] | None = None, terminal_punctuation: bool = False,
+    def __init__(self, text_field: str = TEXT_FIELD, default_language: str = DEFAULT_LANGUAGE,
+                 rules: dict[str, LanguageRules] | None = None, terminal_punctuation: bool = False,
                  min_words_per_line: int = 3, min_sentences: int = 5, max_word_length: int = 1000):
         self.terminal_punctuation = terminal_punctuation
         self.min_words_per_line, self.min_sentences = min_words_per_line, min_sentences
         self.max_word_length = max_word_length
-        super().__init__(text_field, default_language, settings)
+        super().__init__(text_field, default_language, rules)
 
     def score(self, table, text):
         rows = table.num_rows
         texts = pc.fill_null(text, "").to_pylist()
-        codes = document_languages(table, self.default_language)
-        applies = np.array([self.settings_for(code).c4 for code in codes], dtype=bool)
+        codes = row_languages(table, self.default_language)
+        applies = np.array([self.rules_for(code).c4 for code in codes], dtype=bool)
         cleaned, enough, lorem, curly = [], np.zeros(rows, bool), np.zeros(rows, bool), np.zeros(rows, bool)
         removed = np.zeros(rows, dtype=np.int64)
         for index, value in enumerate(texts):

@@ -1,0 +1,93 @@
+"""What an element of a phase counted, typed: the figures its completion manifest holds.
+
+A phase's counts are a dataclass of ``int`` fields, histograms (``histogram``: how many
+things have each size) and breakdowns (``breakdown``: a figure per name, tokens per
+language say); each field carries what its chart or table says, so ``status`` and the
+report render a phase they have never heard of. Elements add up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class Counts:
+    """A phase element's figures, typed. Subclasses are dataclasses of ``int`` fields,
+    histograms (``histogram``: how many things have each size) and breakdowns
+    (``breakdown``: a figure per name, tokens per language say); elements add up. ``RATE``
+    names the figure whose rate per second of element time status shows."""
+
+    RATE: ClassVar[str | None] = None
+
+    def __add__(self, other: Counts) -> Counts:
+        values = {}
+        for item in fields(self):
+            mine, theirs = getattr(self, item.name), getattr(other, item.name)
+            if isinstance(mine, dict):
+                merged = dict(mine)
+                for key, count in theirs.items():
+                    merged[key] = merged.get(key, 0) + count
+                values[item.name] = dict(sorted(merged.items()))
+            else:
+                values[item.name] = mine + theirs
+        return type(self)(**values)
+
+    def to_json(self) -> dict[str, Any]:
+        return {item.name: ({str(k): v for k, v in value.items()} if isinstance(value := getattr(self, item.name), dict)
+                            else value) for item in fields(self)}
+
+    @classmethod
+    def from_json(cls, payload: Any) -> Counts:
+        """The counts in ``payload``; a missing or mistyped figure takes its default (counts inform)."""
+        payload = payload if isinstance(payload, dict) else {}
+        values = {}
+        for item in fields(cls):
+            value = payload.get(item.name)
+            if isinstance(value, dict):
+                counts = {k: v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
+                values[item.name] = counts if item.metadata.get("kind") == BREAKDOWN else {
+                    int(k): v for k, v in counts.items() if str(k).lstrip("-").isdigit()}
+            elif isinstance(value, int) and not isinstance(value, bool):
+                values[item.name] = value
+        return cls(**values)
+
+    def figures(self) -> dict[str, int]:
+        """The scalar figures, for a line of text."""
+        return {item.name: value for item in fields(self) if not isinstance(value := getattr(self, item.name), dict)}
+
+    def histograms(self) -> list[Histogram]:
+        """The histograms, with what their charts say (``histogram``'s metadata)."""
+        return [Histogram(getattr(self, item.name), item.metadata["title"], item.metadata["size_label"],
+                          item.metadata["count_label"])
+                for item in fields(self) if item.metadata.get("kind") == HISTOGRAM]
+
+    def breakdowns(self) -> dict[str, dict[str, int]]:
+        """The breakdowns by their titles (``breakdown``'s metadata)."""
+        return {item.metadata["title"]: getattr(self, item.name) for item in fields(self)
+                if item.metadata.get("kind") == BREAKDOWN}
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """How many things have each size, with the words a chart of it needs."""
+
+    values: dict[int, int]
+    title: str
+    size_label: str
+    count_label: str
+
+
+HISTOGRAM, BREAKDOWN = "histogram", "breakdown"
+
+
+def histogram(title: str, size_label: str, count_label: str) -> Any:
+    """A ``dict[int, int]`` counts field: how many ``count_label`` have each ``size_label``."""
+    return field(default_factory=dict, metadata={"kind": HISTOGRAM, "title": title, "size_label": size_label,
+                                                 "count_label": count_label})
+
+
+def breakdown(title: str) -> Any:
+    """A ``dict[str, int]`` counts field: a figure per name (tokens per language, say)."""
+    return field(default_factory=dict, metadata={"kind": BREAKDOWN, "title": title})

@@ -1,0 +1,96 @@
+"""Where the data that several phases read lives: the files the first phase wrote, the run's
+frozen list of them, and each later phase's data files. The phase that writes a file and
+the phases that read it all find it here, by the phases' names, without each other's
+objects.
+
+    CHECKPOINT/.nemo_curator_metadata/.phases/
+      signatures/data/curated_files.parquet    the run's curated files, frozen: a file's place is its id
+      signatures/data/shard_<S>.bands          each document's band keys, by bucket and band
+      buckets/data/bucket_<B>.pairs            a bucket's candidate pairs
+      clusters/data/shards/shard_<S>.parquet   a shard's documents in a cluster: id, copy kept, size
+      tokenize/data/shard_<S>.*                a shard's token file, before the tokens phase joins them
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ...core.atomic import create_bytes_exclusive
+from ...core.errors import CuratorArrayError
+from ...core.layout import CheckpointLayout, PhaseLayout
+from ...core.phase import SHARD
+from ...core.records.shard import CompletionManifest
+from ...core.sharding import ShardRange
+
+if TYPE_CHECKING:
+    import numpy as np
+
+CURATION, SIGNATURES, BUCKETS, CLUSTERS, COMPONENTS, REMOVAL, TOKENIZE, TOKENS = (
+    "curation", "signatures", "buckets", "clusters", "components", "removal", "tokenize", "tokens")
+BUCKET = "bucket"
+CURATED_FILES = "curated_files.parquet"
+BAND_SUFFIX = ".bands"
+
+
+def curated_files(layout: CheckpointLayout, shard: int) -> tuple[str, ...]:
+    """The files curation shard ``shard`` wrote, relative to where it wrote them."""
+    return CompletionManifest.read(layout.manifest_path(shard)).work.output_files
+
+
+@dataclass(frozen=True)
+class CuratedFiles:
+    """The run's curated files, sorted by path, and the curation shard that wrote each: the
+    frozen list identities index (written once, by the first signatures element)."""
+
+    paths: tuple[str, ...]
+    shards: np.ndarray  # the shard of each file
+
+    def index(self, path: str) -> int:
+        position = bisect.bisect_left(self.paths, path)
+        if position == len(self.paths) or self.paths[position] != path:
+            raise CuratorArrayError(f"{path} is not in the run's frozen list of curated files")
+        return position
+
+    @classmethod
+    def of(cls, layout: CheckpointLayout, shards: ShardRange) -> CuratedFiles:
+        """The frozen list, written first if no element has written it yet."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        path = PhaseLayout(layout, SIGNATURES, SHARD).data_dir / CURATED_FILES
+        if not path.is_file():
+            listed = sorted((name, shard) for shard in shards for name in curated_files(layout, shard))
+            buffer = pa.BufferOutputStream()
+            pq.write_table(pa.table({"path": pa.array([name for name, _ in listed], pa.string()),
+                                     "shard": pa.array([shard for _, shard in listed], pa.int64())}), buffer)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            create_bytes_exclusive(path, buffer.getvalue().to_pybytes())  # another element may have been first
+        table = pq.read_table(path)
+        return cls(tuple(table["path"].to_pylist()), table["shard"].to_numpy())
+
+
+def signatures_file(layout: CheckpointLayout, shard: int) -> Path:
+    """A shard's band file; an earlier release's Parquet file when that is what a run
+    given with ``--dedup-against`` holds."""
+    data = PhaseLayout(layout, SIGNATURES, SHARD)
+    path = data.data_path(shard, BAND_SUFFIX)
+    legacy = data.data_path(shard, ".parquet")
+    return legacy if not path.exists() and legacy.exists() else path
+
+
+def pairs_file(layout: CheckpointLayout, bucket: int) -> Path:
+    """Bucket ``bucket``'s candidate pairs."""
+    return PhaseLayout(layout, BUCKETS, BUCKET).data_path(bucket, ".pairs")
+
+
+def cluster_file(layout: CheckpointLayout, shard: int) -> Path:
+    """Shard ``shard``'s documents that are in a cluster: identity, the copy kept, the size."""
+    return PhaseLayout(layout, CLUSTERS).data_dir / "shards" / f"shard_{shard}.parquet"
+
+
+def token_file(layout: CheckpointLayout, shard: int) -> Path:
+    """Where shard ``shard``'s token file lives (a prefix: its format adds the suffixes)."""
+    return PhaseLayout(layout, TOKENIZE, SHARD).data_dir / f"shard_{shard}"

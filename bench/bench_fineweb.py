@@ -39,7 +39,7 @@ from support import (  # noqa: E402
 )
 
 sys.path.insert(0, str(REPO))
-from curator_array.core.allocator import bundled_mimalloc  # noqa: E402
+from curator_array.helpers.allocator import bundled_mimalloc  # noqa: E402
 
 WORK = CACHE / "fineweb"
 CPUS = 2

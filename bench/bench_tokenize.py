@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from support import CACHE, REPO, curator, measure_snippet, wait_peak  # noqa: E402
 
 sys.path.insert(0, str(REPO))
-from curator_array.core.allocator import bundled_mimalloc  # noqa: E402
+from curator_array.helpers.allocator import bundled_mimalloc  # noqa: E402
 from tests.support.reference_site import ensure_reference_site, reference_environment  # noqa: E402
 from tests.support.tokenizer import train_tokenizer  # noqa: E402
 

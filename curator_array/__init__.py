@@ -6,23 +6,26 @@ tested on a login node without Ray, SLURM or a container:
 
 ==============  =================================================================
 ``core``        pure: sharding, array expressions, the checkpoint's layout and
-                records, the run contract, what a phase is, retry, status, plan,
-                the format catalog
-``text``        word segmenters per script, word n-gram keys
+                records, the run contract, what a phase and a run option are,
+                retry, status, plan, the format catalog
+``text``        word segmenters per script, word n-gram keys, the language column
+``helpers``     the helper processes' allocator (mimalloc or the system's)
 ``tokens``      token files for training: the tokenizer, Megatron's and datatrove's
                 formats, their merge
 ``slurm``       SLURM: its commands, the job environment, shard resolution,
                 submission windows, site scripts
-``stages``      the stage API, sources, filters, downloads, web text stages
+``stages``      the stage API (what a stage pins, reads, writes and needs),
+                sources, filters, downloads, web text stages
 ``formats``     the file formats, one module each
 ``dedup``       deduplication's algorithms and settings (MinHash, LSH, clusters)
-``pipelines``   a pipeline, its options, the built-in pipelines, the settings of
-                the phases after it
+``pipelines``   a pipeline, its options, the default pipeline's filters, the
+                built-in pipelines
 ``examples``    example user pipelines
 ``execution``   Ray: private clusters, the node launcher, clients, Ray Data
 ``report``      the HTML page about a run
-``run``         the phases of a run (``run.phases``, one file each) and one
-                element of one phase, from request to recorded outcome
+``run``         the option table, the phases of a run (``run.phases``, one file
+                each, with their options) and one element of one phase, from
+                request to recorded outcome
 ``cli``         the ``curator-array`` commands and the container entrypoint
 ==============  =================================================================
 """

@@ -45,7 +45,6 @@ def run(ctx: click.Context, **kwargs) -> None:
     A completion manifest is written only when every task succeeded. SIGUSR1 (what
     `#SBATCH --signal` sends) and SIGTERM stop the shard cleanly, without a manifest (exit 4).
     """
-    from ..core.allocator import allocator_choice
     from ..run import supervisor
     from ..run.element import run_element_command
     from ..run.precedence import options_for_start, request_of
@@ -54,7 +53,6 @@ def run(ctx: click.Context, **kwargs) -> None:
     from ..slurm.jobenv import JobEnvironment
 
     request = request_of(options_for_start(given_flags(ctx), os.environ))
-    allocator_choice(os.environ)
     context = ctx.obj or JobContext.from_env(os.environ)
     # This process's own environment decides, not a context handed in (a test's SLURM
     # context in-process must never fork the test runner).

@@ -154,12 +154,10 @@ def submit(site, total_shards, minimum_shard_index, array_expression, max_array_
     then runs as pinned. The run's later phases (--dedup) are queued too, each phase after
     the one before (afterany: an element whose inputs are incomplete exits 2 at once).
     """
-    from ..core.allocator import allocator_choice
     from ..core.sharding import ShardRange
     from ..run.submission import plan_submit
 
     site_config, script = site_files(sites_dir, site)
-    allocator_choice({**os.environ, **site_config.env})  # what the elements will see
     flags = parse_run_args(run_args)
     if checkpoint_path and flags.setdefault("checkpoint_path", checkpoint_path) != checkpoint_path:
         raise click.UsageError("--checkpoint-path is given twice with different values (before and after --)")

@@ -3,7 +3,9 @@
 A logical run promises that every shard went through the same pipeline. ``run.json`` pins
 the pipeline's fingerprint (its stages with their parameters, the input and output
 formats, the text field); every later start compares its own and refuses a difference,
-naming each changed value. Pure functions over JSON-plain dicts.
+naming each changed value. A value that is unset (null) is the same as a value not pinned:
+a setting added to a stage later, unset by default, keeps earlier runs the same run. Pure
+functions over JSON-plain dicts.
 """
 
 from __future__ import annotations
@@ -17,7 +19,16 @@ TOP_LEVEL = ("input", "output", "text_field")
 
 
 def fingerprint_digest(fingerprint: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps(_set_values(fingerprint), sort_keys=True).encode()).hexdigest()
+
+
+def _set_values(value: Any) -> Any:
+    """``value`` without the keys whose value is unset (null), at every depth."""
+    if isinstance(value, dict):
+        return {key: _set_values(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_set_values(item) for item in value]
+    return value
 
 
 def file_digest(path: str | os.PathLike) -> str:

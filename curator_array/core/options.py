@@ -5,8 +5,8 @@ run's own table (``run.option_table``), a filter of the default pipeline
 
 The variable of an option is its flag in capitals with ``_`` for ``-`` (``--min-words`` →
 ``MIN_WORDS``); options about how a run executes rather than what it computes (this start,
-Ray, several nodes) take the ``CURATOR_ARRAY_`` prefix (``--num-cpus`` →
-``CURATOR_ARRAY_NUM_CPUS``). A few keep the names they had before the rule
+Ray, several nodes, what the host has installed and how its helper processes run) take the
+``CURATOR_ARRAY_`` prefix (``--num-cpus`` → ``CURATOR_ARRAY_NUM_CPUS``). A few keep the names they had before the rule
 (``variable_name``).
 """
 
@@ -24,7 +24,7 @@ KINDS = ("text", "path", "file", "files", "file-or-name", "existing-paths", "int
 SIZE_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
               "TIB": 2**40}
 SCOPES = ("run", "start")
-EXECUTION_GROUPS = ("start", "ray", "nodes")
+EXECUTION_GROUPS = ("start", "ray", "nodes", "host")
 PREFIX = "CURATOR_ARRAY_"
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})

@@ -35,10 +35,14 @@ class AlphabeticRatioFilter(FilterStage):
     """
 
     name = "alphabetic_ratio"
+    pinned = ("minimum_ratio", "text_field")  # what it decides with: pinned in run.json
 
     def __init__(self, minimum_ratio: float = 0.8, text_field: str = TEXT_FIELD):
         self.minimum_ratio = minimum_ratio
         super().__init__(text_field)
+
+    def writes(self) -> tuple[str, ...]:
+        return ("alphabetic_ratio",)
 
     def score(self, table, text):
         text = pc.fill_null(text, "")

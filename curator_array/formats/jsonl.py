@@ -59,6 +59,7 @@ class JsonlReader(ReaderStage):
     drops bad lines and counts them in the manifest."""
 
     name = "jsonl_reader"
+    pinned = ("malformed",)
     format_name = "jsonl"
     skips_malformed = True
 
@@ -115,6 +116,7 @@ def _json_default(value: Any) -> Any:
 
 class JsonlWriter(WriterStage):
     name = "jsonl_writer"
+    pinned = ()  # where it writes is not what it writes
     format_name = "jsonl"
     suffix = ".jsonl"
 

@@ -22,6 +22,7 @@ from ..stages.io import (
 
 class ParquetReader(ReaderStage):
     name = "parquet_reader"
+    pinned = ("malformed",)
     format_name = "parquet"
 
     def read_file(self, path: str) -> FileContents:
@@ -49,6 +50,7 @@ COMPRESSION = "zstd"
 
 class ParquetWriter(WriterStage):
     name = "parquet_writer"
+    pinned = ()  # where it writes is not what it writes
     format_name = "parquet"
     suffix = ".parquet"
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 from ..core.errors import ConfigError
 from ..stages.defaults import MALFORMED_POLICIES, WARC_RECORDS_PER_BATCH
 from ..stages.io import FileContents, MalformedRecordError, ReaderStage
+from ..stages.requirements import Requirement, module
 
 HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 NON_HTML, TRUNCATED, HTTP_ERROR = "non_html_records", "truncated_records", "http_error_records"
@@ -63,6 +64,11 @@ class WarcReader(ReaderStage):
     name = "warc_reader"
     format_name = "warc"
     streams = True
+    pinned = ("malformed", "records_per_batch")
+    columns = tuple(SCHEMA.names)
+
+    def needs(self) -> tuple[Requirement, ...]:
+        return (module("fastwarc"),)
 
     def __init__(self, malformed: str = MALFORMED_POLICIES[0], records_per_batch: int = WARC_RECORDS_PER_BATCH):
         if records_per_batch < 1:

@@ -5,7 +5,7 @@
 given; ``phase_settings`` the settings of the phases after the pipeline (dedup), pinned
 with its fingerprint; ``commoncrawl`` the built-in web pipeline.
 
-May import: core, stages, formats, dedup, tokens.
+May import: core, stages, formats, dedup, tokens, helpers.
 """
 
 from importlib import import_module

@@ -37,7 +37,8 @@ def build(options) -> list[ProcessingStage]:
     return [
         *options.downloads(),
         WarcReader(records_per_batch=options.records_per_batch),
-        HtmlExtractor(options.extractor, text_field=text, timeout_s=options.extract_timeout),
+        HtmlExtractor(options.extractor, text_field=text, timeout_s=options.extract_timeout,
+                      allocator=options.allocator),
         LanguageFilter(options.languages, options.min_language_score or 0.0, text_field=text),
         GopherFilter(text_field=text, rules=rules),
         C4QualityFilter(text_field=text, rules=rules),

@@ -55,8 +55,8 @@ def build(options) -> list[ProcessingStage]:
     return [
         *options.downloads(),
         WarcReader(records_per_batch=options.records_per_batch),
-        UrlFilter(extra_domains=domains, extra_urls=urls),
-        HtmlExtractor(FINEWEB_EXTRACTOR, text_field=text, timeout_s=timeout),
+        UrlFilter(extra_domains=domains, extra_urls=urls, lists_dir=options.blocklists_dir),
+        HtmlExtractor(FINEWEB_EXTRACTOR, text_field=text, timeout_s=timeout, allocator=options.allocator),
         FastTextLanguageFilter(options.languages or FINEWEB_LANGUAGES, min_score, options.language_model,
                                text_field=text),
         GopherFilter(text_field=text, rules=rules),

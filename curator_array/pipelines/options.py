@@ -16,6 +16,7 @@ from typing import Any
 
 from ..core.formats import DEFAULT_FORMAT
 from ..core.phase import PhaseSettings
+from ..helpers.allocator import MIMALLOC
 from ..stages import defaults
 from .filters import FILTERS
 
@@ -56,6 +57,8 @@ class PipelineOptions:
     url_blocklist: tuple[str, ...] = ()
     keep_removed: bool = False
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
+    blocklists_dir: str | None = None  # where FineWeb's URL block lists are installed (default: defaults.URL_LISTS_DIR)
+    allocator: str = MIMALLOC  # what the helper processes (extraction, tokenizing) allocate with
     # The values of the default pipeline's filter options (``pipelines.filters``), by option.
     filter_options: Mapping[str, Any] = field(default_factory=dict)
     phases: PhaseSettings = field(default_factory=PhaseSettings)  # the settings of the phases after this one

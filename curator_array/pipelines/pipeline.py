@@ -22,6 +22,7 @@ from ..core.phase import PhaseSettings
 from ..stages.base import ProcessingStage, SourceStage
 from ..stages.defaults import REMOVED_DIR
 from ..stages.io import ReaderStage, WriterStage
+from ..stages.requirements import first_missing
 from .options import BUILT_IN_PIPELINES, PipelineOptions
 
 
@@ -57,6 +58,22 @@ class Pipeline:
                 f"the pipeline ends in {last.stage_name!r}, which is not a writer: end it with a WriterStage "
                 "(options.writer() in a pipeline builder), or nothing it computes is ever written"
             )
+        self._check_columns()
+
+    def _check_columns(self) -> None:
+        """Refuse a stage that reads a column no stage before it writes, where the stages
+        before it say what they write (``ProcessingStage.writes``; a reader of JSON cannot)."""
+        written: set[str] | None = set()
+        for stage in self.stages:
+            if written is not None:
+                missing = [column for column in stage.reads() if column not in written]
+                if missing:
+                    raise ConfigError(
+                        f"stage {stage.stage_name!r} reads {', '.join(map(repr, missing))}, which no stage before it "
+                        f"writes (they write {', '.join(sorted(written)) or 'nothing'}): check --text-field, or the "
+                        "order of the stages")
+            added = stage.writes()
+            written = None if added is None or written is None else written | set(added)
 
     @property
     def writer(self) -> WriterStage:
@@ -91,6 +108,9 @@ class Pipeline:
         ``--keep-removed``, every stage that drops rows keeping them for the writer to write
         under ``OUTPUT_DIR/.removed/<step>/``. Its writer must write where the phases look
         (``options.written_dir``)."""
+        missing = first_missing([*self.stages, *before_writer])
+        if missing:
+            raise ConfigError(missing)
         stages = [*self.stages[:-1], *before_writer, copy.copy(self.writer)]
         if options.keep_removed:
             stages = [copy.copy(stage) if stage.drops_rows else stage for stage in stages]

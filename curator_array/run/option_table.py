@@ -21,15 +21,13 @@ from typing import Any
 
 from ..core.formats import DEFAULT_FORMAT, input_formats, output_formats
 from ..core.options import RunOption
+from ..helpers.allocator import ALLOCATORS
 from ..pipelines.filters import FILTERS
 from ..pipelines.options import BUILT_IN_PIPELINES, PipelineOptions
 from ..slurm.sites import ScriptFacts
 from ..stages import defaults
 from .phases import PHASES
 from .request import CLUSTERS, RunRequest
-
-# Job scripts export the names their site's [env] set here, so an element can tell them apart.
-SITE_ENV_VARIABLE = "CURATOR_ARRAY_SITE_ENV"
 
 
 def field_default(name: str) -> Any:
@@ -144,6 +142,12 @@ EXECUTION_OPTIONS = _with_field_defaults(
     RunOption("rendezvous_dir", "Shared directory where the nodes of a multi-node job meet (default: under the "
               "checkpoint's metadata dir).", "path", "nodes"),
     RunOption("worker_join_timeout", "Seconds the head waits for every node.", "float", "nodes", minimum=1),
+    # what this host (or image) has installed, and how its helper processes run
+    RunOption("blocklists_dir", "fineweb: where FineWeb's URL block lists are installed (`python -m "
+              "curator_array.stages.web.url_lists DIR` installs them there).", "path", "host",
+              default_text=str(defaults.URL_LISTS_DIR), variable_name="CURATOR_ARRAY_URL_LISTS"),
+    RunOption("allocator", "The allocator of the helper processes that extract pages and tokenize: mimalloc (a "
+              "quarter to a third faster) or the system's.", "choice", "host", choices=ALLOCATORS),
 )
 
 

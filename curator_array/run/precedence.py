@@ -23,7 +23,8 @@ from ..core.errors import ConfigError
 from ..core.layout import CheckpointLayout
 from ..core.options import RunOption
 from ..core.records.run import OptionValue, PinnedRequest
-from .option_table import SITE_ENV_VARIABLE, run_options
+from ..slurm.sites import SITE_ENV_VARIABLE
+from .option_table import run_options
 from .phases import PHASES
 from .request import RunRequest
 

@@ -42,6 +42,7 @@ class RecordParts(ProcessingStage):
     """Appended after the writer: records each written part in this worker's part file."""
 
     name = "record"
+    pinned = ()  # bookkeeping: it changes no output
 
     def __init__(self, directory: Path, root: Path, attempt: str, like: ProcessingStage):
         self.resources, self.batch_size = like.resources, like.batch_size

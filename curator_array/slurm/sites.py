@@ -1,9 +1,13 @@
 """Per-cluster settings (``site_configs/<name>.toml``) rendered into sbatch scripts.
 
 The launch logic lives once, in ``site_configs/templates``: a base script plus one small
-block per runtime. A site file holds only what differs between clusters. Every value
-that reaches a shell passes the ``sh`` filter (POSIX quoting). Values that end up in
-``#SBATCH`` lines, which sbatch parses rather than a shell, must match a strict pattern.
+template per runtime (``runtime_<name>.sbatch.j2``), which says how an element is launched
+and, with ``{% set forwards_named_variables = true %}``, that only the variables the script
+names reach the element (the base script then names them). ``RUNTIMES`` holds the rest of
+what a runtime is; adding one is its template and one row there. A site file holds only
+what differs between clusters. Every value that reaches a shell passes the ``sh`` filter
+(POSIX quoting). Values that end up in ``#SBATCH`` lines, which sbatch parses rather than a
+shell, must match a strict pattern.
 """
 
 from __future__ import annotations
@@ -18,11 +22,28 @@ import tomllib
 
 from ..core.errors import ConfigError
 
-RUNTIMES = ("pyxis", "apptainer", "charliecloud", "baremetal")
-CONTAINER_RUNTIMES = ("pyxis", "apptainer", "charliecloud")
+
+@dataclass(frozen=True)
+class Runtime:
+    """A way to launch an element, besides its template: in a container image (``image``,
+    mounts, the entrypoint inside it) or from a shared install (``install_dir``)."""
+
+    container: bool
+
+
+RUNTIMES: dict[str, Runtime] = {
+    "pyxis": Runtime(container=True),
+    "apptainer": Runtime(container=True),
+    "charliecloud": Runtime(container=True),
+    "baremetal": Runtime(container=False),
+}
+# What every element needs besides the run options' variables: which shard it is.
+SHARD_VARIABLES = ("SHARD_INDEX_OFFSET", "TOTAL_SHARDS", "MINIMUM_SHARD_INDEX")
 DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:,+=@/%-]*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ENTRYPOINT_IN_IMAGE = "/opt/curator-array/entrypoints/curator-array-entrypoint"
+# Job scripts export the names their site's [env] set here, so an element can tell them apart.
+SITE_ENV_VARIABLE = "CURATOR_ARRAY_SITE_ENV"
 
 
 @dataclass(frozen=True)
@@ -53,7 +74,7 @@ class SiteConfig:
 
     @property
     def container(self) -> bool:
-        return self.runtime in CONTAINER_RUNTIMES
+        return RUNTIMES[self.runtime].container
 
     @property
     def entrypoint(self) -> str:
@@ -108,6 +129,9 @@ def load_site(path: str | Path) -> SiteConfig:
         _check_type(path, text, key, value, hints[types[key]] if isinstance(types[key], str) else types[key])
     if "runtime" not in data:
         raise ConfigError(f"{path}: missing key 'runtime' (one of {', '.join(RUNTIMES)})")
+    if data["runtime"] not in RUNTIMES:
+        line = _line_of(text, "runtime")
+        raise ConfigError(f"{path}:{line or '?'}: runtime: {data['runtime']!r} is not one of {', '.join(RUNTIMES)}")
     site = SiteConfig(name=path.stem, **{k: v for k, v in data.items()})
     validate_site(site, path, text)
     return site
@@ -118,8 +142,6 @@ def validate_site(site: SiteConfig, path: Path, text: str) -> None:
         line = _line_of(text, key)
         raise ConfigError(f"{path}:{line or '?'}: {key}: {message}")
 
-    if site.runtime not in RUNTIMES:
-        fail("runtime", f"{site.runtime!r} is not one of {', '.join(RUNTIMES)}")
     for key in ("partition", "account", "qos", "time", "memory"):
         if not DIRECTIVE_VALUE.match(getattr(site, key)):
             fail(key, f"{getattr(site, key)!r} may only contain letters, digits and _.:,+=@/%- (it becomes an #SBATCH line)")
@@ -137,8 +159,8 @@ def validate_site(site: SiteConfig, path: Path, text: str) -> None:
     for mount in site.mounts:
         if mount.count(":") > 2 or not mount.startswith("/"):
             fail("mounts", f"{mount!r} must be /host/path[:/container/path[:ro]]")
-    if site.runtime == "baremetal" and not site.install_dir:
-        fail("runtime", "a baremetal site needs install_dir (the curator-array checkout every node sees)")
+    if not site.container and not site.install_dir:
+        fail("runtime", f"a {site.runtime} site needs install_dir (the curator-array checkout every node sees)")
 
 
 def shell_quote(value: Any) -> str:
@@ -173,9 +195,10 @@ class ScriptFacts:
 def render_site(site: SiteConfig, templates: Path, facts: ScriptFacts) -> str:
     environment = template_environment(templates)
     template = environment.get_template(f"runtime_{site.runtime}.sbatch.j2")
+    forwarded = list(dict.fromkeys([*SHARD_VARIABLES, SITE_ENV_VARIABLE, *facts.variables, *site.env]))
     return template.render(site=site, source=f"site_configs/{site.name}.toml",
                            input_formats=facts.input_formats, output_formats=facts.output_formats,
-                           variables=facts.variables)
+                           forwarded=forwarded)
 
 
 def site_names(sites_dir: Path) -> list[str]:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from .listing import Listing
+    from .requirements import Requirement
 
 SPEC_KEYS = frozenset(
     {
@@ -136,15 +137,15 @@ def _as_json(value: Any) -> Any:
     return value
 
 
-def stage_parameters(stage: Any, exclude: frozenset[str] = frozenset()) -> dict[str, Any]:
-    """A stage's public, JSON-plain attributes: what it was configured with.
+def stage_parameters(stage: Any) -> dict[str, Any]:
+    """A stage's public, JSON-plain attributes: how a stage that declares nothing is pinned.
 
     Paths are left out on purpose: the same run may see its data under other mount points
     (a container, another login node), and that must not count as another pipeline.
     """
     params: dict[str, Any] = {}
     for key, value in sorted(vars(stage).items()):
-        if key.startswith("_") or key in EXECUTION_ATTRIBUTES or key in exclude or isinstance(value, os.PathLike):
+        if key.startswith("_") or key in EXECUTION_ATTRIBUTES or isinstance(value, os.PathLike):
             continue
         value = _as_json(value)
         if _plain(value):
@@ -153,27 +154,39 @@ def stage_parameters(stage: Any, exclude: frozenset[str] = frozenset()) -> dict[
 
 
 class _Stage:
-    """What every stage has: a name, and a fingerprint the run contract pins.
+    """What every stage has: a name, what it computes with, and the columns it reads and writes.
 
-    The fingerprint is the stage's class and its public, JSON-plain attributes by default.
-    Attributes that do not change the output (retries, timeouts) go in
-    ``fingerprint_exclude``.
+    ``pinned`` names the attributes that decide its output: the run contract pins them
+    (``run.json``), so another value is another pipeline. Attributes that change no output
+    byte (retries, timeouts, paths) are left out. ``pinned_unless`` holds those pinned only
+    when they differ from the value given: a setting added after runs were pinned without
+    it, whose usual value keeps those runs the same run. ``pinned`` is not inherited: a
+    subclass may add what it computes with, so a class that declares nothing itself is
+    pinned by its public attributes (``stage_parameters``).
     """
 
     name: ClassVar[str] = ""
-    fingerprint_exclude: ClassVar[frozenset[str]] = frozenset()
+    pinned: ClassVar[tuple[str, ...] | None] = None
+    pinned_unless: ClassVar[Mapping[str, Any]] = {}
 
     @property
     def stage_name(self) -> str:
         return self.name or type(self).__name__
 
+    def pinned_settings(self) -> dict[str, Any]:
+        """The values ``pinned`` and ``pinned_unless`` name, as ``run.json`` keeps them."""
+        pinned = vars(type(self)).get("pinned")
+        if pinned is None:
+            return stage_parameters(self)
+        chosen = {name: _as_json(getattr(self, name)) for name in pinned}
+        chosen.update({name: _as_json(getattr(self, name)) for name, usual in self.pinned_unless.items()
+                       if getattr(self, name) != usual})
+        return dict(sorted(chosen.items()))
+
     def fingerprint(self) -> dict[str, Any]:
         cls = type(self)
-        return {
-            "name": self.stage_name,
-            "class": f"{cls.__module__}.{cls.__qualname__}",
-            "params": stage_parameters(self, self.fingerprint_exclude),
-        }
+        return {"name": self.stage_name, "class": f"{cls.__module__}.{cls.__qualname__}",
+                "params": self.pinned_settings()}
 
 
 class ProcessingStage(_Stage):
@@ -181,13 +194,22 @@ class ProcessingStage(_Stage):
 
     Subclasses override ``process`` (one task in, a task, a list of tasks or None out) or,
     for vectorised work, ``process_batch``. Actor stages get ``setup`` called once per
-    worker before any task, for expensive state such as models or connections.
+    worker before any task; state a stage needs in every worker process (a model, a
+    sandbox, lists) is a ``process_state.PerProcess`` attribute, made once per process and
+    never sent with the stage.
+
+    ``reads()`` and ``writes()`` declare the columns it reads and the columns it adds or
+    changes (None: it cannot know, a reader of JSON, say); a pipeline whose stage reads a
+    column that the declared stages before it never write is refused when it is built.
+    ``needs()`` names what must be installed for it to run (``Requirement``), checked before
+    a run starts.
     """
 
     resources: Resources = Resources()
     batch_size: int = 1
     drops_rows: ClassVar[bool] = False  # hands what it drops to ``removed.removed_rows`` (--keep-removed)
     keep_removed: bool = False  # set on a stage that drops rows when the run keeps them
+    pinned_unless: ClassVar[Mapping[str, Any]] = {"keep_removed": False}
     ray_stage_spec: Mapping[str, Any] = {}
 
     def __init__(self) -> None:
@@ -198,8 +220,20 @@ class ProcessingStage(_Stage):
             raise ConfigError(f"stage {self.stage_name!r}: batch_size must be >= 1")
         return RayStageSpec.from_mapping(self.stage_name, self.ray_stage_spec)
 
+    def reads(self) -> tuple[str, ...]:
+        """The columns it reads."""
+        return ()
+
+    def needs(self) -> tuple[Requirement, ...]:
+        """What must be installed for it to run (checked before a run's cluster starts)."""
+        return ()
+
+    def writes(self) -> tuple[str, ...] | None:
+        """The columns it adds or changes; None when they depend on the data."""
+        return ()
+
     def setup(self) -> None:
-        """Called once per worker before processing; override for expensive state."""
+        """Called once per worker before processing; override to load per-process state early."""
 
     def process(self, task: Task) -> Task | list[Task] | None:
         raise NotImplementedError(f"{type(self).__name__} must implement process()")

@@ -4,6 +4,9 @@ Each value is defined here once: the stages take them as their defaults, and the
 option table (``run.option_table``) shows them in ``--help`` before pyarrow is imported.
 """
 
+import sys
+from pathlib import Path
+
 # A per-node Ray resource on clusters curator-array starts; each download worker takes one.
 DOWNLOAD_SLOT = "curator_download_slot"
 DOWNLOAD_WORKERS_PER_NODE = 2
@@ -16,6 +19,9 @@ MALFORMED_POLICIES = ("fail", "skip")
 EXTRACTORS = ("resiliparse", "trafilatura")
 WARC_RECORDS_PER_BATCH = 256
 TEXT_FIELD = "text"
+
+# Where `make install` and the image build install FineWeb's URL lists (--url-lists names another place).
+URL_LISTS_DIR = Path(sys.prefix) / "share" / "curator-array" / "url-lists"
 
 # Where Common Crawl's crawl-data/ is served (--crawl-base-url changes it).
 COMMON_CRAWL_BASE_URL = "https://data.commoncrawl.org/"

@@ -40,6 +40,7 @@ from .defaults import (
     DOWNLOAD_WORKERS_PER_NODE,
 )
 from .politeness import NodePoliteness, state_file
+from .process_state import PerProcess
 from .tasks import FailedTask, FileGroupTask, Task
 from .urls import UrlGroupTask
 
@@ -100,8 +101,11 @@ class DownloadStage(ProcessingStage):
     name = "download"
     resources = Resources(cpus=0.25)
     # How hard and how long to try changes no output byte: not part of the run contract.
-    fingerprint_exclude = frozenset({"retries", "timeout", "backoff_base_s", "backoff_max_s",
-                                     "max_requests_per_second"})
+    pinned = ()
+    session = PerProcess(lambda stage: requests.Session(), key=lambda stage: stage.download_dir)
+    node_politeness = PerProcess(lambda stage: NodePoliteness(state_file(stage.download_dir),
+                                                              stage.max_requests_per_second),
+                                 key=lambda stage: (stage.download_dir, stage.max_requests_per_second))
 
     def __init__(
         self,
@@ -136,26 +140,11 @@ class DownloadStage(ProcessingStage):
             "bound_backlog": bound_backlog,
             **({"per_node_slot": DOWNLOAD_SLOT} if hard_cap else {}),
         }
-        self._session: requests.Session | None = None
-        self._politeness: NodePoliteness | None = None
         super().__init__()
 
     def setup(self) -> None:
-        self._http()
-
-    def _http(self) -> requests.Session:
         """One session per worker, so consecutive files reuse the connection (and its TLS)."""
-        if self._session is None:
-            self._session = requests.Session()
-        return self._session
-
-    def politeness(self) -> NodePoliteness:
-        if self._politeness is None:
-            self._politeness = NodePoliteness(state_file(self.download_dir), self.max_requests_per_second)
-        return self._politeness
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_session": None, "_politeness": None}
+        self.session
 
     def process(self, task: UrlGroupTask) -> Task:
         self.download_dir.mkdir(parents=True, exist_ok=True)
@@ -181,11 +170,11 @@ class DownloadStage(ProcessingStage):
                     self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1)
                 ) * random.uniform(0.5, 1.5)
                 if remote and last is not None and last.status in THROTTLING_STATUS:
-                    self.politeness().slow_down(delay)  # the wait happens in take_turn, for everyone
+                    self.node_politeness.slow_down(delay)  # the wait happens in take_turn, for everyone
                 else:
                     time.sleep(delay)
             if remote:
-                self.politeness().take_turn()
+                self.node_politeness.take_turn()
             try:
                 self._fetch_once(url, part)
                 if not self._matches(part, expected):
@@ -223,7 +212,7 @@ class DownloadStage(ProcessingStage):
         have = part.stat().st_size if part.exists() else 0
         headers = {"Range": f"bytes={have}-"} if have else {}
         try:
-            with self._http().get(url, headers=headers, stream=True, timeout=self.timeout) as response:
+            with self.session.get(url, headers=headers, stream=True, timeout=self.timeout) as response:
                 if response.status_code == 416 and have:
                     part.unlink(missing_ok=True)
                     raise DownloadError("server refused to resume (416); restarting", True, 0.0)

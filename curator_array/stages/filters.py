@@ -53,6 +53,9 @@ class FilterStage(ProcessingStage):
         """The filter the values of its ``options`` ask for, or None when they leave it off."""
         return None
 
+    def reads(self) -> tuple[str, ...]:
+        return (self.text_field,)
+
     def keep(self, text: pa.ChunkedArray) -> Mask:
         raise NotImplementedError(f"{type(self).__name__} must implement keep() or score()")
 
@@ -101,6 +104,7 @@ class NonEmptyTextFilter(FilterStage):
     """Drops documents whose text is missing or only whitespace."""
 
     name = "non_empty_text"
+    pinned = ("text_field",)
     options = (RunOption("drop_empty", "Drop documents with empty or missing text.", "flag", "filters", default=False),)
 
     @classmethod
@@ -117,6 +121,7 @@ class WordCountFilter(FilterStage):
     """Keeps documents with ``min_words <= words <= max_words`` (whitespace-separated)."""
 
     name = "word_count"
+    pinned = ("max_words", "min_words", "text_field")
     options = (
         RunOption("min_words", "Drop documents with fewer words.", "int", "filters", minimum=0),
         RunOption("max_words", "Drop documents with more words.", "int", "filters", minimum=0),
@@ -155,6 +160,7 @@ class ExactDuplicateFilter(FilterStage):
     """
 
     name = "exact_dedup"
+    pinned = ("text_field",)
     options = (RunOption("dedup_within_task", "Drop exact duplicate texts within each source task (no dedup phases).",
                          "flag", "filters", default=False),)
 

@@ -79,6 +79,10 @@ class ReaderStage(ProcessingStage):
     format_name: ClassVar[str] = ""
     skips_malformed: ClassVar[bool] = False
     streams: ClassVar[bool] = False
+    columns: ClassVar[tuple[str, ...] | None] = None  # what every batch holds, when the format fixes it
+
+    def writes(self) -> tuple[str, ...] | None:
+        return self.columns
 
     def __init__(self, malformed: str = MALFORMED_POLICIES[0]):
         if malformed not in MALFORMED_POLICIES:
@@ -228,6 +232,7 @@ class FileListWriter(WriterStage):
     """
 
     name = "file_list_writer"
+    pinned = ()  # where it writes is not what it writes
     format_name = "file-list"
     suffix = ".files.json"
 

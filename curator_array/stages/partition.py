@@ -32,6 +32,7 @@ class FilePartitioningStage(FreezableSource):
     """
 
     name = "file_partitioning"
+    pinned = ("file_type", "files_per_partition")
 
     def __init__(self, input_dir: str | Path, file_type: str = DEFAULT_FORMAT, files_per_partition: int = 1):
         self._suffixes = get_format(file_type, "input").suffixes

@@ -12,9 +12,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..helpers.allocator import MIMALLOC
 from ..tokens.encoder import shared_encoder, shared_encoders_cpu_s
 from .base import ProcessingStage
 from .defaults import TEXT_FIELD
+from .requirements import TOKENIZE_EXTRAS, Requirement, module
 from .tasks import DocumentBatch, Task
 
 COLUMN = "token_count"
@@ -25,14 +27,25 @@ class TokenCounter(ProcessingStage):
     pinned by its ``digest`` (which is)."""
 
     name = "token_count"
+    pinned = ("eos_token", "text_field", "tokenizer_digest")  # the tokenizer by its digest, not its path
 
     def __init__(self, tokenizer: str | Path, digest: str, eos_token: str | None = None,
-                 text_field: str = TEXT_FIELD):
+                 text_field: str = TEXT_FIELD, allocator: str = MIMALLOC):
         self.tokenizer_file = Path(tokenizer)
         self.tokenizer_digest = digest
         self.eos_token = eos_token
         self.text_field = text_field
+        self.allocator = allocator
         super().__init__()
+
+    def reads(self) -> tuple[str, ...]:
+        return (self.text_field,)
+
+    def writes(self) -> tuple[str, ...]:
+        return (COLUMN,)
+
+    def needs(self) -> tuple[Requirement, ...]:
+        return (module("tokenizers", TOKENIZE_EXTRAS),)
 
     def cpu_elsewhere_s(self) -> float:
         return shared_encoders_cpu_s()
@@ -45,7 +58,7 @@ class TokenCounter(ProcessingStage):
             where = ", ".join(task.metadata.get("source_files", [])) or "input"
             return task.failed(f"no {self.text_field!r} field in {where} to count tokens of", self.stage_name)
         texts = pc.fill_null(table.column(self.text_field).cast(pa.string()), "").to_pylist()
-        counts = shared_encoder(str(self.tokenizer_file), self.eos_token).lengths(texts)
+        counts = shared_encoder(str(self.tokenizer_file), self.eos_token, self.allocator).lengths(texts)
         column = pa.array(counts)
         index = table.schema.get_field_index(COLUMN)
         table = table.set_column(index, COLUMN, column) if index >= 0 else table.append_column(COLUMN, column)

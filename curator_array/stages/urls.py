@@ -146,7 +146,7 @@ def read_url_lists(paths: Sequence[str | Path], paths_base_url: str = COMMON_CRA
 class UrlListStage(SourceStage):
     name = "url_list"
     # Where the lists live is not what they say; the listing digest pins their content.
-    fingerprint_exclude = frozenset({"url_lists"})
+    pinned = ("paths_base_url", "paths_slice", "urls_per_partition")
 
     def __init__(self, url_lists: Sequence[str | Path], urls_per_partition: int = 1,
                  paths_base_url: str = COMMON_CRAWL_BASE_URL, paths_slice: str | None = None):

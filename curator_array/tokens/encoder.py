@@ -4,7 +4,7 @@
 allocation per token and per piece of text); with mimalloc preloaded the same encoding
 takes a quarter to a third less time and gives the same ids. An allocator is chosen when a process
 starts, so the tokenize element hands its batches to a child started with mimalloc (from
-the ``cmeel-mimalloc`` wheel) in ``LD_PRELOAD`` (``core.allocator``), and the rest of the
+the ``cmeel-mimalloc`` wheel) in ``LD_PRELOAD`` (``helpers.allocator``), and the rest of the
 run keeps its own allocator and memory.
 
 The child ignores SIGINT and SIGTERM: its parent decides when it ends, by closing the pipe
@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING
 
-from ..core.allocator import helper_environment
 from ..core.errors import ConfigError
+from ..helpers.allocator import MIMALLOC, helper_environment
 
 if TYPE_CHECKING:
     import numpy as np
@@ -44,10 +44,11 @@ class EncoderProcess:
     child has used, as it last reported (its threads included).
     """
 
-    def __init__(self, tokenizer: str, eos_token: str | None, environ: Mapping[str, str] = os.environ):
+    def __init__(self, tokenizer: str, eos_token: str | None, environ: Mapping[str, str] = os.environ,
+                 allocator: str = MIMALLOC):
         self.process = subprocess.Popen(
             [sys.executable, "-m", __name__, tokenizer, eos_token or ""],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=helper_environment(environ, "tokenizing"))
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=helper_environment(environ, "tokenizing", allocator))
         self.requests = Connection(os.dup(self.process.stdin.fileno()), readable=False)
         self.answers = Connection(os.dup(self.process.stdout.fileno()), writable=False)
         self.process.stdin.close()
@@ -97,7 +98,7 @@ class EncoderProcess:
         self.close()
 
 
-def shared_encoder(tokenizer: str, eos_token: str | None) -> EncoderProcess:
+def shared_encoder(tokenizer: str, eos_token: str | None, allocator: str = MIMALLOC) -> EncoderProcess:
     """This process's encoder for ``tokenizer``, started on first use and closed at exit: a
     stage in a Ray worker calls it batch after batch. A forked process starts its own (the
     pipes it inherited are its parent's); a failed encoder is replaced on the next call."""
@@ -106,7 +107,7 @@ def shared_encoder(tokenizer: str, eos_token: str | None) -> EncoderProcess:
     encoder = _SHARED.get(key)
     if encoder is None or encoder.process.poll() is not None:
         _REPLACED_CPU_S += encoder.child_cpu_s if encoder is not None else 0.0
-        encoder = _SHARED[key] = EncoderProcess(tokenizer, eos_token)
+        encoder = _SHARED[key] = EncoderProcess(tokenizer, eos_token, allocator=allocator)
         atexit.register(encoder.close)
     return encoder
 

@@ -9,7 +9,7 @@ from curator_array.stages.base import ProcessingStage
 
 class Slow(ProcessingStage):
     name = "slow"
-    fingerprint_exclude = frozenset({"seconds", "laggard", "laggard_seconds"})  # waiting changes no output
+    pinned = ()  # waiting changes no output
 
     def __init__(self, seconds: float, laggard: str = "", laggard_seconds: float = 0.0):
         self.seconds, self.laggard, self.laggard_seconds = seconds, laggard, laggard_seconds

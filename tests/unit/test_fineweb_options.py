@@ -95,7 +95,7 @@ def test_asking_for_fewer_labels_decides_as_every_label_would(languages, thresho
     stage.setup()
     expected = []
     for text in texts:
-        labels, scores = stage._model.predict(text.replace("\n", " "), k=-1)
+        labels, scores = stage.model.predict(text.replace("\n", " "), k=-1)
         found = {label.removeprefix("__label__"): float(score) for label, score in zip(labels, scores)}
         wanted = languages or (max(found, key=found.get),)
         expected.append(any(found.get(code, 0.0) > threshold for code in wanted))

@@ -17,22 +17,24 @@ PACKAGE = Path(__file__).resolve().parents[2] / "curator_array"
 RULES = {
     "core": set(),
     "text": {"core"},
-    "tokens": {"core"},
+    "helpers": {"core"},
+    "tokens": {"core", "helpers"},
     "slurm": {"core"},
-    "stages": {"core", "text", "tokens"},
+    "stages": {"core", "text", "tokens", "helpers"},
     "formats": {"core", "stages"},
     "dedup": {"core", "text"},
-    "pipelines": {"core", "stages", "formats", "dedup", "tokens"},
+    "pipelines": {"core", "stages", "formats", "dedup", "tokens", "helpers"},
     "examples": {"core", "stages", "formats", "pipelines"},
     "execution": {"core", "slurm", "stages"},
     "report": {"core"},
-    "run": {"core", "text", "slurm", "stages", "formats", "pipelines", "execution", "dedup", "tokens"},
+    "run": {"core", "text", "helpers", "slurm", "stages", "formats", "pipelines", "execution", "dedup", "tokens"},
     "cli": {"core", "slurm", "stages", "formats", "pipelines", "execution", "report", "run"},
 }
 # Third-party packages a layer must not import (core: anything outside the standard library).
 FORBIDDEN = {
     "text": {"ray", "pyarrow"},
     "tokens": {"ray", "pyarrow"},
+    "helpers": {"ray", "pyarrow", "numpy"},
     "slurm": {"ray", "pyarrow", "numpy", "pandas"},
     "stages": {"ray"},
     "formats": {"ray"},

@@ -117,7 +117,7 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
              "quality_settings": str(root / "quality.toml"), "crawl": CRAWLS,
              "crawl_base_url": f"file://{root / 'mirror'}/", "dedup_against": (str(root / "earlier"),),
              "tokenize": str(root / "tokenizer.json"), "url_blocklist": (str(root / "blocked.txt"),),
-             "language_model": str(root / "lid.ftz")}
+             "language_model": str(root / "lid.ftz"), "blocklists_dir": str(root / "lists")}
     return {o.name: value_of(o, paths) for o in run_options()
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 

@@ -8,7 +8,7 @@ import pytest
 
 from curator_array.cli import main
 from curator_array.core.errors import ConfigError
-from curator_array.core.options import PREFIX
+from curator_array.core.options import EXECUTION_GROUPS, PREFIX
 from curator_array.run.option_table import job_script_facts, markdown_rows, run_options
 from curator_array.run.precedence import DEFAULT, ENVIRONMENT, FLAG, SITE, own_sources
 from curator_array.run.precedence import resolve as resolve_sources
@@ -32,7 +32,7 @@ def test_every_option_has_its_own_variable_by_the_documented_rule():
     assert len({o.variable for o in run_options()}) == len(run_options()), "two options share a variable"
     for option in run_options():
         plain = option.flag[2:].replace("-", "_").upper()
-        expected = option.variable_name or (PREFIX + plain if option.group in ("start", "ray", "nodes") else plain)
+        expected = option.variable_name or (PREFIX + plain if option.group in EXECUTION_GROUPS else plain)
         assert option.variable == expected, option.name
     for name, variable in SPEC_NAMES.items():
         assert next(o for o in run_options() if o.name == name).variable == variable

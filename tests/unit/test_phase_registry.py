@@ -9,19 +9,28 @@ import re
 import shutil
 from dataclasses import dataclass
 
+import pyarrow as pa
 import pytest
 
 from curator_array.cli import main
+from curator_array.cli.run_command import parse_run_args
 from curator_array.core.counts import Counts
 from curator_array.core.layout import CheckpointLayout
+from curator_array.core.options import RunOption
 from curator_array.core.phase import SHARD, Phase, PhaseResult
 from curator_array.core.records.shard import CompletionManifest, ShardWork
-from curator_array.core.sharding import ShardConfig
+from curator_array.core.run_contract import read_run_config
+from curator_array.core.sharding import ShardConfig, ShardRange
+from curator_array.pipelines.filters import FILTERS
 from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import default_pipeline
 from curator_array.run.phases import PHASES
 from curator_array.run.phases.layouts import curated_files
+from curator_array.run.precedence import options_for_start, request_of
 from curator_array.run.prepare import prepare_shard
+from curator_array.run.submission import plan_submit
+from curator_array.stages.filters import FilterStage
+from curator_array.stages.tasks import DocumentBatch
 from tests.conftest import REPO, SAMPLE
 
 
@@ -120,3 +129,131 @@ def test_without_it_the_run_has_its_first_phase_alone(run, capsys):
     complete(out, prepared, 1)
     assert [state.name for state in PHASES.states(CheckpointLayout(out))] == [PHASES.root.name]
     assert "phases" not in cli(capsys, "status", "--checkpoint-path", str(out))[1].split("failed attempts")[0]
+
+
+# A phase that brings an option: ``--sample N`` adds it to a run; its settings are pinned
+# with the pipeline, and its elements list the first N files each curation shard wrote.
+@dataclass(frozen=True)
+class SampleSettings:
+    lines: int
+
+    def to_json(self):
+        return {"lines": self.lines}
+
+    @classmethod
+    def from_json(cls, payload):
+        return cls(payload["lines"])
+
+    @classmethod
+    def field_defaults(cls):
+        return {"lines": None}
+
+    @classmethod
+    def from_options(cls, given):
+        return cls(given["lines"])
+
+
+@dataclass(frozen=True)
+class SampleCounts(Counts):
+    files: int = 0
+
+
+class Sample(Phase):
+    name = "sample"
+    needs = ("curation",)
+    noun = SHARD
+    counts = SampleCounts
+    matching_elements = True
+    settings_key = "sample"
+    settings_type = SampleSettings
+    options = (RunOption("sample", "Copy the first N documents of each curated file aside.", "int", "sample",
+                         minimum=1, sets="lines"),)
+
+    def work(self, context, index):
+        chosen = curated_files(context.layout, index)[:context.settings_of(self).lines]
+        (context.output_dir / f"sample_{index}.txt").write_text("".join(f"{name}\n" for name in chosen))
+        return PhaseResult(SampleCounts(len(chosen)))
+
+
+@pytest.fixture
+def sample():
+    PHASES.register(Sample())
+    yield
+    PHASES.unregister("sample")
+
+
+def test_a_phase_brings_its_own_option_to_help_run_json_status_and_submit(sample, capsys, tmp_path):
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    shutil.copytree(SAMPLE / "jsonl", inputs)
+    code, text, _ = cli(capsys, "run", "--help")
+    assert code == 0 and "--sample INTEGER RANGE" in text and "(env: SAMPLE)" in " ".join(text.split())
+
+    flags = parse_run_args(["--input-dir", str(inputs), "--output-dir", str(out), "--sample", "2"])
+    layout, groups = plan_submit(flags, None, "site.sbatch", ShardRange(2), None, "none", None, {})
+    pinned = read_run_config(layout)
+    assert pinned.pipeline["sample"] == {"lines": 2}, "the phase's settings are pinned with the pipeline"
+    assert [item.phase for group in groups for item in group] == [None, "sample"]
+    request_id = groups[1][0].script_args[groups[1][0].script_args.index("--request") + 1]
+    element = options_for_start({"checkpoint_path": str(out), "request": request_id, "phase": "sample"}, {})
+    assert element["sample"].value == 2 and element["sample"].source == "flag", "submit forwards it to the elements"
+    assert PHASES.plan_of(pinned)[-1].name == "sample"
+
+    pipeline = request_of(options_for_start(flags, {})).build_pipeline(PHASES)
+    prepared = [prepare_shard(pipeline, out, ShardConfig(shard, 2)) for shard in range(2)]
+    for shard in range(2):
+        complete(out, prepared, shard)
+    assert cli(capsys, "run", "--checkpoint-path", str(out), "--request", request_id, "--phase", "sample")[0] == 0
+    status = cli(capsys, "status", "--checkpoint-path", str(out))[1]
+    assert "  sample=2 (flag)" in status and "  sample     2/2 complete (files " in status
+    listed = [(out / f"sample_{shard}.txt").read_text().split() for shard in range(2)]
+    assert all(0 < len(names) <= 2 for names in listed) and sum(map(len, listed)) <= 4
+
+
+class DigitShareFilter(FilterStage):
+    """A filter of the default pipeline with an option of its own: one class, one registry line."""
+
+    name = "digit_share"
+    pinned = ("max_share", "text_field")
+    options = (RunOption("max_digit_share", "Drop documents whose characters are more than this share digits.",
+                         "float", "filters", minimum=0, maximum=1),)
+
+    def __init__(self, max_share: float, text_field: str = "text"):
+        self.max_share = max_share
+        super().__init__(text_field)
+
+    @classmethod
+    def from_options(cls, values, text_field):
+        share = values.get("max_digit_share")
+        return cls(share, text_field) if share is not None else None
+
+    def keep(self, text):
+        import pyarrow as pa
+
+        return pa.array([sum(c.isdigit() for c in t) <= self.max_share * max(len(t), 1) for t in text.to_pylist()])
+
+
+@pytest.fixture
+def digit_filter():
+    FILTERS.register(DigitShareFilter)
+    yield
+    FILTERS.unregister(DigitShareFilter)
+
+
+def test_a_filter_brings_its_own_option_to_help_the_default_pipeline_and_the_contract(digit_filter, capsys, tmp_path):
+    code, text, _ = cli(capsys, "run", "--help")
+    assert code == 0 and "--max-digit-share FLOAT RANGE" in text and "(env: MAX_DIGIT_SHARE)" in " ".join(text.split())
+
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_text('{"text": "words and words"}\n{"text": "1234567 and 89"}\n')
+    flags = parse_run_args(["--input-dir", str(inputs), "--output-dir", str(tmp_path / "out"),
+                            "--max-digit-share", "0.3"])
+    layout, _ = plan_submit(flags, None, "site.sbatch", ShardRange(1), None, "none", None, {})
+    stages = read_run_config(layout).pipeline["stages"]
+    assert [s["name"] for s in stages] == ["jsonl_reader", "digit_share", "jsonl_writer"]
+    assert stages[1]["params"]["max_share"] == 0.3
+
+    stage = default_pipeline(PipelineOptions.of(inputs, tmp_path / "o", max_digit_share=0.3)).stages[1]
+    kept = stage.process(DocumentBatch("t", table=pa.table({"text": ["words and words", "1234567 and 89"]})))
+    assert kept.table["text"].to_pylist() == ["words and words"]
+    assert kept.counters.dropped == {"digit_share": 1}

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from curator_array.core.allocator import ALLOCATOR_VARIABLE, bundled_mimalloc
+from curator_array.helpers.allocator import bundled_mimalloc
 from curator_array.tokens.encoder import (
     EncoderFailed,
     EncoderProcess,
@@ -54,7 +54,7 @@ def test_the_encoder_runs_on_mimalloc_and_gives_the_tokenizers_own_documents(tok
 
 
 def test_the_system_allocator_when_asked(tokenizer, texts):
-    with EncoderProcess(tokenizer, None, environ={**os.environ, ALLOCATOR_VARIABLE: "system"}) as encoder:
+    with EncoderProcess(tokenizer, None, allocator="system") as encoder:
         encoder.documents(texts[:5])
         assert "libmimalloc" not in mapped_libraries(encoder.process.pid)
 

@@ -77,7 +77,8 @@ class Tokenize(Phase):
         """Each document's ``token_count``, counted as it is written."""
         from ...stages.token_count import TokenCounter
 
-        return [TokenCounter(settings.tokenizer, settings.digest, settings.eos_token, options.text_field)]
+        return [TokenCounter(settings.tokenizer, settings.digest, settings.eos_token, options.text_field,
+                             options.allocator)]
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         from ...tokens.encoder import EncoderFailed, EncoderProcess
@@ -86,7 +87,8 @@ class Tokenize(Phase):
         settings = context.request.options.phases.get(self.settings_key)  # the run's: open_run compared the digests
         fmt = TOKEN_FORMATS[settings.format]
         try:
-            with (EncoderProcess(settings.tokenizer, settings.eos_token) as encoder,
+            with (EncoderProcess(settings.tokenizer, settings.eos_token, allocator=context.request.options.allocator)
+                  as encoder,
                   TokenWriter(fmt, token_file(context.layout, index), fmt.dtype(encoder.wide)) as writer):
                 empty, by_language = _write_documents(context, curated_files(context.layout, index), encoder, writer)
         except EncoderFailed:

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import replace
-from functools import lru_cache
 
 import pyarrow as pa
 
 from ...core.errors import ConfigError
+from ...helpers.allocator import MIMALLOC
 from ..base import ProcessingStage
 from ..defaults import EXTRACTORS, TEXT_FIELD
+from ..process_state import PerProcess
 from ..removed import removed_rows
+from ..requirements import Requirement, module
 from ..tasks import DocumentBatch, Task
 from .sandbox import ExtractionSandbox, Outcome, resolve
 
@@ -77,18 +79,18 @@ class HtmlExtractor(ProcessingStage):
 
     name = "html_extract"
     drops_rows = True
-    fingerprint_exclude = frozenset({"timeout_s"})
+    pinned = ("extractor", "html_field", "keep_html", "text_field")  # the deadline and the allocator change no page
+    extract = PerProcess(lambda stage: stage._extractor(),
+                         key=lambda stage: (stage.extractor, stage.timeout_s, stage.allocator))
 
     def __init__(self, extractor: str = EXTRACTORS[0], html_field: str = "html", text_field: str = TEXT_FIELD,
-                 keep_html: bool = False, timeout_s: float | None = None):
+                 keep_html: bool = False, timeout_s: float | None = None, allocator: str = MIMALLOC):
         if extractor not in EXTRACT_FUNCTIONS and ":" not in extractor:
             raise ConfigError(f"extractor {extractor!r} is not one of {', '.join(EXTRACTORS)}")
         if timeout_s is not None and timeout_s <= 0:
             raise ConfigError(f"the extraction timeout must be above 0 s, got {timeout_s}")
         self.extractor, self.html_field, self.text_field, self.keep_html = extractor, html_field, text_field, keep_html
-        if timeout_s is not None:
-            self.timeout_s = timeout_s
-        self._extract = None
+        self.timeout_s, self.allocator = timeout_s, allocator
         super().__init__()
 
     def _entry(self) -> tuple[str, str, str | None]:
@@ -97,34 +99,41 @@ class HtmlExtractor(ProcessingStage):
             return EXTRACT_FUNCTIONS[self.extractor]
         return self.extractor.partition(":")[0], self.extractor, None
 
-    def setup(self) -> None:
-        if self._extract is not None:
-            return
-        library, reference, forget = self._entry()
-        try:
-            importlib.import_module(library)
-        except ImportError as exc:
-            raise ConfigError(f"the {self.extractor} extractor needs the web extras "
-                              f"(pip install 'curator-array[web]'): {exc}") from None
-        self._extract = _extractor(reference, getattr(self, "timeout_s", None), forget, library)
+    def reads(self) -> tuple[str, ...]:
+        return (self.html_field,)
 
-    def __getstate__(self):
-        return {**self.__dict__, "_extract": None}
+    def writes(self) -> tuple[str, ...]:
+        return (self.text_field,)
+
+    def needs(self) -> tuple[Requirement, ...]:
+        return (module(self._entry()[0]),)
+
+    def setup(self) -> None:
+        self.extract
+
+    def _extractor(self):
+        """This process's extractor (and so one sandbox child)."""
+        library, reference, forget = self._entry()
+        importlib.import_module(library)
+        if self.timeout_s is None:
+            return _InProcess(resolve(reference), resolve(forget) if forget else (lambda: None))
+        return ExtractionSandbox(reference, self.timeout_s, forget, preload=(library,), allocator=self.allocator)
 
     def cpu_elsewhere_s(self) -> float:
-        return self._extract.child_cpu_s if self._extract is not None else 0.0
+        made = type(self).extract.made(self)
+        return made.child_cpu_s if made is not None else 0.0
 
     def process(self, task: DocumentBatch) -> Task:
-        self.setup()
         table = task.table
         if table.num_rows == 0 or self.html_field not in table.column_names:
             if table.num_rows and self.html_field not in table.column_names:
                 return task.failed(f"no {self.html_field!r} field to extract text from", self.stage_name)
             return task
         outcomes, texts = [], []
-        self._extract.forget()
+        extractor = self.extract
+        extractor.forget()
         for html in table.column(self.html_field).to_pylist():
-            outcome, text = self._extract.extract(html) if html else (Outcome.DONE, "")
+            outcome, text = extractor.extract(html) if html else (Outcome.DONE, "")
             outcomes.append(outcome)
             texts.append(text.strip())
         table = table.append_column(self.text_field, pa.array(texts, pa.large_string()))
@@ -141,15 +150,6 @@ class HtmlExtractor(ProcessingStage):
         kept = pa.array([reason is None for reason in reasons])
         task = replace(task, counters=counters)
         return removed_rows(self, task, table, kept, reasons)
-
-
-@lru_cache(maxsize=4)
-def _extractor(reference: str, timeout_s: float | None, forget: str | None, library: str):
-    """One extractor per process (and so one sandbox child): the stage runs in Ray tasks, so
-    that it fuses with the stages around it, and a worker process runs many."""
-    if timeout_s is None:
-        return _InProcess(resolve(reference), resolve(forget) if forget else (lambda: None))
-    return ExtractionSandbox(reference, timeout_s, forget, preload=(library,))
 
 
 class _InProcess:

@@ -12,7 +12,6 @@ checkpoint. The model is pinned by its digest: another model is another pipeline
 from __future__ import annotations
 
 import importlib.util
-from functools import lru_cache
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,6 +21,8 @@ from ...core.fingerprint import file_digest
 from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD
 from ..defaults import FINEWEB_LANGUAGES, FINEWEB_MIN_SCORE, TEXT_FIELD
 from ..filters import FilterStage
+from ..process_state import PerProcess
+from ..requirements import Requirement, module
 
 LABEL_PREFIX = "__label__"
 HINT = "pip install 'curator-array[web]'"
@@ -36,11 +37,10 @@ def bundled_model() -> Path:
     return Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
 
 
-@lru_cache(maxsize=4)
 def load_model(path: str | Path):
-    """The fastText model at ``path``, loaded once per process (the stage runs in Ray tasks,
-    so that it fuses with the stages around it; a worker process runs many); ConfigError names
-    the file when it is not one."""
+    """The fastText model at ``path``; ConfigError names the file when it is not one. A stage
+    loads it once per process (``FastTextLanguageFilter.model``): the stage runs in Ray tasks,
+    so that it fuses with the stages around it, and a worker process runs many."""
     try:
         import fasttext
     except ImportError:
@@ -65,7 +65,8 @@ class FastTextLanguageFilter(FilterStage):
     wrong file or a language the model cannot name is refused at submit."""
 
     name = "language"
-    fingerprint_exclude = frozenset({"model_path"})
+    pinned = ("languages", "min_score", "model_digest", "text_field")  # the model by its digest, not its path
+    model = PerProcess(lambda stage: load_model(stage.model_path), key=lambda stage: stage.model_path)
 
     def __init__(self, languages: tuple[str, ...] | list[str] = FINEWEB_LANGUAGES,
                  min_score: float = FINEWEB_MIN_SCORE, model_path: str | None = None,
@@ -75,21 +76,21 @@ class FastTextLanguageFilter(FilterStage):
         self.languages = sorted({code.strip().lower() for code in languages if code.strip()})
         self.min_score = min_score
         self.model_path = str(model_path or bundled_model())
-        model = load_model(self.model_path)  # checked when the pipeline is built: at submit
-        unknown = sorted(set(self.languages) - model_languages(model))
+        unknown = sorted(set(self.languages) - model_languages(self.model))  # checked when built: at submit
         if unknown:
             raise ConfigError(f"language model {self.model_path} has no label for {', '.join(unknown)} "
                               "(--languages)")
         self.model_digest = file_digest(Path(self.model_path))
-        self._model = model
         super().__init__(text_field)
 
-    def __getstate__(self):
-        return {**self.__dict__, "_model": None}
+    def writes(self) -> tuple[str, ...]:
+        return LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD
+
+    def needs(self) -> tuple[Requirement, ...]:
+        return (module("fasttext"),)
 
     def setup(self) -> None:
-        if self._model is None:
-            self._model = load_model(self.model_path)
+        self.model
 
     def _classify(self, text: str) -> tuple[str, float, bool]:
         """The best label and its score, and whether a wanted language scores above the limit.
@@ -98,18 +99,17 @@ class FastTextLanguageFilter(FilterStage):
         is asked for. Below it, the labels at or above the limit are asked for too.
         """
         line = text.replace("\n", " ")
-        labels, scores = self._model.predict(line, k=1)
+        labels, scores = self.model.predict(line, k=1)
         best, best_score = (labels[0].removeprefix(LABEL_PREFIX), float(scores[0])) if labels else ("und", 0.0)
         passes = best_score > self.min_score and (not self.languages or best in self.languages)
         if passes or self.min_score >= 0.5 or not self.languages:
             return best, best_score, passes
-        labels, scores = self._model.predict(line, k=-1, threshold=self.min_score)
+        labels, scores = self.model.predict(line, k=-1, threshold=self.min_score)
         wanted = any(label.removeprefix(LABEL_PREFIX) in self.languages and float(score) > self.min_score
                      for label, score in zip(labels, scores))
         return best, best_score, wanted
 
     def score(self, table, text):
-        self.setup()
         found = [self._classify(t) if t else ("und", 0.0, False) for t in text.to_pylist()]
         table = table.append_column(LANGUAGE_FIELD, pa.array([code for code, _, _ in found], pa.string()))
         table = table.append_column(LANGUAGE_SCORE_FIELD, pa.array([s for _, s, _ in found], pa.float64()))

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import regex
 
 from ..columns import row_languages
-from .quality import LanguageAwareFilter, limits, mask
+from .quality import LANGUAGE_AWARE_PINNED, LanguageAwareFilter, limits, mask
 from .textstats import batch_words, duplicate_elements, per_document, ratio
 
 SHORT_LINE_CHARACTERS = 30
@@ -52,6 +52,7 @@ def ends_sentences(last_characters: pa.Array) -> np.ndarray:
 
 class FineWebQualityFilter(LanguageAwareFilter):
     name = "fineweb_quality"
+    pinned = LANGUAGE_AWARE_PINNED
 
     def score(self, table, text):
         rows = table.num_rows

@@ -8,8 +8,6 @@ stable answer, and long pages then cost no more than short ones.
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -17,26 +15,26 @@ from ...core.errors import ConfigError
 from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD
 from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
+from ..process_state import PerProcess
+from ..requirements import Requirement, module
 
 
-@lru_cache(maxsize=1)
-def identifier():
-    """py3langid's identifier, loaded once per process.
+def load_identifier(stage=None):
+    """py3langid's identifier, whose model ships inside its package."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-    The stage runs in Ray tasks rather than an actor, so that it fuses with the stages around
-    it into the task workers Ray has already started: an actor would start a process of its own
-    (importing Ray Data again) and leave those workers idle. A worker runs many tasks, so the
-    model still loads once per process.
-    """
-    try:
-        from py3langid.langid import MODEL_FILE, LanguageIdentifier
-    except ImportError:
-        raise ConfigError("language identification needs the web extras: pip install 'curator-array[web]'") from None
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
 class LanguageFilter(FilterStage):
+    """The stage runs in Ray tasks rather than an actor, so that it fuses with the stages
+    around it into the task workers Ray has already started: an actor would start a process
+    of its own (importing Ray Data again) and leave those workers idle. A worker runs many
+    tasks, so the model still loads once per process."""
+
     name = "language"
+    pinned = ("languages", "max_chars", "min_score", "text_field")
+    identifier = PerProcess(load_identifier)
 
     def __init__(self, languages: tuple[str, ...] | list[str] = (), min_score: float = 0.0,
                  text_field: str = TEXT_FIELD, max_chars: int = 4000):
@@ -46,11 +44,17 @@ class LanguageFilter(FilterStage):
         self.min_score, self.max_chars = min_score, max_chars
         super().__init__(text_field)
 
+    def writes(self) -> tuple[str, ...]:
+        return LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD
+
+    def needs(self) -> tuple[Requirement, ...]:
+        return (module("py3langid"),)
+
     def setup(self) -> None:
-        identifier()
+        self.identifier
 
     def score(self, table, text):
-        classify = identifier().classify
+        classify = self.identifier.classify
         found = [classify(t[: self.max_chars]) if t else ("und", 0.0) for t in text.to_pylist()]
         language = pa.array([code for code, _ in found], pa.string())
         score = pa.array([round(float(p), 4) for _, p in found], pa.float64())

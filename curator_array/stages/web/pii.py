@@ -52,10 +52,17 @@ def anonymised(text: str) -> str:
 
 class PiiFormatter(ProcessingStage):
     name = "pii"
+    pinned = ("text_field",)
 
     def __init__(self, text_field: str = TEXT_FIELD):
         self.text_field = text_field
         super().__init__()
+
+    def reads(self) -> tuple[str, ...]:
+        return (self.text_field,)
+
+    def writes(self) -> tuple[str, ...]:
+        return (self.text_field,)
 
     def process(self, task: DocumentBatch) -> Task:
         table = task.table

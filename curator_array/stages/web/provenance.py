@@ -19,15 +19,20 @@ from ..base import ProcessingStage
 from ..tasks import DocumentBatch, Task
 
 FINEWEB_COLUMNS = ("text", "id", "url", "date", "dump", "warc_path", LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD)
+PROVENANCE_COLUMNS = ("dump", "warc_path")
 CRAWL_NAME = re.compile(r"crawl-data/(CC-MAIN-\d{4}-\d{2})/")
 
 
 class WarcProvenance(ProcessingStage):
     name = "provenance"
+    pinned = ("columns",)
 
     def __init__(self, columns: tuple[str, ...] = FINEWEB_COLUMNS):
         self.columns = tuple(columns)
         super().__init__()
+
+    def writes(self) -> tuple[str, ...]:
+        return PROVENANCE_COLUMNS
 
     def process(self, task: DocumentBatch) -> Task:
         table = task.table
@@ -35,7 +40,7 @@ class WarcProvenance(ProcessingStage):
             return task
         source = task.metadata.get("source_file", "")
         found = CRAWL_NAME.search(source)
-        values = {"dump": found.group(1) if found else "", "warc_path": source}
+        values = dict(zip(PROVENANCE_COLUMNS, (found.group(1) if found else "", source)))
         for name, value in values.items():
             if name in self.columns and name not in table.column_names:
                 table = table.append_column(name, pa.array([value] * table.num_rows, pa.string()))

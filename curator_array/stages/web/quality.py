@@ -31,6 +31,7 @@ Deliberate differences from the reference, each with its reason:
 from __future__ import annotations
 
 import re
+from typing import ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +41,7 @@ from ...text.language import DEFAULT_LANGUAGE
 from ..columns import row_languages
 from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
+from ..requirements import Requirement, module
 from .languages import LanguageRules, for_language, language_rules
 from .textstats import (
     RepeatedNGrams,
@@ -56,6 +58,12 @@ SYMBOL_CHARACTERS = r"^[\p{P}\p{S}]+$"
 # What str.splitlines() breaks lines at (the reference reads lines that way).
 LINE_BREAK = r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x{85}\x{2028}\x{2029}]"
 CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
+# What a filter whose rules follow each document's language computes with.
+LANGUAGE_AWARE_PINNED = ("default_language", "languages", "text_field")
+QUALITY_COLUMNS = ("gopher_word_count", "gopher_mean_word_length", "gopher_stop_words")
+REPETITION_COLUMNS = ("gopher_duplicate_line_fraction", "gopher_max_ngram_fraction")
+C4_COLUMN = "c4_lines_removed"
+SEGMENTER_MODULES = {"sudachi": "sudachipy", "jieba": "jieba"}
 POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
 
 
@@ -76,7 +84,18 @@ def mask(values) -> pa.Array:
 
 
 class LanguageAwareFilter(FilterStage):
-    """A filter whose limits and word splitting follow each document's language."""
+    """A filter whose limits and word splitting follow each document's language (its
+    ``language`` column, else ``default_language``)."""
+
+    added: ClassVar[tuple[str, ...]] = ()  # the score columns it adds
+
+    def writes(self) -> tuple[str, ...]:
+        return self.added
+
+    def needs(self) -> tuple[Requirement, ...]:
+        """The segmenters of the languages its rules split words for."""
+        kinds = {rules.segmenter for rules in self.languages.values()}
+        return tuple(module(SEGMENTER_MODULES[kind]) for kind in sorted(kinds) if kind in SEGMENTER_MODULES)
 
     def __init__(self, text_field: str = TEXT_FIELD, default_language: str = DEFAULT_LANGUAGE,
                  rules: dict[str, LanguageRules] | None = None):
@@ -142,9 +161,9 @@ def quality_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str, p
             "alphabetic_words": ~(alphabetic / n_words < limit("min_alphabetic_words")),
             "stop_words": ~(stop_words < limit("min_stop_words")),
         }
-    table = _add(table, "gopher_word_count", non_symbol.astype(np.int64))
-    table = _add(table, "gopher_mean_word_length", np.nan_to_num(mean_length))
-    table = _add(table, "gopher_stop_words", stop_words.astype(np.int64))
+    for name, values in zip(QUALITY_COLUMNS, (non_symbol.astype(np.int64), np.nan_to_num(mean_length),
+                                             stop_words.astype(np.int64))):
+        table = _add(table, name, values)
     return table, {rule: mask(~words.spaced | values) for rule, values in rules.items()}
 
 
@@ -178,14 +197,16 @@ def repetition_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str
             rules[name] = (np.isnan(limits) | ~(fractions[key, n] > limits)) | ~words.spaced
             worst = np.maximum(worst, fractions[key, n])
     empty = chars == 0
-    table = _add(table, "gopher_duplicate_line_fraction", ratio(line_dups, line_count))
-    table = _add(table, "gopher_max_ngram_fraction", worst)
+    for name, values in zip(REPETITION_COLUMNS, (ratio(line_dups, line_count), worst)):
+        table = _add(table, name, values)
     rules = {"empty": ~empty, **{name: values | empty for name, values in rules.items()}}
     return table, {rule: mask(values) for rule, values in rules.items()}
 
 
 class GopherQualityFilter(LanguageAwareFilter):
     name = "gopher_quality"
+    pinned = LANGUAGE_AWARE_PINNED
+    added = QUALITY_COLUMNS
 
     def score(self, table, text):
         return quality_rules(self._words(table, text), table)
@@ -193,6 +214,8 @@ class GopherQualityFilter(LanguageAwareFilter):
 
 class GopherRepetitionFilter(LanguageAwareFilter):
     name = "gopher_repetition"
+    pinned = LANGUAGE_AWARE_PINNED
+    added = REPETITION_COLUMNS
 
     def score(self, table, text):
         return repetition_rules(self._words(table, text), table)
@@ -203,6 +226,8 @@ class GopherFilter(LanguageAwareFilter):
     under its rule set's name, as if the two filters ran one after the other."""
 
     name = "gopher"
+    pinned = LANGUAGE_AWARE_PINNED
+    added = REPETITION_COLUMNS + QUALITY_COLUMNS
 
     def score(self, table, text):
         words = self._words(table, text)
@@ -261,6 +286,8 @@ class C4QualityFilter(LanguageAwareFilter):
     """
 
     name = "c4_quality"
+    pinned = (*LANGUAGE_AWARE_PINNED, "max_word_length", "min_sentences", "min_words_per_line",
+              "terminal_punctuation")
 
     def __init__(self, text_field: str = TEXT_FIELD, default_language: str = DEFAULT_LANGUAGE,
                  rules: dict[str, LanguageRules] | None = None, terminal_punctuation: bool = False,
@@ -269,6 +296,9 @@ class C4QualityFilter(LanguageAwareFilter):
         self.min_words_per_line, self.min_sentences = min_words_per_line, min_sentences
         self.max_word_length = max_word_length
         super().__init__(text_field, default_language, rules)
+
+    def writes(self) -> tuple[str, ...]:
+        return self.text_field, C4_COLUMN
 
     def score(self, table, text):
         rows = table.num_rows
@@ -288,7 +318,7 @@ class C4QualityFilter(LanguageAwareFilter):
             enough[index] = has_sentences(kept, codes[index], self.min_sentences)
         table = table.set_column(table.schema.get_field_index(self.text_field), self.text_field,
                                  pa.array(cleaned, table.schema.field(self.text_field).type))
-        table = _add(table, "c4_lines_removed", removed)
+        table = _add(table, C4_COLUMN, removed)
         rules = {
             "lorem_ipsum": ~applies | ~lorem,
             "curly_bracket": ~applies | ~curly,

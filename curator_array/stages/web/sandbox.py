@@ -9,7 +9,7 @@ The child comes from a fork server (``multiprocessing``'s ``forkserver``): forki
 itself would copy its threads' locks, while the fork server is a plain single-threaded process
 that has imported the extractor once, so a restart after a timeout costs a fork, not an import.
 The child is ours alone: it is killed by its pid, and it ends by itself when its parent does
-(its pipe closes). The fork server starts on mimalloc (``core.allocator``), so its children
+(its pipe closes). The fork server starts on mimalloc (``helpers.allocator``, unless the run asks for the system's), so its children
 extract on it too: trafilatura takes 8% less CPU.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from enum import Enum
 from multiprocessing.connection import Connection
 
-from ...core.allocator import helpers_started_on_mimalloc
+from ...helpers.allocator import MIMALLOC, helpers_started_on
 
 # A fresh child may need to import the extractor (first start of the fork server).
 START_TIMEOUT_S = 120.0
@@ -81,8 +81,10 @@ class ExtractionSandbox:
     ``child_cpu_s`` is the CPU time its children have used, as each last reported it.
     """
 
-    def __init__(self, reference: str, timeout_s: float, forget: str | None = None, preload: tuple[str, ...] = ()):
+    def __init__(self, reference: str, timeout_s: float, forget: str | None = None, preload: tuple[str, ...] = (),
+                 allocator: str = MIMALLOC):
         self.reference, self.timeout_s, self.forget_reference = reference, timeout_s, forget
+        self.allocator = allocator
         self._context = multiprocessing.get_context("forkserver")
         # The library too, when the function imports it lazily: a restart is then only a fork.
         self._context.set_forkserver_preload(sorted({reference.partition(":")[0], *preload}))
@@ -99,7 +101,7 @@ class ExtractionSandbox:
         process = self._context.Process(target=_serve, args=(theirs, self.reference, self.forget_reference),
                                         daemon=True,
                                         name="curator-array-extract")
-        with helpers_started_on_mimalloc("extracting pages"):  # the fork server starts with the first child
+        with helpers_started_on(self.allocator, "extracting pages"):  # the fork server starts with the first child
             process.start()
         theirs.close()
         self._process, self._connection = process, ours

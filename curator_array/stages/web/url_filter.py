@@ -26,12 +26,11 @@ import pyarrow as pa
 
 from ...core.errors import ConfigError
 from ..filters import FilterStage
-from .url_lists import LISTS_DIR, UrlLists, hashes, listed
+from ..process_state import PerProcess
+from ..requirements import WEB_EXTRAS, Requirement, module
+from .url_lists import LISTS_DIR, MANIFEST, UrlLists, hashes, install_command, listed
 
 URL_FIELD = "url"
-# Loaded lists per (lists dir, site lists' digest), once per process: the stage runs in Ray
-# tasks, so that it fuses with the stages around it, and a worker process runs many.
-_LOADED: dict[tuple, tuple] = {}
 _NOT_ALPHANUMERIC = re.compile(r"[^a-zA-Z0-9]+")
 
 
@@ -68,38 +67,43 @@ def _with_extra(sorted_hashes: np.ndarray, extra: tuple[str, ...]) -> np.ndarray
 
 
 class UrlFilter(FilterStage):
+    """The lists are loaded once per process (``ready``): the stage runs in Ray tasks, so that
+    it fuses with the stages around it, and a worker process runs many. They are pinned by
+    what they hold: FineWeb's by the wheel they come from (``url_lists.SOURCE``), a site's own
+    by a digest; where they are installed (``lists_dir``) is not part of the run."""
+
     name = "url_filter"
-    fingerprint_exclude = frozenset({"extra_domains", "extra_urls"})
+    pinned = ("extra_lists_digest", "soft_word_threshold", "text_field")
+    ready = PerProcess(lambda stage: stage._load(), key=lambda stage: (stage.lists_dir, stage.extra_lists_digest))
 
     def __init__(self, url_field: str = URL_FIELD, soft_word_threshold: int = 2,
                  extra_domains: tuple[str, ...] = (), extra_urls: tuple[str, ...] = (),
                  lists_dir: str | None = None):
         self.soft_word_threshold = soft_word_threshold
         self.extra_domains, self.extra_urls = tuple(sorted(set(extra_domains))), tuple(sorted(set(extra_urls)))
-        if self.extra_domains or self.extra_urls:  # a digest pins a site's lists, however long
-            self.extra_lists_digest = hashlib.sha256(
-                "\n".join([*self.extra_domains, "", *self.extra_urls]).encode()).hexdigest()
+        self.extra_lists_digest = hashlib.sha256(  # a digest pins a site's lists, however long
+            "\n".join([*self.extra_domains, "", *self.extra_urls]).encode()).hexdigest() \
+            if self.extra_domains or self.extra_urls else None
         self.lists_dir = lists_dir
-        self._ready = None
         super().__init__(url_field)
 
-    def __getstate__(self):
-        return {**self.__dict__, "_ready": None}
+    @property
+    def installed_lists(self) -> Path:
+        return Path(self.lists_dir) if self.lists_dir else LISTS_DIR
+
+    def needs(self) -> tuple[Requirement, ...]:
+        return (module("tldextract"), Requirement("pyahocorasick", WEB_EXTRAS, module="ahocorasick"),
+                Requirement(f"FineWeb's URL lists in {self.installed_lists}", install_command(self.installed_lists),
+                            path=str(self.installed_lists / MANIFEST)))
 
     def setup(self) -> None:
-        if self._ready is None:
-            key = (self.lists_dir, getattr(self, "extra_lists_digest", None))
-            if key not in _LOADED:
-                _LOADED[key] = self._load()
-            self._ready = _LOADED[key]
+        self.ready
 
     def _load(self):
-        try:
-            import ahocorasick
-            from tldextract import TLDExtract
-        except ImportError:
-            raise ConfigError("the URL filter needs the web extras: pip install 'curator-array[web]'") from None
-        lists = UrlLists.load(Path(self.lists_dir) if self.lists_dir else LISTS_DIR)
+        import ahocorasick
+        from tldextract import TLDExtract
+
+        lists = UrlLists.load(self.installed_lists)
         subwords = ahocorasick.Automaton(ahocorasick.STORE_INTS)
         for index, word in enumerate(sorted({normalized(w) for w in lists.banned_subwords} - {""})):
             subwords.add_word(word, index)
@@ -114,8 +118,7 @@ class UrlFilter(FilterStage):
         )
 
     def score(self, table, text):
-        self.setup()
-        extract, domains, urls, banned, soft, subwords = self._ready
+        extract, domains, urls, banned, soft, subwords = self.ready
         values = text.to_pylist()
         present = np.array([bool(url) for url in values])
         urls_ = [url or "" for url in values]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import subprocess
 import sys
 import tarfile
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.errors import ConfigError
+from ..defaults import URL_LISTS_DIR
 
 SOURCE = "datatrove==0.10.1"
 SOURCE_SHA256 = "b0846fc28482b25c9dbeaa09445066ff68266b58d762e9344c64fe5f6d92d14c"
@@ -38,9 +38,14 @@ ASSETS = "datatrove/assets/"
 BLOCKLISTS = "url_filterblacklistsv0_3_0.tar.gz"
 WORD_LISTS = ("banned_words", "soft_banned_words", "banned_subwords")
 HASHED_LISTS = ("domains", "urls")
-LISTS_DIR = Path(os.environ.get("CURATOR_ARRAY_URL_LISTS")
-                 or Path(sys.prefix) / "share" / "curator-array" / "url-lists")
-INSTALL_HINT = f"{sys.executable} -m curator_array.stages.web.url_lists"
+LISTS_DIR = URL_LISTS_DIR
+MANIFEST = "manifest.json"
+
+
+def install_command(directory: Path = LISTS_DIR) -> str:
+    """The command that installs the lists in ``directory``."""
+    where = "" if directory == LISTS_DIR else f" {directory}"
+    return f"python -m curator_array.stages.web.url_lists{where}"
 
 
 def hashes(values) -> np.ndarray:
@@ -65,10 +70,10 @@ class UrlLists:
 
     @classmethod
     def load(cls, directory: Path = LISTS_DIR) -> UrlLists:
-        manifest = directory / "manifest.json"
+        manifest = directory / MANIFEST
         if not manifest.is_file():
-            raise ConfigError(f"FineWeb's URL lists are not installed in {directory}: run {INSTALL_HINT} "
-                              f"(make install does)")
+            raise ConfigError(f"FineWeb's URL lists are not installed in {directory}: run "
+                              f"{install_command(directory)} (make install does)")
         words = {name: _entries((directory / f"{name}.txt").read_text(encoding="utf-8").splitlines())
                  for name in WORD_LISTS}
         arrays = {name: np.load(directory / f"{name}.npy", mmap_mode="r") for name in HASHED_LISTS}
@@ -99,8 +104,8 @@ def _download_source(into: Path) -> bytes:
 
 def install(directory: Path = LISTS_DIR) -> Path:
     """Fetch, compact and write the lists (atomically: a directory renamed into place)."""
-    if (directory / "manifest.json").is_file():
-        manifest = json.loads((directory / "manifest.json").read_text())
+    if (directory / MANIFEST).is_file():
+        manifest = json.loads((directory / MANIFEST).read_text())
         if manifest.get("source_sha256") == SOURCE_SHA256:
             return directory
     directory.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +125,7 @@ def install(directory: Path = LISTS_DIR) -> Path:
                 values = np.unique(hashes(_entries(lines)))
                 np.save(staged / f"{name}.npy", values)
                 counts[name] = int(len(values))
-        (staged / "manifest.json").write_text(json.dumps({"source": SOURCE, "source_sha256": SOURCE_SHA256,
+        (staged / MANIFEST).write_text(json.dumps({"source": SOURCE, "source_sha256": SOURCE_SHA256,
                                                           "entries": counts}, indent=1))
         if directory.exists():
             old = work / "old"

@@ -5,8 +5,9 @@ text; glibc's ``malloc`` is a third of ``tokenizers``' time and trafilatura runs
 without it. An allocator is chosen when a process starts, so the processes we start for that
 work (the tokenize encoder, the extraction sandbox's fork server and its children) get
 mimalloc, from the ``cmeel-mimalloc`` wheel, first in ``LD_PRELOAD``; Ray's processes and the
-element keep glibc's and their memory. ``CURATOR_ARRAY_ALLOCATOR=system`` keeps glibc's
-everywhere.
+element keep glibc's and their memory. The run option ``--allocator system``
+(``CURATOR_ARRAY_ALLOCATOR``) keeps glibc's everywhere; the stages that start helpers are
+given its value.
 """
 
 from __future__ import annotations
@@ -21,13 +22,11 @@ from contextlib import contextmanager
 from functools import lru_cache
 from importlib import metadata
 
-from .errors import ConfigError
-
 logger = logging.getLogger(__name__)
 
-ALLOCATOR_VARIABLE = "CURATOR_ARRAY_ALLOCATOR"
 ALLOCATORS = ("mimalloc", "system")
-MIMALLOC = "libmimalloc.so.3"
+MIMALLOC = ALLOCATORS[0]
+MIMALLOC_LIBRARY = "libmimalloc.so.3"
 
 
 @lru_cache(maxsize=1)
@@ -37,7 +36,7 @@ def bundled_mimalloc() -> str | None:
         files = metadata.distribution("cmeel-mimalloc").files or []
     except metadata.PackageNotFoundError:
         return None
-    found = [str(f.locate()) for f in files if f.name == MIMALLOC]
+    found = [str(f.locate()) for f in files if f.name == MIMALLOC_LIBRARY]
     return found[0] if found and os.path.isfile(found[0]) else None
 
 
@@ -56,24 +55,14 @@ def cannot_preload(library: str, library_path: str = "") -> str | None:
     return (complaint.splitlines() or [f"exit code {probe.returncode}"])[0] if probe.returncode or complaint else None
 
 
-def allocator_choice(environ: Mapping[str, str]) -> str:
-    """The allocator ``environ`` asks for; ConfigError names a wrong value. ``run`` and
-    ``submit`` ask before any work, so a typo is refused at start, not in every task."""
-    choice = environ.get(ALLOCATOR_VARIABLE, "mimalloc") or "mimalloc"
-    if choice not in ALLOCATORS:
-        raise ConfigError(f"{ALLOCATOR_VARIABLE}={choice!r}: expected one of {', '.join(ALLOCATORS)}")
-    return choice
-
-
-def helper_environment(environ: Mapping[str, str], work: str) -> dict[str, str]:
+def helper_environment(environ: Mapping[str, str], work: str, allocator: str = MIMALLOC) -> dict[str, str]:
     """A helper's environment: ``environ`` with mimalloc first in ``LD_PRELOAD``, unless the
-    user asked for the system allocator, already preloads an allocator of their own, or
-    mimalloc cannot load here (then glibc's, said once in the log, naming ``work``)."""
+    run asked for the system ``allocator``, the user already preloads an allocator of their
+    own, or mimalloc cannot load here (then glibc's, said once in the log, naming ``work``)."""
     env = dict(environ)
-    choice = allocator_choice(env)
     preloaded = env.get("LD_PRELOAD", "")
     library = bundled_mimalloc()
-    if choice != "mimalloc" or library is None or "malloc" in preloaded:
+    if allocator != MIMALLOC or library is None or "malloc" in preloaded:
         return env
     reason = cannot_preload(library, env.get("LD_LIBRARY_PATH", ""))
     if reason is not None:
@@ -84,11 +73,11 @@ def helper_environment(environ: Mapping[str, str], work: str) -> dict[str, str]:
 
 
 @contextmanager
-def helpers_started_on_mimalloc(work: str) -> Iterator[None]:
+def helpers_started_on(allocator: str, work: str) -> Iterator[None]:
     """For a library that starts its processes from this process's environment
     (``multiprocessing``'s fork server): ``LD_PRELOAD`` as ``helper_environment`` has it
     while the block runs, then as it was."""
-    wanted = helper_environment(os.environ, work).get("LD_PRELOAD")
+    wanted = helper_environment(os.environ, work, allocator).get("LD_PRELOAD")
     with _ENVIRONMENT_LOCK:
         before = os.environ.get("LD_PRELOAD")
         if wanted == before:

@@ -4,6 +4,13 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# The versions every install uses: this venv, the image, the demo (`make lock` writes it).
+LOCK := requirements.lock
+NEWEST_VENV ?= .venv-newest
+# The tests of the layer that borrows Ray's internals, and of what sits on it.
+EXECUTION_TESTS ?= tests/unit/test_ray_launcher.py tests/unit/test_pools_and_stages.py tests/unit/test_layers.py \
+	tests/integration/test_clients.py tests/integration/test_fixed_cluster.py tests/integration/test_pools_ray.py \
+	tests/integration/test_pipeline.py tests/integration/test_download_ray.py
 DEMO_DIR ?= demo_output
 PYTEST_ARGS ?=
 
@@ -11,12 +18,12 @@ IMAGE ?= curator-array:latest
 BASE_IMAGE ?=
 export DOCKER_BUILDKIT ?= 0
 
-.PHONY: demo demo-stop test bench install clean-demo image base-image sqsh sif sites
+.PHONY: demo demo-stop test test-newest bench install lock clean-demo image base-image sqsh sif sites
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[test]'
 	$(BIN)/python -m curator_array.stages.web.url_lists
 	touch $@
 
@@ -36,6 +43,27 @@ demo-stop: $(STAMP)
 ## The whole test suite (unit, real Ray, real SLURM, containers).
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+## Write requirements.lock again: the newest versions pyproject.toml allows, installed in a scratch venv.
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install --quiet --upgrade pip
+	.lock-venv/bin/pip install --quiet '.[test]'
+	{ echo "# Every version this project installs (make install, make demo, the image): written by make lock."; \
+	  .lock-venv/bin/pip freeze --exclude curator-array | LC_ALL=C sort -f; } > $(LOCK)
+	rm -rf .lock-venv
+
+## The newest Ray and pyarrow, whatever pyproject.toml allows, in a venv of their own, and the tests of the
+## execution layer (the one that borrows Ray's internals): an upgrade is this command, then the bound.
+test-newest:
+	$(PYTHON) -m venv $(NEWEST_VENV)
+	$(NEWEST_VENV)/bin/pip install --quiet --upgrade pip
+	$(NEWEST_VENV)/bin/pip install --quiet -c $(LOCK) -e '.[test]'
+	$(NEWEST_VENV)/bin/pip install --quiet --upgrade 'ray[data]' pyarrow
+	$(NEWEST_VENV)/bin/python -m curator_array.stages.web.url_lists
+	$(NEWEST_VENV)/bin/python -c "import ray, pyarrow; print('ray', ray.__version__, 'pyarrow', pyarrow.__version__)"
+	$(NEWEST_VENV)/bin/python -m pytest $(EXECUTION_TESTS) $(PYTEST_ARGS)
 
 ## Benchmarks: ratios measured side by side in one run (never pass/fail).
 ## datatrove, the comparison point, is installed into .cache/bench-site, not into .venv.

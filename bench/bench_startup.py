@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from curator_array.execution.ray_cluster import session_members  # noqa: E402
-from curator_array.execution.ray_launcher import ray_executable  # noqa: E402
+from curator_array.execution.ray_internals.launcher import ray_executable  # noqa: E402
 
 ENTRYPOINT = REPO / "entrypoints" / "curator-array-entrypoint"
 SAMPLE = REPO / "sample_data" / "jsonl"

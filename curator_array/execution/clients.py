@@ -34,21 +34,9 @@ from .ray_cluster import (
     start_head,
     write_token,
 )
+from .ray_internals import reload_ray_auth
 
 logger = logging.getLogger(__name__)
-
-
-def reload_ray_auth() -> None:
-    """Make an already-imported Ray re-read RAY_AUTH_* (it caches them on first use).
-
-    Needed when one process talks to several clusters in turn, each with its own token.
-    """
-    try:
-        from ray._raylet import AuthenticationTokenLoader, Config
-    except ImportError:  # older or newer Ray without these hooks: env is read at init
-        return
-    Config.initialize("")
-    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def connect_driver(address: str, on_connect: Callable[[], None] | None = None) -> None:

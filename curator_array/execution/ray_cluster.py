@@ -1,6 +1,6 @@
 """Start and stop private Ray nodes: one foreground launcher process per node, owned by us.
 
-Every node runs under :mod:`curator_array.execution.ray_launcher`, a launcher that starts what ``ray
+Every node runs under :mod:`curator_array.execution.ray_internals.launcher`, a launcher that starts what ``ray
 start --block`` starts, minus what a one-element cluster never uses. Each cluster gets free
 ports, a short temp dir, token auth with its own token file, a sized object store, no
 dashboard and no usage stats. Each node runs in a session of its own, so stopping one
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import CuratorArrayError
-from .ray_launcher import FALLBACK_NOTICE, READY_FILE
+from .ray_internals import FALLBACK_NOTICE, LAUNCHER_MODULE, READY_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -223,8 +223,8 @@ def _prepare_node_process() -> None:
 
 
 def launcher_command(args: list[str]) -> list[str]:
-    """The node launcher (:mod:`curator_array.execution.ray_launcher`) for head and worker nodes alike."""
-    return [sys.executable, "-m", "curator_array.execution.ray_launcher", *args]
+    """The node launcher (:mod:`curator_array.execution.ray_internals.launcher`) for head and worker nodes alike."""
+    return [sys.executable, "-m", LAUNCHER_MODULE, *args]
 
 
 class RayNodeProcess:
@@ -332,7 +332,7 @@ def wait_for_port(host: str, port: int, node: RayNodeProcess, timeout_s: float) 
 def wait_for_head(node: RayNodeProcess, session_dir: Path, host: str, port: int, timeout_s: float) -> None:
     """Until the head launcher reports its node registered, so ``ray.init`` finds it at once.
 
-    After a fallback to ``ray start`` (see :mod:`curator_array.execution.ray_launcher`) no report comes;
+    After a fallback to ``ray start`` (see :mod:`curator_array.execution.ray_internals.launcher`) no report comes;
     then the GCS port answering is the signal, as with ``ray start`` anywhere.
     """
     deadline = time.monotonic() + timeout_s
@@ -406,7 +406,7 @@ def report_fallback(node: RayNodeProcess, role: str = "Ray head") -> None:
     """A node's log is removed after a clean run; a slower start-up should still be seen."""
     for line in node.log_tail(40).splitlines():
         if FALLBACK_NOTICE in line:
-            logger.warning("%s: %s", role, line.removeprefix("curator_array.execution.ray_launcher: "))
+            logger.warning("%s: %s", role, line.removeprefix(f"{LAUNCHER_MODULE}: "))
 
 
 def start_worker(

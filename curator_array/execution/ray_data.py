@@ -23,9 +23,9 @@ import ray.data
 from ..stages.apply import apply_chain
 from ..stages.base import ProcessingStage, RayStageSpec
 from ..stages.tasks import Task
-from .fixed_cluster import without_helper_actors
 from .pools import ClusterShape, PoolChoice, choose_pool
 from .profiling import profiled
+from .ray_internals import without_helper_actors
 
 logger = logging.getLogger(__name__)
 
@@ -301,7 +301,7 @@ class RayDataExecutor:
         """Yield every task that leaves the last stage, in completion order.
 
         On a private cluster (``private_cluster``: one our client started, of fixed size),
-        Ray Data runs without its autoscaling and stats actors (:mod:`.fixed_cluster`).
+        Ray Data runs without its autoscaling and stats actors (:mod:`.ray_internals.data`).
         """
         if not tasks:
             return

@@ -71,8 +71,8 @@ def run_curation_shard(start: PhaseContext) -> ShardOutcome | None:
     errors = _AttemptErrors(request.layout, context.shard or ShardConfig.single(), job.attempt_id(), job)
     with stop.on_stop(errors.record) if stop is not None else nullcontext(), _cluster_lifetime(client):
         timeline.mark("head_launched")
+        prepared = _prepare(request, context, start.registry)  # a refused start says one line, and only that
         logger.info(context.describe_shard())
-        prepared = _prepare(request, context, start.registry)
         timeline.mark("prepared")
         if prepared.already_complete:
             logger.info("shard %d is already complete (%s); nothing to do (--force reruns it)",

@@ -41,6 +41,6 @@ def first_missing(stages: Iterable) -> str | None:
     for stage in stages:
         for requirement in stage.needs():
             if not requirement.present:
-                return (f"stage {stage.stage_name} needs {requirement.name}, which is not installed here: "
+                return (f"stage {stage.stage_name} needs {requirement.name} (not installed here): "
                         f"run {requirement.install}")
     return None

@@ -24,7 +24,11 @@ from curator_array.execution.ray_cluster import (
     worker_arguments,
     write_token,
 )
-from curator_array.execution.ray_launcher import AGENT_NICENESS, READY_FILE, head_system_config
+from curator_array.execution.ray_internals.launcher import (
+    AGENT_NICENESS,
+    READY_FILE,
+    head_system_config,
+)
 from tests.conftest import REPO, read_records, records_digest
 
 pytestmark = pytest.mark.ray
@@ -66,7 +70,7 @@ def test_private_head_is_authenticated_isolated_and_stopped(tmp_path):
     assert result["mode"] == 0o600
     assert len(result["session_dir"]) < 40
     names = result["names"]
-    assert any("-m curator_array.execution.ray_launcher --head" in n for n in names)
+    assert any("-m curator_array.execution.ray_internals.launcher --head" in n for n in names)
     assert any("gcs_server" in n for n in names) and any("raylet" in n for n in names)
     assert not [n for n in names if "dashboard/dashboard.py" in n or "autoscaler/_private/monitor.py" in n], names
     assert len([n for n in names if is_stand_in(n)]) == 2, names
@@ -83,7 +87,7 @@ FALLBACK_PROBE = r"""
 import sys
 import ray._private.node
 del ray._private.node.Node.dead_processes  # stands for a Ray whose internals changed
-from curator_array.execution import ray_launcher
+from curator_array.execution.ray_internals import launcher as ray_launcher
 sys.exit(ray_launcher.main(sys.argv[1:]))
 """
 
@@ -96,7 +100,7 @@ def cmdline(pid: int) -> str:
 def is_stand_in(command_line: str) -> bool:
     """A stand-in agent's own process (the raylet's command line names it too)."""
     words = command_line.split()
-    return words[1:3] == ["-I", "-S"] and words[-1].endswith("execution/stand_in_agent.py")
+    return words[1:3] == ["-I", "-S"] and words[-1].endswith("execution/ray_internals/stand_in_agent.py")
 
 
 def wait_until_ready(node: RayNodeProcess, address: str) -> None:
@@ -115,11 +119,23 @@ def _start_with(command_for):
     return node, f"127.0.0.1:{ports.gcs}", token
 
 
-def test_head_falls_back_to_ray_start_where_ray_internals_differ(caplog):
-    node, address, token = _start_with(lambda args: [sys.executable, "-c", FALLBACK_PROBE, *args])
+OUTSIDE_TESTED_PROBE = r"""
+import sys, ray
+ray.__version__ = "2.99.0"  # stands for a Ray release the suite has not run on
+from curator_array.execution.ray_internals import launcher as ray_launcher
+sys.exit(ray_launcher.main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("probe, reason", [
+    (FALLBACK_PROBE, "this Ray has no ray._private.node.Node as expected"),
+    (OUTSIDE_TESTED_PROBE, "Ray 2.99.0 is outside the releases curator-array was tested on"),
+])
+def test_head_falls_back_to_ray_start_where_ray_internals_differ(caplog, probe, reason):
+    node, address, token = _start_with(lambda args: [sys.executable, "-c", probe, *args])
     try:
         start_head(node.log_path.parent, token, NodeOptions(), spawned=(node, address))
-        assert any("Ray head: this Ray has no ray._private.node.Node as expected; using `ray start --block`"
+        assert any(f"Ray head: {reason}; using `ray start --block`"
                    in r.getMessage() for r in caplog.records if r.levelname == "WARNING"), caplog.text
         driver = subprocess.run(
             [sys.executable, "-c", (f"import ray; ray.init(address={address!r}); "
@@ -179,7 +195,7 @@ print("SUM", ray.get(ray.remote(lambda: 2 + 3).remote()))
 
 SLOW_REGISTRATION_PROBE = r"""
 import sys
-from curator_array.execution import ray_launcher
+from curator_array.execution.ray_internals import launcher as ray_launcher
 ray_launcher.declare_unused_agent_ports = lambda *args: False  # the raylet waits for its agents again
 sys.exit(ray_launcher.main(sys.argv[1:]))
 """

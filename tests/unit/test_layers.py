@@ -186,3 +186,17 @@ def test_imports_stay_light(group):
             "heavy = sorted(m for m in ('ray', 'pyarrow', 'numpy', 'requests') if m in sys.modules); print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", f"{group} pulled in {out.strip()}"
+
+
+RAY_PRIVATE = ("ray._private", "ray._raylet", "ray.data._internal", "ray.util.state._private")
+
+
+def test_rays_private_api_is_used_in_one_subpackage_only():
+    """Every use of Ray's internals sits in ``execution/ray_internals/``, and the rest of the
+    package reaches it through that subpackage's ``__init__`` alone."""
+    inside = "curator_array.execution.ray_internals"
+    wrong = [f"{name} imports {imported}" for name in MODULES if not name.startswith(inside)
+             for imported in imports_of(name) if imported.startswith(RAY_PRIVATE)]
+    wrong += [f"{name} imports {imported}" for name in MODULES if not name.startswith(inside)
+              for imported in imports_of(name) if imported.startswith(inside + ".")]
+    assert not wrong, "\n".join(wrong)

@@ -29,7 +29,7 @@ from curator_array.core.records.phase import PhaseManifest
 from curator_array.core.run_contract import ensure_run_config
 from curator_array.core.sharding import ShardRange
 from curator_array.dedup.settings import DedupSettings
-from curator_array.run.option_table import run_options
+from curator_array.run.option_table import job_script_facts, run_options
 from curator_array.run.phases import PHASES
 from curator_array.run.phases.components import STEPS_QUEUED
 from curator_array.run.precedence import ENVIRONMENT, FLAG, SITE, options_for_start
@@ -185,3 +185,47 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
         assert all(alone[name].value == value for name, value in values.items()), \
             "the request alone carries every option: nothing else needs to cross into the container"
         assert run_request_id(CheckpointLayout(checkpoint)) == flags["request"]
+
+
+CLEANENV_TEMPLATE = r'''{% extends "base.sbatch.j2" %}
+{% set forwards_named_variables = true %}
+{% block launch %}
+# From a shared install, in an emptied environment: only the variables the script names,
+# and SLURM's own, reach the element.
+passed=()
+IFS=, read -ra names <<<"$passed_names"
+for name in "${names[@]}" $(compgen -e); do
+    case "$name" in SLURM_* | SLURMD_*) ;; *) [[ ",$passed_names," == *",$name,"* ]] || continue ;; esac
+    [[ -v $name ]] && passed+=("$name=${!name}")
+done
+step=(srun --ntasks-per-node=1 env -i PATH="$PATH" "${passed[@]}" {{ site.entrypoint | sh }})
+{% endblock %}
+'''
+
+
+def test_a_new_runtime_is_one_template_and_one_row(world, tmp_path, monkeypatch):
+    """A runtime that empties the environment (``env -i``, for real): the rendered script names
+    every run option's variable because its template says it forwards only named ones."""
+    from curator_array.slurm import sites as site_module
+
+    root, record, image, fakes = world
+    record.unlink(missing_ok=True)
+    sites = tmp_path / "sites"
+    shutil.copytree(REPO / "site_configs" / "templates", sites / "templates")
+    (sites / "templates" / "runtime_cleanenv.sbatch.j2").write_text(CLEANENV_TEMPLATE)
+    monkeypatch.setitem(site_module.RUNTIMES, "cleanenv", site_module.Runtime(container=False))
+    name = site_file(sites, "cleanenv", image, {})
+    script, _ = site_module.write_rendered(sites, name, job_script_facts())
+    assert subprocess.run([str(REPO / ".venv" / "bin" / "shellcheck"), str(script)], capture_output=True).returncode == 0
+
+    values = values_for(root, tmp_path, start_options=True)
+    env = {"PATH": f"{fakes}:{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path),
+           "NOT_AN_OPTION": "stays outside", **variables(values)}
+    done = subprocess.run(["sbatch", "--parsable", "--array=0", str(script)], env=env, capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    element = json.loads(record.read_text().splitlines()[0])
+    assert "NOT_AN_OPTION" not in element["env"] and element["env"]["SLURM_ARRAY_TASK_ID"] == "0"
+    arrived = options_for_start(parse_run_args(element["argv"]), element["env"])
+    wrong = {name: (arrived[name].value, value) for name, value in values.items() if arrived[name].value != value}
+    assert not wrong, f"options that did not reach the element: {wrong}"

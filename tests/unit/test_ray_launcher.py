@@ -18,7 +18,7 @@ from curator_array.execution.ray_cluster import (
     head_arguments,
     worker_arguments,
 )
-from curator_array.execution.ray_launcher import (
+from curator_array.execution.ray_internals.launcher import (
     SOCKET_RETRY_ATTEMPTS,
     SOCKET_RETRY_MS,
     LogMonitorThread,
@@ -32,6 +32,7 @@ from curator_array.execution.ray_launcher import (
     unused_agents,
     with_stand_in_agents,
 )
+from tests.conftest import REPO
 from tests.support.processes import ended_within
 
 PORTS = NodePorts(20000, 20001, 20002, 20003, 20004, 20005, 20006, 20007, 20008, 20071)
@@ -192,7 +193,7 @@ def test_stand_ins_replace_exactly_the_named_agent_commands():
     assert with_stand_in_agents(command, set()) == command
 
 
-STAND_IN = Path(__file__).resolve().parents[2] / "curator_array" / "execution" / "stand_in_agent.py"
+STAND_IN = Path(__file__).resolve().parents[2] / "curator_array" / "execution" / "ray_internals" / "stand_in_agent.py"
 # Starts the stand-in as the raylet does (its pid in RAY_RAYLET_PID, the agent's arguments), prints its
 # pid, then waits to be killed, or exits at once (``gone``) before the stand-in has even looked at it.
 FAKE_RAYLET = r"""
@@ -233,3 +234,51 @@ def test_a_stand_in_whose_raylet_died_before_it_started_ends_too():
     finally:
         if not ended_within(stand_in, 0):
             os.kill(stand_in, signal.SIGKILL)
+
+
+def test_the_private_uses_are_tried_only_on_the_tested_ray_releases(monkeypatch, caplog):
+    """Ray's private API is used only on the releases pyproject.toml allows; on another
+    release the run says so once and takes the public path."""
+    import ray
+    from ray.data._internal.execution import streaming_executor
+
+    from curator_array.execution import ray_internals
+
+    (low, high) = ray_internals.TESTED_RAY
+    bound = f"ray[data]>={'.'.join(map(str, low))},<{'.'.join(map(str, high))}"
+    assert f'"{bound}"' in (REPO / "pyproject.toml").read_text(), "pyproject.toml bounds Ray to the tested releases"
+    assert ray_internals.in_tested_range(ray.__version__), "the installed Ray is one the suite passes on"
+    assert [ray_internals.in_tested_range(v) for v in ("2.59.9", "2.60.0rc1", "2.60.3", "2.61.0")] == \
+        [False, True, True, False]
+
+    monkeypatch.setattr(ray, "__version__", "2.99.0")
+    ray_internals.private_api_allowed.cache_clear()
+    try:
+        stock = streaming_executor.create_cluster_autoscaler
+        with caplog.at_level("WARNING", logger=ray_internals.__name__):
+            for _ in range(2):
+                with ray_internals.without_helper_actors():
+                    assert streaming_executor.create_cluster_autoscaler is stock, "Ray Data's own autoscaler"
+            ray_internals.reload_ray_auth()
+        said = [r.getMessage() for r in caplog.records if "outside the releases" in r.getMessage()]
+        assert len(said) == 1 and said[0].startswith("Ray 2.99.0 is outside the releases curator-array was tested on")
+    finally:
+        ray_internals.private_api_allowed.cache_clear()
+
+
+def test_the_log_monitor_does_not_pass_on_that_no_metrics_agent_answers():
+    """No agent serves metrics on a private cluster, so after 30 s the GCS, the raylet and every
+    worker log an error saying so; the launcher's log monitor keeps it from the driver."""
+    from curator_array.execution.ray_internals.launcher import WithoutNoMetricsNotices
+
+    published = []
+    client = WithoutNoMetricsNotices(SimpleNamespace(publish_logs=published.append, address="gcs"))
+    client.publish_logs({"pid": "raylet", "lines": [
+        "[2026-12-04 01:58:16,542 E 9492 9492] (raylet) main.cc:1108: Failed to establish connection to the metrics "
+        "exporter agent. Metrics will not be exported.", "a line of the raylet's own"]})
+    client.publish_logs({"pid": "gcs_server", "lines": [
+        "gcs_server.cc:1361: Failed to establish connection to the event+metrics exporter agent. Events and metrics "
+        "will not be exported."]})
+    client.publish_logs({"pid": 7, "lines": ["Traceback (most recent call last):"]})
+    assert [data["lines"] for data in published] == [["a line of the raylet's own"], ["Traceback (most recent call last):"]]
+    assert client.address == "gcs"

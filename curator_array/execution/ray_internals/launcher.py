@@ -14,7 +14,8 @@ from ``ray start --block`` in these ways:
   3 MiB each (:func:`stand_in_agents`): about 100 MiB less per node; where an agent
   must stay real, it runs at the lowest CPU priority (:func:`deprioritize_agents`);
 - the log monitor runs as a thread of this process, which has imported Ray already,
-  instead of a process importing it again (:func:`start_log_monitor_thread`);
+  instead of a process importing it again (:func:`start_log_monitor_thread`), and does not
+  pass on the notices that no metrics agent answers (there is none);
 - the head's system config (:func:`head_system_config`) has the raylet start a worker
   with Ray Data imported while the driver is still importing, and retry its local
   socket connections every 20 ms instead of every second;
@@ -29,10 +30,12 @@ stops the node on SIGTERM, and exits non-zero as soon as one of the node's proce
 itself with ``ray start --block`` and the same flags, so an unfamiliar Ray costs start-up
 time, never correctness. It takes exactly the flags ``ray_cluster`` gives ``ray start``::
 
-    python -m curator_array.execution.ray_launcher --head --port=... --temp-dir=... --num-cpus=...
-    python -m curator_array.execution.ray_launcher --address=HEAD:PORT --temp-dir=... --num-cpus=...
+    python -m curator_array.execution.ray_internals.launcher --head --port=... --temp-dir=... --num-cpus=...
+    python -m curator_array.execution.ray_internals.launcher --address=HEAD:PORT --temp-dir=... --num-cpus=...
 
-This module imports nothing from the package: it must start before, and without, the rest.
+On a Ray outside the releases it was tested on (``ray_internals.TESTED_RAY``) it is
+``ray start --block`` at once. It imports nothing from the package but its own package's
+face: it must start before, and without, the rest.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -47,6 +51,8 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+
+from . import FALLBACK_NOTICE, LAUNCHER_MODULE, READY_FILE, in_tested_range
 
 # ray start flag -> (RayParams field, parser)
 PARAMS: dict[str, tuple[str, Callable[[str], object]]] = {
@@ -73,7 +79,6 @@ WITHOUT_EFFECT = {"--head", "--include-dashboard", "--disable-usage-stats", "--d
 STOPPED_ON_REQUEST = {0, signal.SIGTERM, -signal.SIGTERM, 128 + signal.SIGTERM}
 
 
-FALLBACK_NOTICE = "using `ray start --block` instead"
 # The raylet's flag for each of its two agents -> the agent's script, relative to Ray's package.
 AGENTS = {
     "--dashboard_agent_command": ("dashboard", "agent.py"),
@@ -81,8 +86,6 @@ AGENTS = {
 }
 # The niceness (with SCHED_IDLE) of an agent that stays real.
 AGENT_NICENESS = 19
-# Written into --temp-dir once the node is registered with the GCS (see announce_ready).
-READY_FILE = "head-ready"
 # Imported by every worker before its first task (see head_system_config).
 WORKER_PRELOAD = ("ray.data",)
 # How often, and how many times, Ray's processes retry a local socket (10 s in all, as Ray's own default).
@@ -286,13 +289,36 @@ class LogMonitorThread(threading.Thread):
             self.error = exc
 
 
+# What Ray's processes log, 30 s after they start, when no agent serves metrics: the case of
+# every node this launcher starts (its dashboard agent is a stand-in, or minimal).
+NO_METRICS_AGENT = re.compile(r"Failed to establish connection to the (event\+)?metrics exporter agent")
+
+
+class WithoutNoMetricsNotices:
+    """The GCS client the log monitor publishes through, minus the lines that say no metrics
+    agent answers: a private cluster has none by design, so they are no fault of the run's,
+    and a user reads an error line as one."""
+
+    def __init__(self, client):
+        self.client = client
+
+    def publish_logs(self, data: dict) -> None:
+        lines = [line for line in data.get("lines", []) if not NO_METRICS_AGENT.search(line)]
+        if lines or not data.get("lines"):
+            self.client.publish_logs({**data, "lines": lines})
+
+    def __getattr__(self, name: str):
+        return getattr(self.client, name)
+
+
 def start_log_monitor_thread(node) -> LogMonitorThread | None:
     """The log monitor running in this process, or ``None`` where Ray's ``LogMonitor`` is not as expected."""
     try:
         from ray._private.log_monitor import LogMonitor, is_proc_alive
         from ray._raylet import GcsClient
 
-        monitor = LogMonitor(node._node_ip_address, node._logs_dir, GcsClient(address=node.gcs_address),
+        monitor = LogMonitor(node._node_ip_address, node._logs_dir,
+                             WithoutNoMetricsNotices(GcsClient(address=node.gcs_address)),
                              is_proc_alive, gcs_address=node.gcs_address)
     except (ImportError, AttributeError, TypeError):
         return None
@@ -359,7 +385,7 @@ def deprioritize_agents(raylet_pid: int, wanted: set[bytes], timeout_s: float = 
 
 
 def fall_back_to_ray_start(flags: Sequence[str], reason: str) -> None:
-    print(f"curator_array.execution.ray_launcher: {reason}; {FALLBACK_NOTICE}", file=sys.stderr, flush=True)
+    print(f"{LAUNCHER_MODULE}: {reason}; {FALLBACK_NOTICE}", file=sys.stderr, flush=True)
     executable = ray_executable()
     os.execvp(executable, [executable, "start", "--block", *flags])
 
@@ -390,7 +416,7 @@ def watch(node, poll_s: float = 0.5) -> int:
     while not (died := unexpected_deaths(node)):
         time.sleep(poll_s)
     described = ", ".join(died)
-    print(f"curator_array.execution.ray_launcher: Ray process died: {described}; stopping the node", file=sys.stderr, flush=True)
+    print(f"{LAUNCHER_MODULE}: Ray process died: {described}; stopping the node", file=sys.stderr, flush=True)
     node.kill_all_processes(check_alive=False, allow_graceful=False)
     return 1
 
@@ -400,8 +426,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         params = ray_params_from_flags(flags)
     except ValueError as exc:  # UnknownFlagError included
-        print(f"curator_array.execution.ray_launcher: {exc}", file=sys.stderr)
+        print(f"{LAUNCHER_MODULE}: {exc}", file=sys.stderr)
         return 2
+    import ray
+
+    if not in_tested_range(ray.__version__):
+        fall_back_to_ray_start(flags, f"Ray {ray.__version__} is outside the releases curator-array was tested on")
     node_class = lean_node_class()
     if node_class is None:
         fall_back_to_ray_start(flags, "this Ray has no ray._private.node.Node as expected")
@@ -422,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if head:
         announce_ready(Path(ray_params.temp_dir or node.get_temp_dir_path()))
     role = "Ray head" if head else f"Ray worker node (head {ray_params.gcs_address})"
-    print(f"curator_array.execution.ray_launcher: {role} up, GCS at {node.gcs_address}, session {node.get_session_dir_path()}",
+    print(f"{LAUNCHER_MODULE}: {role} up, GCS at {node.gcs_address}, session {node.get_session_dir_path()}",
           flush=True)
     return watch(node)
 

@@ -5,7 +5,7 @@ node of ours neither serves anything: the dashboard agent runs minimal (no dashb
 dependencies, so no metrics and no ports), and the runtime-env agent is asked only for
 runtime environments, which no stage of ours can request (the image is the
 environment). Each real agent costs about 50 MiB and a second of CPU importing itself;
-this one costs about 3 MiB and nothing. See ``ray_launcher.stand_in_agents``.
+this one costs about 3 MiB and nothing. See ``launcher.stand_in_agents``.
 
 Run by path with ``python -I -S`` (it imports nothing beyond the interpreter's core),
 with whatever arguments the raylet adds. It ends on SIGTERM, as the node's stop sends,

@@ -14,7 +14,8 @@ without, at 170 MiB less peak memory (bench_pipeline, side by side); the tracker
 :func:`without_helper_actors` swaps them, while a dataset runs, for a budget read from the
 cluster itself (what the coordinator hands out when nothing else competes), a stats sink
 that keeps nothing and a tracker that knows no moves. It reaches into Ray Data's internals,
-so on a Ray whose internals differ it changes nothing and says so once.
+so on a Ray whose internals differ it changes nothing and says so once (and on a Ray outside
+the tested releases it is not tried: ``ray_internals.without_helper_actors``).
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ import numpy as np
 
 
 @dataclass(frozen=True)
-class Components:
+class Clustering:
     """Every document of a pair (``nodes``, sorted identities) and the index of its cluster's
     smallest member (``roots``): the copy kept."""
 
@@ -118,7 +118,7 @@ _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 SAMPLE_EVERY = 64
 
 
-def components(pairs: Pairs) -> Components:
+def components(pairs: Pairs) -> Clustering:
     """The clusters that the pairs ``(first[i], second[i])`` join; ``pairs`` is read twice."""
     map_large_arrays_alone()
     nodes, count = distinct_identities(pairs)
@@ -131,7 +131,7 @@ def components(pairs: Pairs) -> Components:
         filled += len(first)
     if filled != count:
         raise RuntimeError(f"the pairs changed while they were read ({count:,}, then {filled:,})")
-    return Components(nodes, linked_roots(a, b, len(nodes), index))
+    return Clustering(nodes, linked_roots(a, b, len(nodes), index))
 
 
 def map_large_arrays_alone() -> None:
@@ -145,7 +145,7 @@ def map_large_arrays_alone() -> None:
         pass
 
 
-def components_of(first: np.ndarray, second: np.ndarray) -> Components:
+def components_of(first: np.ndarray, second: np.ndarray) -> Clustering:
     """The clusters of pairs already in memory."""
     return components(lambda: [(np.asarray(first, dtype=np.uint64), np.asarray(second, dtype=np.uint64))])
 

@@ -1,9 +1,9 @@
 """Pipelines: a source and the stages after it, built from the run's options.
 
-``pipeline`` holds ``Pipeline`` (its fingerprint is what the run contract pins) and how
-``--pipeline NAME|MODULE:FUNCTION`` is loaded; ``options`` what a pipeline builder is
-given; ``phase_settings`` the settings of the phases after the pipeline (dedup), pinned
-with its fingerprint; ``commoncrawl`` the built-in web pipeline.
+``pipeline`` holds ``Pipeline`` (its fingerprint is what the run contract pins, the later
+phases' settings with it) and how ``--pipeline NAME|MODULE:FUNCTION`` is loaded;
+``options`` what a pipeline builder is given; ``filters`` the default pipeline's filters,
+each with its options; ``commoncrawl`` and ``fineweb`` the built-in web pipelines.
 
 May import: core, stages, formats, dedup, tokens, helpers.
 """

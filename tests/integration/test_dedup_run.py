@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
-from curator_array.run.phases.buckets import Buckets
-from curator_array.run.phases.components import Components
+from curator_array.run.phases import PHASES as REGISTRY
 from tests.conftest import curator_cli as curator
 from tests.conftest import read_records
 from tests.support.planted import write_corpus, write_doubled_corpus
@@ -80,7 +79,7 @@ def test_three_shards_and_three_buckets_give_the_same_output(corpus, one_shard, 
     assert "later phases complete" in done.stderr
     assert visible(out) == visible(one_shard), "byte for byte the files of a one-shard run"
     layout = CheckpointLayout(out)
-    assert sorted(p.name for p in Buckets().layout_of(layout).data_dir.iterdir()) == \
+    assert sorted(p.name for p in REGISTRY.get("buckets").layout_of(layout).data_dir.iterdir()) == \
         ["bucket_0.pairs", "bucket_1.pairs", "bucket_2.pairs"]
 
 
@@ -102,7 +101,7 @@ def test_the_clusters_over_four_elements_in_rounds_give_one_elements_output(tmp_
     assert (counts["removed"], counts["clusters"], counts["cluster_sizes"]) == \
         (clusters["counts"]["removed"], clusters["counts"]["clusters"], clusters["counts"]["cluster_sizes"])
     assert counts["cluster_sizes"]["4"] == 80, "each of the 80 planted originals with its copy, twice"
-    steps = Components().layout_of(CheckpointLayout(four)).data_dir
+    steps = REGISTRY.get("components").layout_of(CheckpointLayout(four)).data_dir
     assert [p.name for p in steps.iterdir()] == [f"step_{counts['steps'] - 1}"], "only the final labels are left"
     removed = read_records(four / ".removed" / "dedup")
     assert len(removed) == counts["removed"] and all(r["minhash_kept_id"] for r in removed)

@@ -162,6 +162,7 @@ class JsonlWriter(WriterStage):
 
 class GzipJsonlWriter(JsonlWriter):
     name = "jsonl_gz_writer"
+    pinned = ()  # where it writes is not what it writes
     format_name = "jsonl.gz"
     suffix = ".jsonl.gz"
 

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from ..core.errors import ConfigError
+from .language import DEFAULT_LANGUAGE
 
 # The character classes of spaCy's default punctuation rules (spacy.lang.punctuation).
 _PUNCT = r"…,:;!?¿؟¡()\[\]{}<>_#*&。？！，、；：～·।،۔؛٪"
@@ -113,7 +114,7 @@ _SPLIT_CHUNKS: dict[str, dict[str, tuple[str, ...]]] = {}
 SPLIT_CHUNKS_KEPT = 200_000
 
 
-def spaced(text: str, language: str = "en") -> list[str]:
+def spaced(text: str, language: str = DEFAULT_LANGUAGE) -> list[str]:
     words: list[str] = []
     known = _SPLIT_CHUNKS.setdefault(language, {})
     for chunk in text.split():

@@ -85,3 +85,26 @@ def test_a_sites_own_lists_add_to_fineweb_s_and_a_page_without_url_is_counted(in
 def test_missing_lists_are_refused_naming_the_install_command(tmp_path):
     with pytest.raises(ConfigError, match=r"not installed in .*: run .* -m curator_array\.stages\.web\.url_lists"):
         UrlFilter(lists_dir=str(tmp_path)).setup()
+
+
+def test_run_and_submit_without_the_lists_stop_before_any_work_in_one_line(tmp_path):
+    """What a pip install without the lists meets: one line naming them and the command that
+    installs them, exit 2, nothing written, no Ray process left."""
+    from tests.conftest import curator_cli
+    from tests.support.processes import descendants
+    from tests.support.warcs import Page, write_warc
+
+    (tmp_path / "in").mkdir()
+    write_warc(tmp_path / "in" / "a.warc.gz", [Page(f"https://example.com/{i}", b"<p>words</p>") for i in range(3)])
+    absent, out = tmp_path / "no-lists", tmp_path / "out"
+    expected = (f"curator-array: error: stage url_filter needs FineWeb's URL lists in {absent} (not installed here): "
+                f"run python -m curator_array.stages.web.url_lists {absent}")
+    args = ["--pipeline", "fineweb", "--input-dir", str(tmp_path / "in"), "--input-file-type", "warc",
+            "--blocklists-dir", str(absent)]
+    for command in (["run", "--output-dir", str(out), *args],
+                    ["submit", "--site", "local", "--sites-dir", str(REPO / "site_configs"), "--total-shards", "2",
+                     "--max-array-size", "none", "--", "--output-dir", str(out), *args]):
+        done = curator_cli(*command, check=False)
+        assert done.returncode == 2 and done.stderr.strip().splitlines() == [expected], done.stderr
+        assert not out.exists() and not absent.exists()
+    assert not descendants(os.getpid()), "no process of the refused runs is left"

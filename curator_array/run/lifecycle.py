@@ -1,4 +1,5 @@
-"""One element of a phase after the root, from its start to its recorded outcome.
+"""The context every phase's work gets (``PhaseContext``), and one element of a phase after
+the first, from its start to its recorded outcome.
 
 An element first holds the run to its contract (the pipeline with its phase settings must
 be the one ``run.json`` pins) and checks that the elements it reads are complete; if not,

@@ -145,7 +145,7 @@ EXECUTION_OPTIONS = _with_field_defaults(
     # what this host (or image) has installed, and how its helper processes run
     RunOption("blocklists_dir", "fineweb: where FineWeb's URL block lists are installed (`python -m "
               "curator_array.stages.web.url_lists DIR` installs them there).", "path", "host",
-              default_text=str(defaults.URL_LISTS_DIR), variable_name="CURATOR_ARRAY_URL_LISTS"),
+              default_text="the venv's share/curator-array/url-lists", variable_name="CURATOR_ARRAY_URL_LISTS"),
     RunOption("allocator", "The allocator of the helper processes that extract pages and tokenize: mimalloc (a "
               "quarter to a third faster) or the system's.", "choice", "host", choices=ALLOCATORS),
 )

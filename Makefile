@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c $(LOCK) -e '.[test]'
 	$(BIN)/python -m curator_array.stages.web.url_lists
+	$(BIN)/python -m curator_array.classify.training --install
 	touch $@
 
 install: $(STAMP)

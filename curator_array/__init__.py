@@ -18,6 +18,8 @@ tested on a login node without Ray, SLURM or a container:
                 sources, filters, downloads, web text stages
 ``formats``     the file formats, one module each
 ``dedup``       deduplication's algorithms and settings (MinHash, LSH, clusters)
+``classify``    fastText quality classifiers: scores as DCLM computes them, the
+                run's models and selection settings, training a model
 ``pipelines``   a pipeline, its options, the default pipeline's filters, the
                 built-in pipelines
 ``examples``    example user pipelines

@@ -4,9 +4,9 @@ Errors the user can act on are printed as one line on stderr (no traceback); exi
 means a usage or configuration error, 1 any other failure. Set CURATOR_ARRAY_DEBUG=1 to
 see tracebacks. The group is ``group.cli``; the commands live in small modules next to
 it: ``run_command`` (run one shard), ``inspect_commands`` (plan, status, report),
-``submit_commands`` (submit, retry, render-site).
+``submit_commands`` (submit, retry, render-site), ``model_commands`` (train-classifier).
 
-May import: core, slurm, stages, formats, pipelines, execution, report, run.
+May import: core, slurm, stages, formats, pipelines, execution, report, run, classify.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import click
 
 from ..core.errors import CuratorArrayError
 from ..run.stopping import ShardStopped
-from . import inspect_commands, run_command, submit_commands  # noqa: F401  (each registers its commands)
+from . import inspect_commands, model_commands, run_command, submit_commands  # noqa: F401  (each registers its commands)
 from .group import cli
 
 

@@ -28,6 +28,16 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
+def _joined_names(ctx, param, value):
+    """The NAME=VALUE items of every occurrence of the flag, each checked as one list."""
+    items = tuple(item for given in value for item in given)
+    names = [item.partition("=")[0] for item in items]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise click.BadParameter(f"{', '.join(twice)} given twice", ctx, param)
+    return items
+
+
 def _split_list(ctx, param, value):
     return tuple(item.strip() for item in (value or "").split(",") if item.strip())
 
@@ -49,7 +59,7 @@ class _ParsedBy(click.ParamType):
 
 def _click_type(option: RunOption):
     low, high = option.minimum, option.maximum
-    if option.kind in ("size", "file-or-name"):
+    if option.kind in ("size", "file-or-name", "named-files", "named-numbers"):
         return _ParsedBy(option)
     if option.kind == "int":
         return click.IntRange(min=low, max=high) if low is not None or high is not None else int
@@ -92,6 +102,8 @@ def click_option(option: RunOption, required: bool = False, from_environment: bo
         kwargs.update(default=None)
     elif option.kind == "list":
         kwargs.update(callback=_split_list)
+    elif option.kind in ("named-files", "named-numbers"):
+        kwargs.update(type=_ParsedBy(option), multiple=True, callback=_joined_names)
     else:
         kwargs.update(type=_click_type(option), multiple=option.kind in ("existing-paths", "files"))
         default = option.default

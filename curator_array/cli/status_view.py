@@ -30,12 +30,15 @@ def figures_line(state: PhaseState) -> str:
 def format_phases(status: RunStatus) -> list[str]:
     """One line per phase after the first: complete, or what is missing, failed, queued, or blocks it."""
     lines = ["phases"]
+    width = max([11, *(len(state.name) + 1 for state in status.later_phases)])
     for state in status.later_phases:
         done = f"{len(state.complete)}/{state.elements.total}"
         queued = status.queued_of(state)
         if state.is_complete:
             shown = figures_line(state)
-            lines.append(f"  {state.name:<11}{done} complete" + (f" ({shown})" if shown else ""))
+            lines.append(f"  {state.name:<{width}}{done} complete" + (f" ({shown})" if shown else ""))
+            lines += [f"    {title}: " + ", ".join(f"{key} {_figure(value)}" for key, value in values.items())
+                      for title, values in state.totals().breakdowns().items() if values]
             continue
         parts = [f"missing {format_array_expression(state.missing)}"]
         if state.progress:
@@ -45,10 +48,14 @@ def format_phases(status: RunStatus) -> list[str]:
         waiting = blocked_by(status.phases, state.phase)
         if waiting is not None:
             parts.append(f"blocked by {waiting.name} (missing {format_array_expression(waiting.missing)})")
-        lines.append(f"  {state.name:<11}{done}; " + "; ".join(parts))
+        lines.append(f"  {state.name:<{width}}{done}; " + "; ".join(parts))
         for index, reason in sorted(state.failed.items())[:5]:
             lines.append(f"    element {index} failed: {reason}")
     return lines
+
+
+def _figure(value: float) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else f"{value:,}"
 
 
 def stage_line(time: StageTime, total_cpu_s: float, indent: str = "  ") -> str:

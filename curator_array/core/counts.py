@@ -14,10 +14,10 @@ from typing import Any, ClassVar
 
 @dataclass(frozen=True)
 class Counts:
-    """A phase element's figures, typed. Subclasses are dataclasses of ``int`` fields,
-    histograms (``histogram``: how many things have each size) and breakdowns
-    (``breakdown``: a figure per name, tokens per language say); elements add up. ``RATE``
-    names the figure whose rate per second of element time status shows."""
+    """A phase element's figures, typed. Subclasses are dataclasses of ``int`` (or
+    ``float``) fields, histograms (``histogram``: how many things have each size) and
+    breakdowns (``breakdown``: a figure per name, tokens per language say); elements add up.
+    ``RATE`` names the figure whose rate per second of element time status shows."""
 
     RATE: ClassVar[str | None] = None
 
@@ -46,14 +46,14 @@ class Counts:
         for item in fields(cls):
             value = payload.get(item.name)
             if isinstance(value, dict):
-                counts = {k: v for k, v in value.items() if isinstance(v, int) and not isinstance(v, bool)}
+                counts = {k: v for k, v in value.items() if _is_number(v)}
                 values[item.name] = counts if item.metadata.get("kind") == BREAKDOWN else {
                     int(k): v for k, v in counts.items() if str(k).lstrip("-").isdigit()}
-            elif isinstance(value, int) and not isinstance(value, bool):
+            elif _is_number(value):
                 values[item.name] = value
         return cls(**values)
 
-    def figures(self) -> dict[str, int]:
+    def figures(self) -> dict[str, int | float]:
         """The scalar figures, for a line of text."""
         return {item.name: value for item in fields(self) if not isinstance(value := getattr(self, item.name), dict)}
 
@@ -67,6 +67,10 @@ class Counts:
         """The breakdowns by their titles (``breakdown``'s metadata)."""
         return {item.metadata["title"]: getattr(self, item.name) for item in fields(self)
                 if item.metadata.get("kind") == BREAKDOWN}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
@@ -89,5 +93,6 @@ def histogram(title: str, size_label: str, count_label: str) -> Any:
 
 
 def breakdown(title: str) -> Any:
-    """A ``dict[str, int]`` counts field: a figure per name (tokens per language, say)."""
+    """A ``dict[str, int]`` (or ``float``) counts field: a figure per name (tokens per
+    language, a threshold per model)."""
     return field(default_factory=dict, metadata={"kind": BREAKDOWN, "title": title})

@@ -18,8 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("text", "path", "file", "files", "file-or-name", "existing-paths", "int", "size", "float", "flag", "switch",
-         "choice", "list")
+KINDS = ("text", "path", "file", "files", "named-files", "file-or-name", "existing-paths", "int", "size", "float",
+         "named-numbers", "flag", "switch", "choice", "list")
+# Kinds whose values are paths, joined with os.pathsep in a variable.
+PATH_LISTS = ("existing-paths", "files", "named-files")
+# Kinds whose files submit copies into the checkpoint.
+FILE_KINDS = ("file", "files", "named-files", "file-or-name")
+# The name in a NAME=VALUE value: it names a column of the output, so it is one.
+VALUE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Units a size may be given in: 10G is 10**10 bytes, 10GiB 10 * 2**30.
 SIZE_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30,
               "TIB": 2**40}
@@ -59,9 +65,12 @@ class RunOption:
     paths that must exist (the flag may be repeated; the variable separates them with
     ``os.pathsep``), ``file`` a file that must exist, copied into the checkpoint when a run
     is submitted (so every element reads it, whatever its container mounts); ``files`` one or
-    more such files (repeatable, like ``existing-paths``); ``file-or-name``
-    likewise, or a name ``submit`` fetches on the login node (a tokenizer on the Hugging Face
-    Hub); ``size`` a number of bytes, with an optional unit (``10G``, ``512MiB``).
+    more such files (repeatable, like ``existing-paths``); ``named-files`` such files, each
+    given a name (``NAME=FILE``); ``file-or-name`` likewise, or a name ``submit`` fetches on
+    the login node (a tokenizer on the Hugging Face Hub); ``size`` a number of bytes, with an
+    optional unit (``10G``, ``512MiB``); ``named-numbers`` numbers within the bounds, each
+    given a name (``NAME=0.5``; the flag may be repeated, the variable separates them with
+    commas). A named value is kept as its text, ``NAME=VALUE``.
 
     ``default`` is the value without a flag or a variable: whoever declares the option takes
     it from the field the option sets (``sets``: a field of a phase's settings, when it is
@@ -148,6 +157,12 @@ class RunOption:
             return raw
         if self.kind == "list":
             return tuple(item.strip() for item in raw.split(",") if item.strip())
+        if self.kind == "named-files":
+            named = tuple(self._named(item, self._file) for item in text.split(os.pathsep) if item)
+            return self._distinct(named)
+        if self.kind == "named-numbers":
+            named = tuple(self._named(item, self._number) for item in raw.split(",") if item.strip())
+            return self._distinct(named)
         if self.kind in ("existing-paths", "files"):
             paths = tuple(p for p in text.split(os.pathsep) if p)
             missing = [p for p in paths if not os.path.exists(p)]
@@ -165,6 +180,34 @@ class RunOption:
             raise ValueError(f"{text} is not a file")
         return text
 
+    @staticmethod
+    def _named(item: str, read) -> str:
+        name, equals, value = item.strip().partition("=")
+        if not equals or not VALUE_NAME.match(name):
+            raise ValueError(f"{item.strip()!r} is not NAME=VALUE (a name of letters, digits and _)")
+        return f"{name}={read(value.strip())}"
+
+    @staticmethod
+    def _distinct(named: tuple[str, ...]) -> tuple[str, ...]:
+        names = [item.partition("=")[0] for item in named]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} given twice")
+        return named
+
+    @staticmethod
+    def _file(value: str) -> str:
+        if not os.path.isfile(value):
+            raise ValueError(f"{value} is not a file")
+        return value
+
+    def _number(self, value: str) -> str:
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is not a number") from None
+        return repr(self._bounded(number))
+
     def _bounded(self, value: float) -> float:
         low, high = self.minimum, self.maximum
         if low is not None and (value <= low if self.minimum_open else value < low):
@@ -178,5 +221,5 @@ class RunOption:
         if isinstance(value, bool):
             return "1" if value else "0"
         if isinstance(value, (tuple, list)):
-            return (os.pathsep if self.kind in ("existing-paths", "files") else ",").join(str(v) for v in value)
+            return (os.pathsep if self.kind in PATH_LISTS else ",").join(str(v) for v in value)
         return "" if value is None else str(value)

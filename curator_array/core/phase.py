@@ -113,8 +113,9 @@ class Phase:
     part of a run when they are. One phase of those that share them brings them: its
     ``settings_type`` builds them from its run ``options`` (each sets the field its
     ``sets`` names; the option named as the key turns the phases on), pins them in the
-    pipeline fingerprint and reads them back. ``output_staged`` says that the phase writes
-    the run's output, so the first phase writes elsewhere.
+    pipeline fingerprint and reads them back. ``output_staged`` says that the phase rewrites
+    the run's output files: the last such phase of a run writes into the output dir, and
+    each writer before it into its hidden ``staging_dir`` there, which the next one reads.
     """
 
     name: ClassVar[str]
@@ -127,6 +128,7 @@ class Phase:
     settings_type: ClassVar[Any] = None
     options: ClassVar[tuple[Any, ...]] = ()  # core.options.RunOption
     output_staged: ClassVar[bool] = False
+    staging_dir: ClassVar[str] = ""
 
     @property
     def element_noun(self) -> str:
@@ -154,6 +156,11 @@ class Phase:
     def work(self, context: Any, index: int) -> PhaseResult:
         """Do element ``index``: its inputs are complete; return what it counted."""
         raise NotImplementedError
+
+    def files_written(self, context: Any, shard: int) -> tuple[str, ...]:
+        """The files a writer of the run's output wrote for curation shard ``shard``, relative
+        to where it wrote them: by default the names the first phase gave them."""
+        return context.curated_files(shard)
 
     def before_writer(self, settings: Any, options: Any) -> list:
         """Stages the first phase runs on every document just before writing it, for this
@@ -232,3 +239,21 @@ class PlannedPhase:
 def needed(plan: list[PlannedPhase], phase: Phase) -> list[PlannedPhase]:
     """The phases of the run whose elements ``phase`` reads."""
     return [planned for planned in plan if planned.name in phase.needs]
+
+
+def output_writers(plan: list[PlannedPhase]) -> list[Phase]:
+    """The phases of a run that write its output files, in order: the first phase, then
+    each that rewrites what the one before wrote (``Phase.output_staged``)."""
+    return [planned.phase for planned in plan if isinstance(planned.phase, RootPhase) or planned.phase.output_staged]
+
+
+def writer_before(plan: list[PlannedPhase], phase: Phase) -> Phase:
+    """The last writer of the run's output before ``phase``: whose files ``phase`` reads."""
+    names = [planned.name for planned in plan]
+    position = names.index(phase.name) if phase.name in names else len(names)
+    return [writer for writer in output_writers(plan) if names.index(writer.name) < position][-1]
+
+
+def is_last_writer(plan: list[PlannedPhase], phase: Phase) -> bool:
+    """Whether ``phase`` writes into the output dir itself (no later phase rewrites its files)."""
+    return output_writers(plan)[-1].name == phase.name

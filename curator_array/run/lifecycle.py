@@ -26,8 +26,17 @@ from ..core.arrays import format_array_expression
 from ..core.errors import ConfigError, CuratorArrayError
 from ..core.formats import DEFAULT_FORMAT
 from ..core.layout import CheckpointLayout, PhaseLayout, utc_now
-from ..core.phase import Phase, PhaseSettings, PlannedPhase, needed
+from ..core.phase import (
+    Phase,
+    PhaseSettings,
+    PlannedPhase,
+    RootPhase,
+    is_last_writer,
+    needed,
+    writer_before,
+)
 from ..core.records.phase import PhaseFailure, PhaseManifest, phase_manifests
+from ..core.records.shard import shard_output_files
 from ..core.run_contract import RunConfig, check_pipeline, read_run_config
 from ..core.sharding import ShardRange
 from ..slurm.job_context import JobContext
@@ -124,6 +133,26 @@ class PhaseContext:
     @property
     def output_dir(self) -> Path:
         return Path(self.request.options.output_dir)
+
+    def written_dir(self, phase: Phase) -> Path:
+        """Where ``phase``, a writer of the run's output, writes: the output dir when no later
+        phase rewrites its files, else its hidden staging dir there."""
+        if is_last_writer(self.plan, phase):
+            return self.output_dir
+        return self.staged if isinstance(phase, RootPhase) else self.output_dir / phase.staging_dir
+
+    def input_dir(self, phase: Phase) -> Path:
+        """Where the output files ``phase`` reads are: those of the last writer before it."""
+        return self.written_dir(writer_before(self.plan, phase))
+
+    def input_files(self, phase: Phase, shard: int) -> tuple[str, ...]:
+        """The output files of curation shard ``shard`` that ``phase`` reads, relative to
+        ``input_dir(phase)``."""
+        return writer_before(self.plan, phase).files_written(self, shard)
+
+    def curated_files(self, shard: int) -> tuple[str, ...]:
+        """The files the first phase wrote for shard ``shard``, relative to where it wrote them."""
+        return shard_output_files(self.layout, shard)
 
     @property
     def output_format(self) -> str:

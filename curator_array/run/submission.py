@@ -21,6 +21,7 @@ from ..core.arrays import format_array_expression, parse_array_expression
 from ..core.atomic import write_bytes_atomic
 from ..core.errors import CheckpointMismatchError, CuratorArrayError
 from ..core.layout import CheckpointLayout
+from ..core.options import FILE_KINDS
 from ..core.phase import PlannedPhase
 from ..core.phase_states import PhaseState
 from ..core.records.run import OptionValue, PinnedRequest
@@ -79,15 +80,18 @@ def with_files_in_checkpoint(chosen: OptionValues, layout: CheckpointLayout, cop
     moved = dict(chosen)
     for option in run_options():
         given = chosen.get(option.name)
-        if option.kind not in ("file", "files", "file-or-name") or given is None or not given.value:
+        if option.kind not in FILE_KINDS or given is None or not given.value:
             continue
-        values = given.value if option.kind == "files" else (given.value,)
+        several = isinstance(given.value, tuple)
+        items = given.value if several else (given.value,)
+        names = [item.partition("=")[0] + "=" if option.kind == "named-files" else "" for item in items]
+        values = [item[len(name):] for name, item in zip(names, items)]
         pinned = [_pinned_copy(option, str(value), layout, copy) for value in values]
         if all(path == str(value) for (path, _), value in zip(pinned, values)):
             continue
         how = ", ".join(f"{how} from {value}" for (_, how), value in zip(pinned, values) if how)
-        paths = tuple(path for path, _ in pinned)
-        moved[option.name] = OptionValue(paths if option.kind == "files" else paths[0], f"{given.source}, {how}")
+        paths = tuple(name + path for name, (path, _) in zip(names, pinned))
+        moved[option.name] = OptionValue(paths if several else paths[0], f"{given.source}, {how}")
     return moved
 
 

@@ -5,7 +5,8 @@ Here: the stage API (``base``, ``tasks``, ``apply``), the sources (``partition``
 classes (``io``), filters, downloads, and the web stages (``web``). Stages know nothing of
 Ray: the executor (``execution``) adapts them, so each can be tested as plain Python.
 
-May import: core, text (words, n-grams), tokens (the tokenizer), helpers (their allocator). Never Ray.
+May import: core, text (words, n-grams), tokens (the tokenizer), helpers (their allocator), classify (the
+quality models). Never Ray.
 """
 
 from importlib import import_module

@@ -19,6 +19,7 @@ MALFORMED_POLICIES = ("fail", "skip")
 EXTRACTORS = ("resiliparse", "trafilatura")
 WARC_RECORDS_PER_BATCH = 256
 TEXT_FIELD = "text"
+TOKEN_COUNT_FIELD = "token_count"  # each document's tokens, with --tokenize
 
 # Where `make install` and the image build install FineWeb's URL lists (--url-lists names another place).
 URL_LISTS_DIR = Path(sys.prefix) / "share" / "curator-array" / "url-lists"

@@ -15,11 +15,11 @@ import pyarrow.compute as pc
 from ..helpers.allocator import MIMALLOC
 from ..tokens.encoder import shared_encoder, shared_encoders_cpu_s
 from .base import ProcessingStage
-from .defaults import TEXT_FIELD
+from .defaults import TEXT_FIELD, TOKEN_COUNT_FIELD
 from .requirements import TOKENIZE_EXTRAS, Requirement, module
 from .tasks import DocumentBatch, Task
 
-COLUMN = "token_count"
+COLUMN = TOKEN_COUNT_FIELD
 
 
 class TokenCounter(ProcessingStage):

@@ -20,15 +20,17 @@ RULES = {
     "helpers": {"core"},
     "tokens": {"core", "helpers"},
     "slurm": {"core"},
-    "stages": {"core", "text", "tokens", "helpers"},
+    "classify": {"core"},
+    "stages": {"core", "text", "tokens", "helpers", "classify"},
     "formats": {"core", "stages"},
     "dedup": {"core", "text"},
     "pipelines": {"core", "stages", "formats", "dedup", "tokens", "helpers"},
     "examples": {"core", "stages", "formats", "pipelines"},
     "execution": {"core", "slurm", "stages"},
     "report": {"core"},
-    "run": {"core", "text", "helpers", "slurm", "stages", "formats", "pipelines", "execution", "dedup", "tokens"},
-    "cli": {"core", "slurm", "stages", "formats", "pipelines", "execution", "report", "run"},
+    "run": {"core", "text", "helpers", "slurm", "stages", "formats", "pipelines", "execution", "dedup", "tokens",
+            "classify"},
+    "cli": {"core", "slurm", "stages", "formats", "pipelines", "execution", "report", "run", "classify"},
 }
 # Third-party packages a layer must not import (core: anything outside the standard library).
 FORBIDDEN = {
@@ -41,6 +43,7 @@ FORBIDDEN = {
     "pipelines": {"ray"},
     "examples": {"ray"},
     "dedup": {"ray"},
+    "classify": {"ray"},
     "report": {"ray", "pyarrow"},
 }
 

@@ -23,7 +23,7 @@ import pytest
 
 from curator_array.cli.run_command import parse_run_args
 from curator_array.core.layout import CheckpointLayout
-from curator_array.core.options import RunOption
+from curator_array.core.options import FILE_KINDS, RunOption
 from curator_array.core.phase import PhaseSettings
 from curator_array.core.records.phase import PhaseManifest
 from curator_array.core.run_contract import ensure_run_config
@@ -47,7 +47,8 @@ IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV":
              "CURATOR_ARRAY_PYTHON": "/opt/curator-array/venv/bin/python", "RAY_USAGE_STATS_ENABLED": "0"}
 TEXT_VALUES = {"text_field": "body", "pipeline_ref": "commoncrawl", "node_ip": "10.9.8.7",
                "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "phase": "curation", "eos_token": "<|endoftext|>",
-               "dedup_language": "de"}
+               "dedup_language": "de", "quality_label": "__label__en", "quality_threshold": ("lid=0.25",),
+               "keep_top_fraction": ("lid=0.5",)}
 CRAWLS = ("CC-TEST-1", "CC-TEST-2")
 
 
@@ -117,7 +118,8 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
              "quality_settings": str(root / "quality.toml"), "crawl": CRAWLS,
              "crawl_base_url": f"file://{root / 'mirror'}/", "dedup_against": (str(root / "earlier"),),
              "tokenize": str(root / "tokenizer.json"), "url_blocklist": (str(root / "blocked.txt"),),
-             "language_model": str(root / "lid.ftz"), "blocklists_dir": str(root / "lists")}
+             "language_model": str(root / "lid.ftz"), "blocklists_dir": str(root / "lists"),
+             "quality_model": (f"lid={root / 'lid.ftz'}",)}  # a fastText model whose labels include en
     return {o.name: value_of(o, paths) for o in run_options()
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 
@@ -161,10 +163,13 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     settings = options_for_start(flags, element["env"])
     checkpoint = values.get("checkpoint_path", values["output_dir"])
     if way != "sbatch variable":  # a file option arrives as its copy in the checkpoint
-        for option in (o for o in run_options() if o.kind in ("file", "files", "file-or-name")):
+        for option in (o for o in run_options() if o.kind in FILE_KINDS):
             given, arrived = values[option.name], settings[option.name].value
-            pairs = zip(given, arrived) if option.kind == "files" else [(given, arrived)]
+            pairs = zip(given, arrived) if isinstance(given, tuple) else [(given, arrived)]
             for original, copy in pairs:
+                if option.kind == "named-files":
+                    assert original.partition("=")[0] == copy.partition("=")[0], "the name is kept"
+                    original, copy = original.partition("=")[2], copy.partition("=")[2]
                 assert CheckpointLayout(checkpoint).holds(Path(copy))
                 assert Path(copy).read_bytes() == Path(original).read_bytes()
             values[option.name] = arrived
@@ -179,7 +184,8 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
         assert flags.keys() == {"checkpoint_path", "request"}, "a submitted element gets only where to read its request"
         phases = [parse_run_args(e["argv"]) for e in recorded[1:]]
         rounds = ["components"] * STEPS_QUEUED if values["dedup_components_elements"] > 1 else ["clusters"]
-        assert [p.get("phase") for p in phases] == ["signatures", "buckets", *rounds, "removal", "tokenize", "tokens"]
+        assert [p.get("phase") for p in phases] == ["signatures", "buckets", *rounds, "removal", "quality_scores",
+                                                    "quality_cut", "quality_selection", "tokenize", "tokens"]
         assert all(p.keys() == {"checkpoint_path", "request", "phase"} for p in phases)
         alone = options_for_start(flags, {})
         assert all(alone[name].value == value for name, value in values.items()), \

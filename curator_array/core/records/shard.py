@@ -240,3 +240,9 @@ class CompletionManifest:
 
     def write(self, layout: CheckpointLayout) -> Path:
         return write_json_atomic(layout.manifest_path(self.shard_index), self.to_json())
+
+
+def shard_output_files(layout: CheckpointLayout, shard: int) -> tuple[str, ...]:
+    """The files shard ``shard`` of the first phase wrote, relative to where it wrote them,
+    as its completion manifest lists them."""
+    return CompletionManifest.read(layout.manifest_path(shard)).work.output_files

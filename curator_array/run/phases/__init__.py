@@ -26,6 +26,7 @@ from .buckets import Buckets
 from .clusters import Clusters
 from .components import Components
 from .curation import Curation
+from .quality import QualityCut, QualityScores, QualitySelection
 from .removal import Removal
 from .signatures import Signatures
 from .tokenize import Tokenize
@@ -86,14 +87,18 @@ class PhaseRegistry:
         return ""
 
     def _with_staging(self, by_key: dict[str, Any]) -> PhaseSettings:
-        staged = any(phase.output_staged and phase.settings_key in by_key for phase in self._phases)
-        return PhaseSettings(by_key, staged)
+        """The settings, saying whether a phase after the first rewrites the output."""
+        planned = self.plan(PhaseSettings(by_key), ShardRange(1))
+        return PhaseSettings(by_key, any(item.phase.output_staged for item in planned))
 
     def settings_from_options(self, values: Mapping[str, Any]) -> PhaseSettings:
         """The settings the run options ``values`` (option name → value) give the phases: a
         group of phases is in the run when the option named as its settings key is set."""
         by_key = {}
         for phase in self._bringing_settings():
+            if not values.get(phase.settings_key):
+                _refuse_without_enabling(phase, values)
+                continue
             if values.get(phase.settings_key):
                 given = {option.field: values[option.name] for option in phase.options
                          if values.get(option.name) is not None}
@@ -111,9 +116,9 @@ class PhaseRegistry:
         """What the run's later phases need the first phase to do to each document just
         before it is written (``options``: the pipeline options, with their phase settings)."""
         stages = []
-        for planned in self.plan(options.phases, ShardRange(1)):
-            settings = options.phases.get(planned.phase.settings_key)
-            stages += planned.phase.before_writer(settings, options) if settings is not None else []
+        for phase in self._phases:
+            settings = options.phases.get(phase.settings_key)
+            stages += phase.before_writer(settings, options) if settings is not None else []
         return stages
 
     def plan(self, settings: PhaseSettings, shards: ShardRange) -> list[PlannedPhase]:
@@ -140,6 +145,17 @@ class PhaseRegistry:
         return phase_states(layout, run, self.plan_of(run))
 
 
+def _refuse_without_enabling(phase: Phase, values: Mapping[str, Any]) -> None:
+    """A value of one of ``phase``'s options is refused when the option that turns its phases
+    on is not given: it would do nothing, and a run silently without it is worse."""
+    defaults = phase.settings_type.field_defaults()
+    for option in phase.options:
+        given = values.get(option.name)
+        if option.name != phase.settings_key and given not in (None, (), False, defaults.get(option.field)):
+            enabling = next(o.flag for o in phase.options if o.name == phase.settings_key)
+            raise ConfigError(f"{option.flag} {option.show(given)}: it needs {enabling}")
+
+
 PHASES = PhaseRegistry([
     Curation(),
     Signatures(),
@@ -147,6 +163,9 @@ PHASES = PhaseRegistry([
     Clusters(),
     Components(),
     Removal(),
+    QualityScores(),
+    QualityCut(),
+    QualitySelection(),
     Tokenize(),
     TokenFiles(),
 ])

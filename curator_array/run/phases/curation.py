@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from ...core.counts import Counts
 from ...core.phase import PhaseResult, RootPhase
+from ...pipelines.options import CURATED_DIR
 from .layouts import CURATION
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ class CurationCounts(Counts):
 class Curation(RootPhase):
     name = CURATION
     counts = CurationCounts
+    staging_dir = CURATED_DIR
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         """Run this shard on a Ray cluster of its own; its manifest is written as the spec says."""

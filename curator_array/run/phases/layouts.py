@@ -8,6 +8,9 @@ objects.
       signatures/data/shard_<S>.bands          each document's band keys, by bucket and band
       buckets/data/bucket_<B>.pairs            a bucket's candidate pairs
       clusters/data/shards/shard_<S>.parquet   a shard's documents in a cluster: id, copy kept, size
+      quality_scores/data/shard_<S>.npz        a shard's score histograms, one per quality model
+      quality_cut/data/cut.json                the run-wide thresholds and bucket edges
+      quality_selection/data/shard_<S>.json    the files a shard's selection wrote (under bucket=KK/)
       tokenize/data/shard_<S>.*                a shard's token file, before the tokens phase joins them
 """
 
@@ -22,7 +25,7 @@ from ...core.atomic import create_bytes_exclusive
 from ...core.errors import CuratorArrayError
 from ...core.layout import CheckpointLayout, PhaseLayout
 from ...core.phase import SHARD
-from ...core.records.shard import CompletionManifest
+from ...core.records.shard import shard_output_files as curated_files
 from ...core.sharding import ShardRange
 
 if TYPE_CHECKING:
@@ -30,14 +33,10 @@ if TYPE_CHECKING:
 
 CURATION, SIGNATURES, BUCKETS, CLUSTERS, COMPONENTS, REMOVAL, TOKENIZE, TOKENS = (
     "curation", "signatures", "buckets", "clusters", "components", "removal", "tokenize", "tokens")
+SCORES, CUT, SELECTION = "quality_scores", "quality_cut", "quality_selection"
 BUCKET = "bucket"
 CURATED_FILES = "curated_files.parquet"
 BAND_SUFFIX = ".bands"
-
-
-def curated_files(layout: CheckpointLayout, shard: int) -> tuple[str, ...]:
-    """The files curation shard ``shard`` wrote, relative to where it wrote them."""
-    return CompletionManifest.read(layout.manifest_path(shard)).work.output_files
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ...core.counts import Counts
 from ...core.phase import SHARD, Phase, PhaseResult
 from ...stages.defaults import REMOVED_DIR
 from .components import shard_labels
-from .layouts import CLUSTERS, COMPONENTS, REMOVAL, CuratedFiles, cluster_file, curated_files
+from .layouts import CLUSTERS, COMPONENTS, REMOVAL, CuratedFiles, cluster_file
 from .signatures import DEDUP
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ class Removal(Phase):
     counts = RemovalCounts
     settings_key = DEDUP
     output_staged = True
+    staging_dir = ".deduplicated"
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         import numpy as np
@@ -64,7 +65,7 @@ class Removal(Phase):
         ids, kept, sizes = ids[order], kept[order], sizes[order]
         file_of = files(ids)
         rows_in = rows_out = 0
-        names = curated_files(context.layout, index)
+        names = context.input_files(self, index)
         for done, relative in enumerate(names):
             context.tick(done, len(names))
             file = every.index(relative)
@@ -72,7 +73,7 @@ class Removal(Phase):
             gone = ids[start:stop] != kept[start:stop]
             row = rows(ids[start:stop])
             cluster_sizes = dict(zip(row[~gone].tolist(), sizes[start:stop][~gone].tolist()))
-            source, target = context.staged / relative, context.output_dir / relative
+            source, target = context.input_dir(self) / relative, context.written_dir(self) / relative
             read, written = writer.rewrite(source, target, reader, set(row[gone].tolist()),
                                            added={CLUSTER_SIZE: (cluster_sizes, 1)})
             if keep_removed:

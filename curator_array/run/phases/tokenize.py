@@ -20,7 +20,7 @@ from ...core.options import RunOption
 from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
 from ...tokens.settings import TOKEN_FORMAT_NAMES, TokenizeSettings
 from ...tokens.tokenizer import fetch_tokenizer
-from .layouts import CURATION, REMOVAL, TOKENIZE, curated_files, token_file
+from .layouts import CURATION, REMOVAL, SELECTION, TOKENIZE, token_file
 
 if TYPE_CHECKING:
     from ...tokens.encoder import EncoderProcess
@@ -60,7 +60,7 @@ class Tokenize(Phase):
     first phase count each document's tokens."""
 
     name = TOKENIZE
-    needs = (CURATION, REMOVAL)  # the run's final output: after dedup's removal when there is one
+    needs = (CURATION, REMOVAL, SELECTION)  # the run's final output, whichever phase wrote it
     noun = SHARD
     counts = TokenizeCounts
     matching_elements = True
@@ -90,17 +90,17 @@ class Tokenize(Phase):
             with (EncoderProcess(settings.tokenizer, settings.eos_token, allocator=context.request.options.allocator)
                   as encoder,
                   TokenWriter(fmt, token_file(context.layout, index), fmt.dtype(encoder.wide)) as writer):
-                empty, by_language = _write_documents(context, curated_files(context.layout, index), encoder, writer)
+                empty, by_language = _write_documents(context, self, index, encoder, writer)
         except EncoderFailed:
             context.tick_stop()  # a stop signal the encoder saw first: stopped, not failed
             raise
         return PhaseResult(TokenizeCounts(writer.documents, writer.tokens, empty, by_language))
 
 
-def _write_documents(context: PhaseContext, files: tuple[str, ...], encoder: EncoderProcess,
+def _write_documents(context: PhaseContext, phase: Tokenize, shard: int, encoder: EncoderProcess,
                      writer: TokenWriter) -> tuple[int, dict[str, int]]:
-    """Each file's documents, encoded and added to ``writer``; (documents that encoded to
-    nothing, tokens written by language)."""
+    """Each of the shard's output files, its documents encoded and added to ``writer``;
+    (documents that encoded to nothing, tokens written by language)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -109,13 +109,14 @@ def _write_documents(context: PhaseContext, files: tuple[str, ...], encoder: Enc
 
     reader, field = reader_for(context.output_format), context.text_field
     empty, by_language = 0, {}
+    files, directory = context.input_files(phase, shard), context.input_dir(phase)
     for done, relative in enumerate(files):
         context.tick(done, len(files))
-        table = reader.read_file(str(context.output_dir / relative)).table
+        table = reader.read_file(str(directory / relative)).table
         if not table.num_rows:
             continue
         if field not in table.column_names:
-            raise ConfigError(f"{context.output_dir / relative}: no field {field!r} to tokenize "
+            raise ConfigError(f"{directory / relative}: no field {field!r} to tokenize "
                               "(--text-field names the text field)")
         texts = pc.fill_null(table[field].cast(pa.string()), "").to_pylist()
         languages = row_languages(table, UNKNOWN_LANGUAGE)

@@ -1,0 +1,61 @@
+"""A fastText model's probability that a document is of its quality label.
+
+DCLM scores a page with a binary fastText classifier as follows, and keeps pages scoring at
+least 0.018112 (``classify_fasttext_hq_prob``): the page's lines joined with single spaces,
+one prediction (the top label and its probability), and one minus that probability when the
+top label is not the quality label. ``quality_probability`` computes exactly that. A model
+with more than two labels gives the quality label's own probability instead (what one minus
+the top label's is for two).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import ConfigError
+
+LABEL_PREFIX = "__label__"
+DEFAULT_QUALITY_LABEL = "__label__hq"
+INSTALL_HINT = "pip install 'curator-array[web]'"
+
+
+def load_model(path: str | Path) -> Any:
+    """The fastText model at ``path``; ConfigError names the file when it is missing, cannot
+    be read or is not a fastText model."""
+    try:
+        import fasttext
+    except ImportError:
+        raise ConfigError(f"fastText models need fasttext-predict: {INSTALL_HINT}") from None
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such model file")
+    try:
+        with open(path, "rb"):
+            pass
+        return fasttext.load_model(str(path))
+    except (ValueError, RuntimeError, OSError, MemoryError) as exc:
+        raise ConfigError(f"{path} is not a fastText model that can be read ({exc})") from None
+
+
+def model_labels(model: Any) -> tuple[str, ...]:
+    """Every label the model can answer (a negative threshold returns them all), sorted."""
+    labels, _ = model.predict("x", k=-1, threshold=-1.0)
+    return tuple(sorted(labels))
+
+
+def model_text(content: str) -> str:
+    """A document as the classifier reads it: its lines joined with single spaces."""
+    return " ".join(content.strip().splitlines())
+
+
+def quality_probability(model: Any, content: str, label: str = DEFAULT_QUALITY_LABEL, binary: bool = True) -> float:
+    """The probability that ``content`` is of ``label`` (see the module); ``binary``: the
+    model has two labels."""
+    text = model_text(content)
+    if binary:
+        labels, probabilities = model.predict(text)
+        probability = float(probabilities[0])
+        return probability if labels[0] == label else 1.0 - probability
+    labels, probabilities = model.predict(text, k=-1, threshold=-1.0)
+    return next((float(p) for found, p in zip(labels, probabilities) if found == label), 0.0)

@@ -1,0 +1,89 @@
+"""The run's quality classifiers and how documents are selected by their scores, as the run
+options give them and the pipeline fingerprint pins them (``quality_model``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..core.errors import ConfigError
+from ..core.fingerprint import file_digest
+from .model import DEFAULT_QUALITY_LABEL
+
+QUALITY = "quality_model"  # the fingerprint key, and the option that turns the quality phases on
+
+
+def named(items: tuple[str, ...], read=str) -> dict[str, Any]:
+    """``NAME=VALUE`` items (as run options keep them) by name."""
+    return {name: read(value) for name, _, value in (item.partition("=") for item in items)}
+
+
+@dataclass(frozen=True)
+class QualitySettings:
+    """The run's quality models (``paths`` by name here; read back from ``run.json`` they are
+    known by their ``digests`` alone), their label, and how documents are selected by their
+    scores: at least a threshold (``thresholds``, in the first phase), in the best fraction of
+    the whole run (``top_fractions``), in run-wide percentile ``buckets`` (written under
+    ``bucket=KK/`` with ``partition_by_bucket``)."""
+
+    digests: dict[str, str]
+    paths: dict[str, str] = field(default_factory=dict, compare=False)
+    label: str = DEFAULT_QUALITY_LABEL
+    binary: bool = True  # every model has two labels (else a label's own probability is used)
+    thresholds: dict[str, float] = field(default_factory=dict)
+    top_fractions: dict[str, float] = field(default_factory=dict)
+    buckets: int | None = None
+    partition_by_bucket: bool = False
+
+    PINNED: ClassVar[tuple[str, ...]] = ("digests", "label", "binary", "thresholds", "top_fractions", "buckets",
+                                         "partition_by_bucket")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.digests)
+
+    @property
+    def selects_run_wide(self) -> bool:
+        """Whether phases after the first select from the whole run's scores."""
+        return bool(self.top_fractions) or self.buckets is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.PINNED}
+
+    @classmethod
+    def from_json(cls, payload: Mapping[str, Any]) -> QualitySettings:
+        return cls(**{name: payload[name] for name in cls.PINNED if name in payload})
+
+    @classmethod
+    def field_defaults(cls) -> dict[str, Any]:
+        return {"models": (), "label": DEFAULT_QUALITY_LABEL, "thresholds": (), "top_fractions": (), "buckets": None,
+                "partition_by_bucket": False}
+
+    @classmethod
+    def from_options(cls, given: Mapping[str, Any]) -> QualitySettings:
+        """The settings the run options give, each model checked: a file fastText reads,
+        whose labels include the quality label. ConfigError names what is wrong."""
+        from .model import load_model, model_labels
+
+        paths = named(given.get("models") or ())
+        label = given.get("label") or DEFAULT_QUALITY_LABEL
+        binary = True
+        for name, path in paths.items():
+            labels = model_labels(load_model(path))
+            if label not in labels:
+                raise ConfigError(f"--quality-model {name}={path}: its labels are {', '.join(labels)}, not "
+                                  f"{label} (--quality-label names the label to score)")
+            binary = binary and len(labels) == 2
+        settings = cls({name: file_digest(path) for name, path in paths.items()}, paths, label, binary,
+                       named(given.get("thresholds") or (), float), named(given.get("top_fractions") or (), float),
+                       given.get("buckets"), bool(given.get("partition_by_bucket")))
+        for option, chosen in (("--quality-threshold", settings.thresholds),
+                               ("--keep-top-fraction", settings.top_fractions)):
+            unknown = sorted(set(chosen) - set(paths))
+            if unknown:
+                raise ConfigError(f"{option} {unknown[0]}=...: no --quality-model is named {unknown[0]} "
+                                  f"(the models are {', '.join(paths) or 'none'})")
+        if settings.partition_by_bucket and settings.buckets is None:
+            raise ConfigError("--partition-by-bucket needs --quality-buckets N (the buckets to write under)")
+        return settings

@@ -1,0 +1,88 @@
+"""Scoring every document with the run's quality classifiers (fastText models), and keeping
+those that score at least a threshold.
+
+``--quality-model NAME=FILE`` (repeatable) gives each document a column ``NAME``: the
+model's probability that the document is of ``--quality-label`` (``classify.model``: as DCLM
+computes it). ``--quality-threshold NAME=T`` drops the documents scoring below ``T``,
+counted as ``quality_model.NAME``. The models are pinned by their digests; each runs in the
+stage's actors, loaded once per actor process, in its own memory. The phases that select the
+best of the whole run from these scores (``--keep-top-fraction``, ``--quality-buckets``) are
+``run.phases.quality``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..classify.model import DEFAULT_QUALITY_LABEL
+from ..classify.settings import QualitySettings
+from ..core.fingerprint import file_digest
+from .defaults import TEXT_FIELD
+from .filters import FilterStage
+from .process_state import PerProcess
+from .requirements import Requirement, module
+from .tasks import DocumentBatch, Task
+
+
+def _load_models(stage: QualityScorer) -> dict[str, Any]:
+    from ..classify.model import load_model
+
+    return {name: load_model(path) for name, path in stage.paths.items()}
+
+
+class QualityScorer(FilterStage):
+    """Adds a column per model (its name) with the model's probability of the quality label,
+    and drops documents below their ``thresholds``. An actor stage: each actor loads the
+    models once, in its own memory (never through the object store)."""
+
+    name = "quality_model"
+    pinned = ("digests", "label", "thresholds", "text_field")  # the models by their digests, not their paths
+    ray_stage_spec = {"is_actor_stage": True}
+    models = PerProcess(_load_models, key=lambda stage: tuple(sorted(stage.paths.items())))
+
+    def __init__(self, paths: Mapping[str, str], label: str = DEFAULT_QUALITY_LABEL, binary: bool = True,
+                 thresholds: Mapping[str, float] | None = None, text_field: str = TEXT_FIELD,
+                 digests: Mapping[str, str] | None = None):
+        self.paths = dict(paths)
+        self.digests = dict(digests) if digests is not None else {name: file_digest(p) for name, p in self.paths.items()}
+        self.label, self.binary = label, binary
+        self.thresholds = dict(thresholds or {})
+        super().__init__(text_field)
+
+    @classmethod
+    def of(cls, settings: QualitySettings, text_field: str) -> QualityScorer:
+        return cls(settings.paths, settings.label, settings.binary, settings.thresholds, text_field, settings.digests)
+
+    def writes(self) -> tuple[str, ...]:
+        return tuple(self.paths)
+
+    def needs(self) -> tuple[Requirement, ...]:
+        return (module("fasttext"),)
+
+    def setup(self) -> None:
+        _ = self.models  # loaded once, when the actor starts
+
+    def process(self, task: DocumentBatch) -> Task:
+        taken = [name for name in self.paths if name in task.table.column_names]
+        if taken:
+            where = ", ".join(task.metadata.get("source_files", [])) or "input"
+            return task.failed(f"{where} already has a field {taken[0]!r}: name the quality model otherwise "
+                               f"(--quality-model OTHER=...), or drop the field", self.stage_name)
+        return super().process(task)
+
+    def score(self, table, text):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from ..classify.model import quality_probability
+
+        texts = pc.fill_null(text, "").to_pylist()
+        rules = {}
+        for name, model in self.models.items():
+            scores = pa.array([quality_probability(model, t, self.label, self.binary) for t in texts], pa.float64())
+            table = table.append_column(name, scores)
+            if name in self.thresholds:
+                rules[name] = pc.greater_equal(scores, self.thresholds[name])
+        return table, rules
+

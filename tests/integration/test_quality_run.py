@@ -1,0 +1,169 @@
+"""Selection by model through `curator-array run`, on real text and a fastText model trained
+here: the scores against fastText's own `predict`, the run-wide top fraction against an
+exact sort of every score, Nemotron-CC-style buckets (by documents, and by tokens with
+`--tokenize`, written under bucket=KK/), thresholds, and the refusals of bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import curator_cli as curator
+from tests.conftest import need
+from tests.support.quality_corpus import (
+    official_scores,
+    paragraphs,
+    train_model,
+    trainer_installed,
+    write_jsonl,
+)
+from tests.support.tokenizer import train_tokenizer
+
+pytestmark = pytest.mark.ray
+SMALL = ["--num-cpus", "2", "--object-store-memory", str(100 * 2**20), "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Three input files of real paragraphs in ten languages, and a model trained on them."""
+    need(trainer_installed(), "the fastText trainer is not installed (make install does it)")
+    root = tmp_path_factory.mktemp("quality")
+    documents = paragraphs()
+    for part in range(3):
+        write_jsonl(root / "in" / f"part-{part}.jsonl", documents[part::3])
+    return root, train_model(root / "model"), {d["id"]: d for d in documents}
+
+
+def records(directory: Path) -> list[dict]:
+    """Every record of the visible files under ``directory`` (hidden dirs left out)."""
+    return [json.loads(line) for path in sorted(directory.rglob("*.jsonl"))
+            if not any(p.startswith(".") for p in path.relative_to(directory).parts)
+            for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def status_of(out: Path) -> dict[str, dict]:
+    report = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
+    return {phase["phase"]: phase for phase in report["phases"]}
+
+
+@pytest.fixture(scope="module")
+def top_tenth(corpus, tmp_path_factory):
+    root, model, _ = corpus
+    out = tmp_path_factory.mktemp("top") / "out"
+    curator("run", "--input-dir", str(root / "in"), "--output-dir", str(out), *SMALL, "--quality-model",
+            f"hq={model}", "--keep-top-fraction", "hq=0.1", "--quality-buckets", "5", "--keep-removed")
+    return out
+
+
+def test_scores_equal_fasttexts_own_predict(corpus, top_tenth):
+    _, model, documents = corpus
+    scored = records(top_tenth) + records(top_tenth / ".removed" / "quality")
+    assert len(scored) == len(documents), "every document is scored once: kept, or removed with its score"
+    official = official_scores(model, [documents[r["id"]]["text"] for r in scored])
+    assert np.max(np.abs(np.array([r["hq"] for r in scored]) - official)) < 1e-6
+
+
+def test_the_top_tenth_of_the_whole_run_is_kept_as_an_exact_sort_keeps_it(corpus, top_tenth):
+    kept = records(top_tenth)
+    removed = records(top_tenth / ".removed" / "quality")
+    every = np.array([r["hq"] for r in kept + removed])
+    assert abs(len(kept) / len(every) - 0.1) * 100 < 0.1
+    cut = json.loads((top_tenth / ".nemo_curator_metadata" / ".phases" / "quality_cut" / "data" / "cut.json")
+                     .read_text())["models"]["hq"]
+    assert min(r["hq"] for r in kept) >= cut["threshold"] > max(r["hq"] for r in removed)
+    exact = set(np.argsort(-every, kind="stable")[:len(kept)].tolist())
+    assert exact == set(range(len(kept))), "the kept documents are the highest scores of the run, whatever the shard"
+    phases = status_of(top_tenth)
+    assert phases["quality_cut"]["counts"]["thresholds"] == {"hq": cut["threshold"]}
+    assert phases["quality_cut"]["counts"]["rank_errors"] == {"hq": cut["rank_error_pp"]}
+    assert phases["quality_selection"]["counts"]["removed"] == len(removed)
+    shown = curator("status", "--checkpoint-path", str(top_tenth)).stdout
+    assert f"Run-wide thresholds (--keep-top-fraction): hq {cut['threshold']:.6g}" in shown
+    assert "Kept fraction minus the fraction asked (percentage points): hq" in shown
+
+
+def test_buckets_are_run_wide_percentiles_and_the_best_is_their_maximum(top_tenth):
+    documents = records(top_tenth) + records(top_tenth / ".removed" / "quality")
+    buckets = np.bincount([d["hq_bucket"] for d in documents], minlength=5)
+    assert np.all(np.abs(buckets - len(documents) / 5) <= 2), buckets
+    assert all(d["quality_bucket"] == d["hq_bucket"] for d in documents)
+    by_score = sorted(documents, key=lambda d: d["hq"])
+    assert [d["hq_bucket"] for d in by_score] == sorted(d["hq_bucket"] for d in by_score), "higher scores, higher buckets"
+
+
+def test_a_threshold_drops_and_counts_in_the_first_phase(corpus, tmp_path):
+    root, model, documents = corpus
+    out = tmp_path / "out"
+    curator("run", "--input-dir", str(root / "in"), "--output-dir", str(out), *SMALL, "--quality-model",
+            f"hq={model}", "--quality-threshold", "hq=0.5", "--keep-removed")
+    kept = records(out)
+    removed = [json.loads(line) for path in (out / ".removed").rglob("*.jsonl")
+               for line in path.read_text(encoding="utf-8").splitlines()]
+    assert kept and all(r["hq"] >= 0.5 for r in kept) and all(r["hq"] < 0.5 for r in removed)
+    assert len(kept) + len(removed) == len(documents)
+    manifests = (out / ".nemo_curator_metadata" / ".slurm_array_completion").glob("completed_*.json")
+    dropped = json.loads(next(manifests).read_text())
+    assert json.dumps(dropped).count(f'"quality_model.hq": {len(removed)}') == 1, "counted per model"
+    assert not (out / ".nemo_curator_metadata" / ".phases").exists(), "a threshold alone adds no phase"
+
+
+def test_buckets_by_tokens_are_written_under_their_directories_and_tokenized(corpus, tmp_path):
+    root, model, documents = corpus
+    tokenizer = train_tokenizer([d["text"] for d in list(documents.values())[:2000]], tmp_path / "tok.json", 2000)
+    out = tmp_path / "out"
+    curator("run", "--input-dir", str(root / "in"), "--output-dir", str(out), *SMALL, "--quality-model",
+            f"hq={model}", "--quality-buckets", "4", "--partition-by-bucket", "--tokenize", str(tokenizer))
+    directories = sorted(p.name for p in out.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert directories == ["bucket=00", "bucket=01", "bucket=02", "bucket=03", "tokens"]
+    written = [(bucket, json.loads(line)) for bucket in directories[:4]
+               for path in sorted((out / bucket).glob("*.jsonl")) for line in path.read_text().splitlines()]
+    assert len(written) == len(documents) and all(int(b[-2:]) == r["quality_bucket"] for b, r in written)
+    tokens = np.bincount([r["quality_bucket"] for _, r in written], weights=[r["token_count"] for _, r in written])
+    assert np.all(np.abs(tokens / tokens.sum() - 0.25) < 0.02), "each bucket holds a quarter of the tokens"
+    counts = np.bincount([r["quality_bucket"] for _, r in written])
+    assert counts.max() / counts.min() > 1.2, "weighted by tokens, not by documents"
+    manifest = json.loads((out / "tokens" / "manifest.json").read_text())
+    assert sum(f["documents"] for f in manifest["files"]) == len(documents), "tokenize read the bucket directories"
+
+
+def test_bad_input_is_refused_with_one_line(corpus, tmp_path):
+    root, model, _ = corpus
+    base = ["run", "--input-dir", str(root / "in"), "--output-dir", str(tmp_path / "out"), *SMALL]
+    done = curator(*base, "--quality-model", f"hq={model}", "--quality-label", "__label__good", check=False)
+    assert done.returncode == 2 and "its labels are __label__cc, __label__hq, not __label__good" in done.stderr
+    done = curator(*base, "--quality-model", f"hq={model}", "--keep-top-fraction", "hq=1.5", check=False)
+    assert done.returncode == 2 and "must be at most 1" in done.stderr
+    done = curator(*base, "--quality-model", f"hq={tmp_path / 'none.bin'}", check=False)
+    assert done.returncode == 2 and "none.bin is not a file" in done.stderr
+    (tmp_path / "text.bin").write_text("not a model")
+    done = curator(*base, "--quality-model", f"hq={tmp_path / 'text.bin'}", check=False)
+    assert done.returncode == 2 and "text.bin is not a fastText model" in done.stderr
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), "refused before writing"
+
+
+def test_an_input_with_the_score_field_fails_naming_it(corpus, tmp_path):
+    root, model, _ = corpus
+    inputs = tmp_path / "in"
+    write_jsonl(inputs / "a.jsonl", [{"id": "1", "text": "words and more words", "hq": 0.9}])
+    done = curator("run", "--input-dir", str(inputs), "--output-dir", str(tmp_path / "out"), *SMALL,
+                   "--quality-model", f"hq={model}", check=False)
+    assert done.returncode != 0 and "already has a field 'hq'" in done.stderr
+
+
+def test_a_model_changed_after_the_run_began_is_refused_by_its_digest(corpus, tmp_path):
+    root, model, _ = corpus
+    mine = tmp_path / "hq.bin"
+    shutil.copy(model, mine)
+    args = ["run", "--input-dir", str(root / "in"), "--output-dir", str(tmp_path / "out"), *SMALL, "--quality-model",
+            f"hq={mine}", "--keep-top-fraction", "hq=0.5"]
+    shard = {"NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": "2"}
+    curator(*args, env={**shard, "NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX": "0"})
+    with open(mine, "r+b") as handle:  # the same model, one weight changed
+        handle.seek(-8, 2)
+        handle.write(b"\x00\x00\x80\x3f\x00\x00\x80\x3f")
+    done = curator(*args, env={**shard, "NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX": "1"}, check=False)
+    assert done.returncode == 2 and "quality_model" in done.stderr and "digests" in done.stderr, done.stderr[-2000:]

@@ -10,6 +10,7 @@ the top label's is for two).
 
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from ..core.errors import ConfigError
 LABEL_PREFIX = "__label__"
 DEFAULT_QUALITY_LABEL = "__label__hq"
 INSTALL_HINT = "pip install 'curator-array[web]'"
+MAGIC = 793712314  # the first four bytes of every fastText model, .bin or .ftz
+ARGS_BYTES = 12 * 4 + 8  # the training arguments after the magic and the version
 
 
 def load_model(path: str | Path) -> Any:
@@ -36,6 +39,38 @@ def load_model(path: str | Path) -> Any:
         return fasttext.load_model(str(path))
     except (ValueError, RuntimeError, OSError, MemoryError) as exc:
         raise ConfigError(f"{path} is not a fastText model that can be read ({exc})") from None
+
+
+def header_labels(path: str | Path) -> tuple[str, ...]:
+    """The labels a fastText model file holds, sorted, read from its dictionary without loading
+    its matrices (a bigram model's are 800 MB): each element reading its settings checks the
+    file this way. ConfigError names a file that is missing, unreadable or not a model."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such model file")
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(8 + ARGS_BYTES + 28)
+            if len(head) < 8 + ARGS_BYTES + 28 or struct.unpack_from("<i", head)[0] != MAGIC:
+                raise ConfigError(f"{path} is not a fastText model (it does not start as one)")
+            size, _, labels_held, _, _ = struct.unpack_from("<iiiqq", head, 8 + ARGS_BYTES)
+            labels, data, position = [], b"", 0
+            for _ in range(size):  # each entry: its text, a NUL, its count (8 bytes) and its type (1: a label)
+                end = data.find(b"\0", position)
+                while end < 0 or end + 10 > len(data):
+                    more = handle.read(1 << 20)
+                    if not more:
+                        raise ConfigError(f"{path} is not a fastText model (its dictionary is cut short)")
+                    data, position = data[position:] + more, 0
+                    end = data.find(b"\0")
+                if data[end + 9] == 1:
+                    labels.append(data[position:end].decode("utf-8", "replace"))
+                position = end + 10
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if len(labels) != labels_held:
+        raise ConfigError(f"{path} is not a fastText model (its dictionary says {labels_held} labels, holds {len(labels)})")
+    return tuple(sorted(labels))
 
 
 def model_labels(model: Any) -> tuple[str, ...]:

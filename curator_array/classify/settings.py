@@ -64,13 +64,13 @@ class QualitySettings:
     def from_options(cls, given: Mapping[str, Any]) -> QualitySettings:
         """The settings the run options give, each model checked: a file fastText reads,
         whose labels include the quality label. ConfigError names what is wrong."""
-        from .model import load_model, model_labels
+        from .model import header_labels
 
         paths = named(given.get("models") or ())
         label = given.get("label") or DEFAULT_QUALITY_LABEL
         binary = True
         for name, path in paths.items():
-            labels = model_labels(load_model(path))
+            labels = header_labels(path)
             if label not in labels:
                 raise ConfigError(f"--quality-model {name}={path}: its labels are {', '.join(labels)}, not "
                                   f"{label} (--quality-label names the label to score)")

@@ -4,6 +4,8 @@ output writers, and every refusal of bad settings."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -176,3 +178,15 @@ def test_settings_round_trip_through_the_fingerprint():
                                {"hq": 0.018112}, {"edu": 0.1}, 20, True)
     back = PHASES.settings_of(PhaseSettings({QUALITY: settings}).fingerprint()).get(QUALITY)
     assert back == settings and back.paths == {}, "read back, the models are known by their digests alone"
+
+
+def test_labels_are_read_from_the_dictionary_without_loading_the_model(language_model, tmp_path):
+    from curator_array.classify.model import header_labels
+
+    assert header_labels(language_model) == model_labels(load_model(language_model))
+    (tmp_path / "cut.ftz").write_bytes(language_model.read_bytes()[:3000])
+    (tmp_path / "text.bin").write_text("__label__hq words\n")
+    for name, message in (("cut.ftz", "its dictionary is cut short"), ("text.bin", "it does not start as one"),
+                          ("none.bin", "no such model file")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            header_labels(tmp_path / name)

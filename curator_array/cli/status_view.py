@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..core.arrays import format_array_expression
+from ..core.counts import show_figure
 from ..core.phase import PhaseState
 from ..core.phase_states import blocked_by
 from ..core.records.run import OptionValue
@@ -37,7 +38,7 @@ def format_phases(status: RunStatus) -> list[str]:
         if state.is_complete:
             shown = figures_line(state)
             lines.append(f"  {state.name:<{width}}{done} complete" + (f" ({shown})" if shown else ""))
-            lines += [f"    {title}: " + ", ".join(f"{key} {_figure(value)}" for key, value in values.items())
+            lines += [f"    {title}: " + ", ".join(f"{key} {show_figure(value)}" for key, value in values.items())
                       for title, values in state.totals().breakdowns().items() if values]
             continue
         parts = [f"missing {format_array_expression(state.missing)}"]
@@ -52,10 +53,6 @@ def format_phases(status: RunStatus) -> list[str]:
         for index, reason in sorted(state.failed.items())[:5]:
             lines.append(f"    element {index} failed: {reason}")
     return lines
-
-
-def _figure(value: float) -> str:
-    return f"{value:.6g}" if isinstance(value, float) else f"{value:,}"
 
 
 def stage_line(time: StageTime, total_cpu_s: float, indent: str = "  ") -> str:

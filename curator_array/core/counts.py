@@ -69,6 +69,12 @@ class Counts:
                 if item.metadata.get("kind") == BREAKDOWN}
 
 
+def show_figure(value: float) -> str:
+    """A figure as status and the report print it: a count with thousands separators, a
+    fraction or threshold to six significant digits."""
+    return f"{value:.6g}" if isinstance(value, float) else f"{value:,}"
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

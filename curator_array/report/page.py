@@ -16,7 +16,7 @@ from markupsafe import Markup
 
 from ..core.arrays import format_array_expression
 from ..core.atomic import write_bytes_atomic
-from ..core.counts import Histogram
+from ..core.counts import Histogram, show_figure
 from ..core.layout import CheckpointLayout
 from ..core.phase import PlannedPhase
 from ..core.phase_states import blocked_by, earliest_incomplete
@@ -107,8 +107,8 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         partial=sorted(status.partial.items())[:FAILURE_ROWS], partial_count=len(status.partial),
         resumed_tasks=status.resumed_tasks, finished_tasks=status.totals.source_tasks,
         phases=phase_rows(status), stage_rows=stage_rows(status), histograms=histograms, tokens=status.totals.tokens,
-        breakdowns={title: values for state in status.later_phases
-                    for title, values in state.totals().breakdowns().items() if values},
+        breakdowns={title: {name: show_figure(value) for name, value in values.items()}
+                    for state in status.later_phases for title, values in state.totals().breakdowns().items() if values},
     )
 
 

@@ -84,6 +84,9 @@ def test_the_top_tenth_of_the_whole_run_is_kept_as_an_exact_sort_keeps_it(corpus
     shown = curator("status", "--checkpoint-path", str(top_tenth)).stdout
     assert f"Run-wide thresholds (--keep-top-fraction): hq {cut['threshold']:.6g}" in shown
     assert "Kept fraction minus the fraction asked (percentage points): hq" in shown
+    curator("report", "--checkpoint-path", str(top_tenth), "-o", str(top_tenth.parent / "report.html"))
+    page = (top_tenth.parent / "report.html").read_text()
+    assert "Run-wide thresholds (--keep-top-fraction)" in page and f"<td>{cut['threshold']:.6g}</td>" in page
 
 
 def test_buckets_are_run_wide_percentiles_and_the_best_is_their_maximum(top_tenth):
@@ -167,3 +170,20 @@ def test_a_model_changed_after_the_run_began_is_refused_by_its_digest(corpus, tm
         handle.write(b"\x00\x00\x80\x3f\x00\x00\x80\x3f")
     done = curator(*args, env={**shard, "NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX": "1"}, check=False)
     assert done.returncode == 2 and "quality_model" in done.stderr and "digests" in done.stderr, done.stderr[-2000:]
+
+
+def test_train_classifier_writes_a_model_the_run_reads(corpus, tmp_path):
+    root, _, documents = corpus
+    positive, negative = root / "model" / "positive.jsonl", root / "model" / "negative.jsonl"
+    done = curator("train-classifier", "--positive", str(positive), "--negative", str(negative), "-o",
+                   str(tmp_path / "small.ftz"), "--bucket", "10000", "--dim", "16", "--quantize")
+    held = min(sum(1 for _ in open(positive)), sum(1 for _ in open(negative))) * 2 * 5 // 100
+    assert f"held out {held} documents: precision" in done.stdout and "recall" in done.stdout
+    assert (tmp_path / "small.ftz").stat().st_size < 2 * 2**20, "quantized: small"
+    out = tmp_path / "out"
+    curator("run", "--input-dir", str(root / "in"), "--output-dir", str(out), *SMALL, "--quality-model",
+            f"small={tmp_path / 'small.ftz'}")
+    assert len(records(out)) == len(documents) and all(0 <= r["small"] <= 1 for r in records(out))
+    done = curator("train-classifier", "--positive", str(tmp_path / "none.jsonl"), "--negative", str(negative), "-o",
+                   str(tmp_path / "x.bin"), check=False)
+    assert done.returncode == 2 and "none.jsonl" in done.stderr

@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from ..core.errors import ConfigError
 from ..core.fingerprint import file_digest
+from ..core.options import split_named
 from .model import DEFAULT_QUALITY_LABEL
 
 QUALITY = "quality_model"  # the fingerprint key, and the option that turns the quality phases on
@@ -16,7 +17,7 @@ QUALITY = "quality_model"  # the fingerprint key, and the option that turns the 
 
 def named(items: tuple[str, ...], read=str) -> dict[str, Any]:
     """``NAME=VALUE`` items (as run options keep them) by name."""
-    return {name: read(value) for name, _, value in (item.partition("=") for item in items)}
+    return {name: read(value) for name, value in map(split_named, items)}
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import os
 import click
 
 from .. import __version__
-from ..core.options import RunOption
+from ..core.options import RunOption, names_given_twice
 from ..run.option_table import option_named, run_options
 
 
@@ -31,8 +31,7 @@ def cli(verbose: int) -> None:
 def _joined_names(ctx, param, value):
     """The NAME=VALUE items of every occurrence of the flag, each checked as one list."""
     items = tuple(item for given in value for item in given)
-    names = [item.partition("=")[0] for item in items]
-    twice = sorted({name for name in names if names.count(name) > 1})
+    twice = names_given_twice(items)
     if twice:
         raise click.BadParameter(f"{', '.join(twice)} given twice", ctx, param)
     return items

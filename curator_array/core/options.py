@@ -56,6 +56,18 @@ def show_size(size: int) -> str:
     return str(size)
 
 
+def split_named(item: str) -> tuple[str, str]:
+    """A named value as run options keep it (``NAME=VALUE``): its name and its value."""
+    name, _, value = item.partition("=")
+    return name, value
+
+
+def names_given_twice(items: tuple[str, ...]) -> list[str]:
+    """The names that more than one of the named ``items`` has, sorted."""
+    names = [split_named(item)[0] for item in items]
+    return sorted({name for name in names if names.count(name) > 1})
+
+
 @dataclass(frozen=True)
 class RunOption:
     """One option. ``kind`` says how a value is read (see ``KINDS``).
@@ -189,8 +201,7 @@ class RunOption:
 
     @staticmethod
     def _distinct(named: tuple[str, ...]) -> tuple[str, ...]:
-        names = [item.partition("=")[0] for item in named]
-        twice = sorted({name for name in names if names.count(name) > 1})
+        twice = names_given_twice(named)
         if twice:
             raise ValueError(f"{', '.join(twice)} given twice")
         return named

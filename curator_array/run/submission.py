@@ -21,7 +21,7 @@ from ..core.arrays import format_array_expression, parse_array_expression
 from ..core.atomic import write_bytes_atomic
 from ..core.errors import CheckpointMismatchError, CuratorArrayError
 from ..core.layout import CheckpointLayout
-from ..core.options import FILE_KINDS
+from ..core.options import FILE_KINDS, split_named
 from ..core.phase import PlannedPhase
 from ..core.phase_states import PhaseState
 from ..core.records.run import OptionValue, PinnedRequest
@@ -84,7 +84,7 @@ def with_files_in_checkpoint(chosen: OptionValues, layout: CheckpointLayout, cop
             continue
         several = isinstance(given.value, tuple)
         items = given.value if several else (given.value,)
-        names = [item.partition("=")[0] + "=" if option.kind == "named-files" else "" for item in items]
+        names = [split_named(item)[0] + "=" if option.kind == "named-files" else "" for item in items]
         values = [item[len(name):] for name, item in zip(names, items)]
         pinned = [_pinned_copy(option, str(value), layout, copy) for value in values]
         if all(path == str(value) for (path, _), value in zip(pinned, values)):

@@ -153,16 +153,11 @@ class SampleSettings:
         return cls(given["lines"])
 
 
-@dataclass(frozen=True)
-class SampleCounts(Counts):
-    files: int = 0
-
-
 class Sample(Phase):
     name = "sample"
     needs = ("curation",)
     noun = SHARD
-    counts = SampleCounts
+    counts = AuditCounts
     matching_elements = True
     settings_key = "sample"
     settings_type = SampleSettings
@@ -172,7 +167,7 @@ class Sample(Phase):
     def work(self, context, index):
         chosen = curated_files(context.layout, index)[:context.settings_of(self).lines]
         (context.output_dir / f"sample_{index}.txt").write_text("".join(f"{name}\n" for name in chosen))
-        return PhaseResult(SampleCounts(len(chosen)))
+        return PhaseResult(AuditCounts(len(chosen)))
 
 
 @pytest.fixture

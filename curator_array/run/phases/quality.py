@@ -37,7 +37,7 @@ from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
 from ...stages.defaults import REMOVED_DIR
 from ...stages.defaults import TOKEN_COUNT_FIELD as TOKEN_COUNT
-from .layouts import CURATION, CUT, REMOVAL, SCORES, SELECTION
+from .layouts import CURATION, CUT, REMOVAL, SCORES, SELECTION, TOKENIZE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -253,7 +253,7 @@ class QualityCut(Phase):
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         settings = context.settings_of(self)
         histograms = read_histograms(context, settings.names)
-        by_tokens = any(planned.name == "tokenize" for planned in context.plan)
+        by_tokens = any(planned.name == TOKENIZE for planned in context.plan)
         models, thresholds, errors, documents = {}, {}, {}, 0
         for name, histogram in histograms.items():
             documents = int(histogram.documents.sum())

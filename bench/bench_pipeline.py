@@ -1,20 +1,25 @@
-"""JSONL → filter → Parquet at two sizes: three engines side by side in one run.
+"""JSONL → filter → Parquet, two kinds of text at two sizes: four engines side by side in one run.
 
 1. `curator-array run` (Ray Data, private cluster; wall time including Ray start/stop),
-2. datatrove's LocalPipelineExecutor doing the same read/filter/write (2 workers),
-3. a plain single-process pyarrow script: the bare libraries.
+2. the same command as of ``BASELINE``, the tree before the word count scanned bytes,
+3. datatrove's LocalPipelineExecutor doing the same read/filter/write (2 workers),
+4. a plain single-process pyarrow script: the bare libraries.
 
 The same filters everywhere: non-empty text and 5..1000 whitespace-separated words. Two
-inputs of synthetic documents (3% empty, 5% of 1..4 words, the rest 20..1400): about
-400 MB in 48 files, where start-up weighs, and 1 GiB in 200 files, where throughput does.
+kinds of input, each at about 400 MB in 48 files (where start-up weighs) and 1 GiB in 200
+files (where throughput does): synthetic documents of ASCII words (3% empty, 5% of 1..4
+words, the rest 20..1400 words), and documents of real multilingual text with ``url`` and a
+numeric field, of long-tailed length (``real_text``), the shape web text has.
 The engines take turns for 3 rounds; each line prints the median wall time and the largest
-peak memory of the engine's whole process tree (Ray's processes included). datatrove is installed into .cache/bench-site (bench only; the test
-venv stays clean). Prints ratios; asserts nothing.
+peak memory of the engine's whole process tree (Ray's processes included). datatrove is
+installed into .cache/bench-site (bench only; the test venv stays clean). Prints ratios;
+asserts nothing. ``--inputs real`` (or ``ascii``) runs one kind only.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import sys
@@ -23,14 +28,24 @@ from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, ROUNDS, datatrove_env, ensure_datatrove, in_turns, timed_tree  # noqa: E402
+from real_text import write_shard  # noqa: E402
+from support import (  # noqa: E402
+    CACHE,
+    ROUNDS,
+    baseline_tree,
+    datatrove_env,
+    ensure_datatrove,
+    in_turns,
+    timed_tree,
+)
 
 SIZES = (("400 MB", 48, 400 * 10**6), ("1 GiB", 200, 2**30))
+BASELINE = "4e2c34b"
 WORDS = [w for w in open(__file__).read().split() if w.isalpha()][:400] or ["word"]
 
 
 def make_input(files: int, target_bytes: int) -> tuple[Path, int]:
-    """The input of one size, made once (seeded) and kept in the cache; its document count."""
+    """The ASCII input of one size, made once (seeded) and kept in the cache; its document count."""
     directory = CACHE / f"pipeline_input_{files}x{target_bytes}"
     marker = directory / ".complete"
     if marker.exists():
@@ -83,18 +98,32 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.jsonl")):
 """
 
 
-def run_size(label: str, files: int, target_bytes: int) -> None:
-    source, docs = make_input(files, target_bytes)
+def make_real_input(files: int, target_bytes: int) -> tuple[Path, int]:
+    directory = CACHE / f"pipeline_real_input_{files}x{target_bytes}"
+    return directory, write_shard(directory, files, target_bytes)
+
+
+INPUTS = {"ascii": ("ASCII words", make_input), "real": ("real multilingual text", make_real_input)}
+
+
+def ours(source: Path, output: Path) -> list[str]:
+    return [sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(source), "--output-dir", str(output),
+            "--output-file-type", "parquet", "--drop-empty", "--min-words", "5", "--max-words", "1000", "--no-progress"]
+
+
+def run_size(kind: str, label: str, files: int, target_bytes: int) -> None:
+    name, make = INPUTS[kind]
+    source, docs = make(files, target_bytes)
     size_mb = sum(p.stat().st_size for p in source.glob("*.jsonl")) / 10**6
     runs = CACHE / "runs"
     shutil.rmtree(runs, ignore_errors=True)
     runs.mkdir(parents=True)
-    print(f"\n{label}: {docs:,} documents, {size_mb:,.0f} MB of JSONL in {files} files; 2 cores")
+    print(f"\n{label} of {name}: {docs:,} documents, {size_mb:,.0f} MB of JSONL in {files} files; 2 cores")
     warm(source)
+    tree = baseline_tree(BASELINE)
     commands = {
-        "ours": ([sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(source), "--output-dir",
-                  str(runs / "ours"), "--output-file-type", "parquet", "--drop-empty", "--min-words", "5",
-                  "--max-words", "1000", "--no-progress"], None),
+        "ours": (ours(source, runs / "ours"), None),
+        "baseline": (ours(source, runs / "baseline"), dict(os.environ, PYTHONPATH=str(tree))),
         "datatrove": ([sys.executable, "-c", DATATROVE, str(source), str(runs / "datatrove"), str(runs / "dt-logs"),
                        str(files)], datatrove_env()),
         "pyarrow": ([sys.executable, "-c", PYARROW, str(source), str(runs / "pyarrow")], None),
@@ -108,21 +137,26 @@ def run_size(label: str, files: int, target_bytes: int) -> None:
     turns = in_turns({name: partial(run, name) for name in commands})
     print(f"  median wall time of {ROUNDS} rounds in turn (" + "; ".join(
         f"{name} {turns[name]}" for name in commands) + " s), largest peak")
-    (ours, datatrove, plain) = (turns[name].median for name in commands)
-    (ours_peak, datatrove_peak, plain_peak) = (turns[name].peak for name in commands)
-    manifest = json.loads((runs / "ours" / ".nemo_curator_metadata" / ".slurm_array_completion"
-                           / "completed_slurm_array_0.json").read_text())
+    (ours, baseline, datatrove, plain) = (turns[name].median for name in commands)
+    (ours_peak, _, datatrove_peak, plain_peak) = (turns[name].peak for name in commands)
+    manifest, before = (json.loads((runs / name / ".nemo_curator_metadata" / ".slurm_array_completion"
+                                    / "completed_slurm_array_0.json").read_text()) for name in ("ours", "baseline"))
     first, last = manifest["timeline_s"]["first_result"], manifest["timeline_s"]["last_result"]
     print(f"  curator-array run      {ours:6.1f} s  {docs / ours:9,.0f} docs/s  peak {ours_peak:6,.0f} MiB"
           f"  (first result after {first:.1f} s, then {last - first:.1f} s to the last)")
+    print(f"  the same at {BASELINE}    {baseline:6.1f} s  {docs / baseline:9,.0f} docs/s  ({baseline / ours:.2f}x)")
     print(f"  datatrove, 2 workers   {datatrove:6.1f} s  {docs / datatrove:9,.0f} docs/s  "
           f"peak {datatrove_peak:6,.0f} MiB")
     print(f"  pyarrow, one process   {plain:6.1f} s  {docs / plain:9,.0f} docs/s  peak {plain_peak:6,.0f} MiB")
     print(f"  ours vs datatrove {datatrove / ours:.2f}x, vs the bare libraries {plain / ours:.2f}x; "
           f"memory {ours_peak / plain_peak:.1f}x the bare libraries'")
-    print("  where ours went (CPU s / wall s / queued s):", ", ".join(
-        f"{t['stage']} {t['cpu_s']:.1f}/{t['wall_s']:.1f}/{t['queued_s']:.1f}" for t in manifest["stages"]))
-    print(f"  rows out: ours {manifest['rows_out']:,}")
+    for who, record in (("ours", manifest), (BASELINE, before)):
+        print(f"  where {who} went (CPU s / wall s / queued s):", ", ".join(
+            f"{t['stage']} {t['cpu_s']:.1f}/{t['wall_s']:.1f}/{t['queued_s']:.1f}" for t in record["stages"]))
+    import pyarrow.parquet as pq
+
+    plain_rows = sum(pq.ParquetFile(path).metadata.num_rows for path in (runs / "pyarrow").glob("*.parquet"))
+    print(f"  rows out: ours {manifest['rows_out']:,}, at {BASELINE} {before['rows_out']:,}, pyarrow {plain_rows:,}")
     durable, plain_write = durability_cost(runs / "ours")
     print(f"  atomic, durable outputs: writing our outputs again with fsync and rename {durable:.2f} s, plainly "
           f"{plain_write:.2f} s: {durable - plain_write:+.2f} s, {(durable - plain_write) / ours:+.1%} of our run")
@@ -158,9 +192,11 @@ def durability_cost(outputs: Path) -> tuple[float, float]:
 
 
 def main() -> None:
+    kinds = sys.argv[sys.argv.index("--inputs") + 1].split(",") if "--inputs" in sys.argv else list(INPUTS)
     ensure_datatrove()
-    for label, files, target_bytes in SIZES:
-        run_size(label, files, target_bytes)
+    for kind in kinds:
+        for label, files, target_bytes in SIZES:
+            run_size(kind, label, files, target_bytes)
 
 
 if __name__ == "__main__":

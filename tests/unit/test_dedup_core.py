@@ -56,6 +56,27 @@ def test_signatures_do_not_depend_on_the_batch_or_the_hashing_steps(monkeypatch)
     assert not (other_seed == whole[:3]).any(axis=1).all()
 
 
+def test_diacritics_are_folded_as_python_folds_them_for_every_code_point_it_knows():
+    """NFD, then nonspacing marks dropped: the same as ``unicodedata`` for every code point
+    assigned in Python's Unicode tables, at either end of a text and between letters."""
+    import sys
+    import unicodedata
+
+    from curator_array.dedup.minhash import fold_diacritics
+
+    known = [chr(c) for c in range(sys.maxunicode + 1)
+             if not 0xD800 <= c <= 0xDFFF and unicodedata.category(chr(c)) != "Cn"]
+    for texts in (["a" + c + "b" for c in known], [c + "e\u0301" for c in known]):
+        expected = ["".join(ch for ch in unicodedata.normalize("NFD", text) if unicodedata.category(ch) != "Mn")
+                    for text in texts]
+        folded = fold_diacritics(pa.array(texts)).to_pylist()
+        wrong = [hex(ord(text[1] if text[0] == "a" else text[0])) for text, got, want in zip(texts, folded, expected)
+                 if got != want]
+        assert not wrong, wrong[:10]
+    assert fold_diacritics(pa.array(["Ångström", "tiếng việt", "naïve café", None])).to_pylist() == [
+        "Angstrom", "tieng viet", "naive cafe", None]
+
+
 def test_simplify_and_short_texts():
     assert simplify(pa.array(["  Héllo,  WORLD!\n 3.14 and 42 "])).to_pylist() == ["hello world 0 and 0"]
     rows = signatures(pa.array(["two words", "Two, words!", "", "other words"]))

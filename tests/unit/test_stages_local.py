@@ -176,16 +176,19 @@ def test_word_count_is_the_same_on_the_ascii_fast_path_and_with_unicode_spaces()
 
 
 def test_words_are_counted_as_str_split_counts_them_in_any_text_layout():
-    """The byte-level count for ASCII rows and the expression for the others agree with
-    ``len(text.split())``: Unicode and ASCII control spaces, nulls, sliced and chunked
-    columns, both string types."""
+    """The byte-level count agrees with ``len(text.split())``: every Unicode space and ASCII
+    control space, combining marks, CJK, emoji, characters that look like spaces but are not
+    (U+200B, U+FEFF, U+180E), the last code points, nulls, sliced and chunked columns, both
+    string types."""
     import random
+    import sys
 
     from curator_array.stages.whitespace import count_words
 
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
     rng = random.Random(1)
-    alphabet = ["a", "b", "é", "中", " ", "  ", "\t", "\n", "\x0b", "\x0c", "\r", "\x1c", "\x1f", "\x08", "\x7f",
-                "\u00a0", "\u3000", "\u0085", "\u2028", "x"]
+    alphabet = ["a", "b", "é", "e\u0301", "中文", "日本語", "😀", "👩\u200d💻", "\u200b", "\ufeff", "\u180e", "\u00ad",
+                "\uffff", "\U0010ffff", "\u0300", "  ", "\x08", "\x7f", "\u0100", "\u2000\u3000", "x", *spaces]
     for _ in range(300):
         texts = ["".join(rng.choices(alphabet, k=rng.randint(0, 30))) if rng.random() > 0.1 else None
                  for _ in range(rng.randint(1, 40))]
@@ -195,6 +198,20 @@ def test_words_are_counted_as_str_split_counts_them_in_any_text_layout():
         half = part.slice(0, len(part) // 2)
         expected = [len(t.split()) if t is not None else 0 for t in texts[cut:] + texts[cut:cut + len(half)]]
         assert count_words(pa.chunked_array([part, half])).to_pylist() == expected, texts[cut:]
+
+
+def test_every_code_point_separates_words_exactly_when_python_calls_it_whitespace():
+    """All 1.1 million code points, each between two letters and at either end of a row."""
+    import sys
+
+    from curator_array.stages.whitespace import count_words
+
+    points = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    for texts in (["a" + c + "b" for c in points], [c + "b" for c in points], ["a" + c for c in points]):
+        counts = count_words(pa.array(texts)).to_pylist()
+        wrong = [hex(ord(t[1] if len(t) == 3 else t.strip("ab") or t[0])) for t, n in zip(texts, counts)
+                 if n != len(t.split())]
+        assert not wrong, wrong[:10]
 
 
 def test_read_columns_streams_the_named_columns_of_jsonl_and_parquet(tmp_path, monkeypatch):

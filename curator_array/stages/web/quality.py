@@ -41,6 +41,7 @@ from ...text.language import DEFAULT_LANGUAGE
 from ..columns import row_languages
 from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
+from ..lines import newline_runs, split_lines
 from ..requirements import Requirement, module
 from .languages import LanguageRules, for_language, language_rules
 from .textstats import (
@@ -55,8 +56,6 @@ from .textstats import (
 )
 
 SYMBOL_CHARACTERS = r"^[\p{P}\p{S}]+$"
-# What str.splitlines() breaks lines at (the reference reads lines that way).
-LINE_BREAK = r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x{85}\x{2028}\x{2029}]"
 CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
 # What a filter whose rules follow each document's language computes with.
 LANGUAGE_AWARE_PINNED = ("default_language", "languages", "text_field")
@@ -143,7 +142,7 @@ def quality_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str, p
     hashes = pc.count_substring(text, "#").to_numpy(zero_copy_only=False)
     ellipses = (pc.count_substring(text, "...").to_numpy(zero_copy_only=False)
                 + pc.count_substring(text, "…").to_numpy(zero_copy_only=False))
-    lines = pc.split_pattern_regex(pc.replace_substring_regex(text, f"(?:{LINE_BREAK})$", ""), LINE_BREAK)
+    lines = split_lines(text)
     line_count, bullets, ellipsis_lines = _line_shares(lines, rows)
     alphabetic = per_document(parents, vocabulary.per_word(pc.match_substring_regex(vocabulary.words, r"\p{L}")),
                               rows)
@@ -172,7 +171,7 @@ def repetition_rules(words: _Words, table: pa.Table) -> tuple[pa.Table, dict[str
     rows, text, parents = words.rows, words.text, words.parents
     chars = pc.utf8_length(text).to_numpy(zero_copy_only=False).astype(np.float64)
     paragraphs = pc.split_pattern_regex(pc.utf8_trim_whitespace(text), r"\n{2,}")
-    lines = pc.split_pattern_regex(text, r"\n+")
+    lines = newline_runs(text)
     paragraph_dups, paragraph_count, paragraph_dup_chars = duplicate_elements(paragraphs, rows)
     line_dups, line_count, line_dup_chars = duplicate_elements(lines, rows)
     limit = words.limits
@@ -254,8 +253,9 @@ def _line_shares(lines: pa.ListArray, rows: int) -> tuple[np.ndarray, np.ndarray
     reference reads lines: every line break splits, empty lines count)."""
     lines = lines.combine_chunks() if isinstance(lines, pa.ChunkedArray) else lines
     flat, parents = pc.list_flatten(lines), pc.list_parent_indices(lines).to_numpy(zero_copy_only=False)
-    bullets = pc.match_substring_regex(pc.utf8_ltrim_whitespace(flat), r"^[•\-]").to_numpy(zero_copy_only=False)
-    ellipses = pc.match_substring_regex(pc.utf8_rtrim_whitespace(flat), r"(\.\.\.|…)$").to_numpy(zero_copy_only=False)
+    starts, ends = pc.utf8_ltrim_whitespace(flat), pc.utf8_rtrim_whitespace(flat)
+    bullets = pc.or_(pc.starts_with(starts, "•"), pc.starts_with(starts, "-")).to_numpy(zero_copy_only=False)
+    ellipses = pc.or_(pc.ends_with(ends, "..."), pc.ends_with(ends, "…")).to_numpy(zero_copy_only=False)
     return per_document(parents, None, rows), per_document(parents, bullets, rows), per_document(parents, ellipses, rows)
 
 

@@ -106,7 +106,7 @@ def make_real_input(files: int, target_bytes: int) -> tuple[Path, int]:
 INPUTS = {"ascii": ("ASCII words", make_input), "real": ("real multilingual text", make_real_input)}
 
 
-def ours(source: Path, output: Path) -> list[str]:
+def our_command(source: Path, output: Path) -> list[str]:
     return [sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(source), "--output-dir", str(output),
             "--output-file-type", "parquet", "--drop-empty", "--min-words", "5", "--max-words", "1000", "--no-progress"]
 
@@ -122,8 +122,8 @@ def run_size(kind: str, label: str, files: int, target_bytes: int) -> None:
     warm(source)
     tree = baseline_tree(BASELINE)
     commands = {
-        "ours": (ours(source, runs / "ours"), None),
-        "baseline": (ours(source, runs / "baseline"), dict(os.environ, PYTHONPATH=str(tree))),
+        "ours": (our_command(source, runs / "ours"), None),
+        "baseline": (our_command(source, runs / "baseline"), dict(os.environ, PYTHONPATH=str(tree))),
         "datatrove": ([sys.executable, "-c", DATATROVE, str(source), str(runs / "datatrove"), str(runs / "dt-logs"),
                        str(files)], datatrove_env()),
         "pyarrow": ([sys.executable, "-c", PYARROW, str(source), str(runs / "pyarrow")], None),

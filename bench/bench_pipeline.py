@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from real_text import write_shard  # noqa: E402
 from support import (  # noqa: E402
     CACHE,
+    REPO,
     ROUNDS,
     baseline_tree,
     datatrove_env,
@@ -123,7 +124,8 @@ def run_size(kind: str, label: str, files: int, target_bytes: int) -> None:
     tree = baseline_tree(BASELINE)
     commands = {
         "ours": (our_command(source, runs / "ours"), None),
-        "baseline": (our_command(source, runs / "baseline"), dict(os.environ, PYTHONPATH=str(tree))),
+        # From the old tree: a run puts its working directory first on the workers' path.
+        "baseline": (our_command(source, runs / "baseline"), dict(os.environ, PYTHONPATH=str(tree)), tree),
         "datatrove": ([sys.executable, "-c", DATATROVE, str(source), str(runs / "datatrove"), str(runs / "dt-logs"),
                        str(files)], datatrove_env()),
         "pyarrow": ([sys.executable, "-c", PYARROW, str(source), str(runs / "pyarrow")], None),
@@ -132,7 +134,8 @@ def run_size(kind: str, label: str, files: int, target_bytes: int) -> None:
     def run(name: str) -> tuple[float, float]:
         for output in (runs / name, runs / "dt-logs"):  # every round starts from nothing
             shutil.rmtree(output, ignore_errors=True)
-        return timed_tree(*commands[name])
+        command, env, *cwd = commands[name]
+        return timed_tree(command, env, cwd=cwd[0] if cwd else REPO)
 
     turns = in_turns({name: partial(run, name) for name in commands})
     print(f"  median wall time of {ROUNDS} rounds in turn (" + "; ".join(

@@ -175,16 +175,20 @@ def test_word_count_is_the_same_on_the_ascii_fast_path_and_with_unicode_spaces()
     assert WordCountFilter(2, 2).process(wide).table.column("n").to_pylist() == [0, 1]
 
 
-def test_words_are_counted_as_str_split_counts_them_in_any_text_layout():
-    """The byte-level count agrees with ``len(text.split())``: every Unicode space and ASCII
-    control space, combining marks, CJK, emoji, characters that look like spaces but are not
+@pytest.mark.parametrize("piece_bytes", [None, 1, 7])
+def test_words_are_counted_as_str_split_counts_them_in_any_text_layout(piece_bytes, monkeypatch):
+    """The byte-level count agrees with ``len(text.split())``, whole or in pieces: every Unicode
+    space and ASCII control space, combining marks, CJK, emoji, characters that look like spaces but are not
     (U+200B, U+FEFF, U+180E), the last code points, nulls, sliced and chunked columns, both
     string types."""
     import random
     import sys
 
+    from curator_array.stages import whitespace
     from curator_array.stages.whitespace import count_words
 
+    if piece_bytes:  # columns counted in pieces of whole rows
+        monkeypatch.setattr(whitespace, "PIECE_BYTES", piece_bytes)
     spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]
     rng = random.Random(1)
     alphabet = ["a", "b", "é", "e\u0301", "中文", "日本語", "😀", "👩\u200d💻", "\u200b", "\ufeff", "\u180e", "\u00ad",

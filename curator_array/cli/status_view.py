@@ -155,7 +155,8 @@ def watch(collect: Callable[[], RunStatus], echo: Callable[[str], None], sleep: 
             phase = next((state for state in status.later_phases if not state.is_complete), None)
             what = (f"{left} shard(s) incomplete" if left or phase is None else
                     f"phase {phase.name} incomplete (missing {format_array_expression(phase.missing)})")
-            echo(f"nothing of this run is queued any more; {what}: curator-array retry --checkpoint-path "
-                 f"{status.checkpoint} --submit --site <site>\n")
+            how = (f"curator-array retry --checkpoint-path {status.checkpoint} --submit --site <site>" if status.submitted
+                   else "this run was never submitted: run the same command again, finished tasks are kept")
+            echo(f"nothing of this run is queued any more; {what}: {how}\n")
             return 3
         sleep(interval_s)

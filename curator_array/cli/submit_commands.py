@@ -104,7 +104,10 @@ def retry(checkpoint_path, output_format, max_array_size, do_submit, site, sites
             click.echo(f"all {states[0].elements.total} shards are complete{later}", err=True)
             return
         click.echo(format_phase_retry(first, output_format, max_size), nl=False)
-        if first.phase.submitted_name is not None:
+        if not layout.submissions_file.is_file():
+            click.echo("this run was never submitted: run the same `curator-array run` command again to finish "
+                       "it (finished tasks are kept); the shards above are what it has left", err=True)
+        elif first.phase.submitted_name is not None:
             click.echo(f"phase {first.name}: its elements run with --phase {first.name} and TOTAL_SHARDS="
                        f"{first.elements.total}; `retry --submit` queues them and the phases after", err=True)
         return

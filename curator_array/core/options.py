@@ -68,6 +68,14 @@ def names_given_twice(items: tuple[str, ...]) -> list[str]:
     return sorted({name for name in names if names.count(name) > 1})
 
 
+def absolute(path: str) -> str:
+    """A local path as an absolute one (a URL as it is): a value pinned in the run, or put on an
+    sbatch line, must not depend on the directory the job happens to start in."""
+    if "://" in path:
+        return path
+    return os.path.abspath(os.path.expanduser(path))
+
+
 @dataclass(frozen=True)
 class RunOption:
     """One option. ``kind`` says how a value is read (see ``KINDS``).
@@ -141,7 +149,23 @@ class RunOption:
         return show_size(value) if self.kind == "size" else self.show(value)
 
     def parse(self, text: str) -> Any:
-        """The value of ``text`` as this option reads it; ValueError says what is wrong."""
+        """The value of ``text`` as this option reads it, local paths made absolute; ValueError
+        says what is wrong."""
+        return self.with_absolute_paths(self._parse(text))
+
+    def with_absolute_paths(self, value: Any) -> Any:
+        """``value`` with its local paths absolute (see ``absolute``), whichever way it was given."""
+        if value is None or self.kind not in (*FILE_KINDS, "path", "existing-paths"):
+            return value
+        if self.kind in ("path", "file"):
+            return absolute(value)
+        if self.kind in ("files", "existing-paths"):
+            return tuple(map(absolute, value))
+        if self.kind == "named-files":
+            return tuple(f"{name}={absolute(path)}" for name, path in map(split_named, value))
+        return absolute(value) if os.path.isfile(value) else value  # file-or-name: a name stays a name
+
+    def _parse(self, text: str) -> Any:
         raw = text.strip()
         if self.kind in ("flag", "switch"):
             return parse_bool(raw)

@@ -62,6 +62,7 @@ class RunStatus:
     request_id: str | None = None
     options: dict[str, OptionValue] = field(default_factory=dict)
     stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
+    submitted: bool = True  # queued by submit or retry --submit, so resubmitted the same way; False: run by hand
 
     @property
     def stage_totals(self) -> list[StageTime]:
@@ -190,6 +191,7 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
         else {}
     )
     return RunStatus(
+        submitted=layout.submissions_file.is_file(),
         checkpoint=layout.root,
         shards=run.shards,
         source_task_count=run.source_task_count,

@@ -43,7 +43,9 @@ class Flags:
     values: Mapping[str, Any]
 
     def value_of(self, option: RunOption) -> OptionValue | None:
-        return OptionValue(self.values[option.name], FLAG) if option.name in self.values else None
+        if option.name not in self.values:
+            return None
+        return OptionValue(option.with_absolute_paths(self.values[option.name]), FLAG)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.checkpoint import manifest_exists
-from ..core.errors import CheckpointMismatchError, CuratorArrayError
+from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
 from ..core.layout import CheckpointLayout
 from ..core.records.run import PinnedRequest
 from ..core.run_contract import (
@@ -101,6 +101,8 @@ def list_source(pipeline: Pipeline) -> list[Task]:
             f"(first: {failed[0].task_id}: {failed[0].reason}); a source must raise instead, "
             "since its failures have no stable id to retry"
         )
+    if not listed:
+        raise ConfigError(f"source stage {pipeline.source.stage_name!r} listed no tasks: nothing to do")
     validate_source_ids([t.task_id for t in listed])
     return listed
 
@@ -123,11 +125,12 @@ def save_request(layout: CheckpointLayout, request: PinnedRequest | None) -> str
 
 
 def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
-                   relist: bool = False, request: str | None = None) -> tuple[Listing, RunConfig]:
+                   relist: bool = False, request: PinnedRequest | None = None) -> tuple[Listing, RunConfig]:
     """The run's frozen listing and contract; walked, saved and pinned by the first start.
 
     ``relist`` walks the tree anyway and refuses a difference from the frozen listing;
-    ``request`` is the id of this start's run options, pinned if the run has none yet.
+    ``request`` is this start's run options, saved and pinned if the run has none yet. A first
+    start writes nothing before its walk found input.
     """
     fingerprint = pipeline.fingerprint()
     existing = read_run_config(layout) if layout.run_file.is_file() else None
@@ -137,13 +140,14 @@ def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRa
             walked = pipeline.source.snapshot()
             if walked.digest != frozen.digest:
                 raise _changed_tree(frozen, walked)
-        existing = pin_missing(layout, existing, pipeline=fingerprint, request=request)
+        existing = pin_missing(layout, existing, pipeline=fingerprint, request=save_request(layout, request))
         check_run(layout, existing, shards, None, fingerprint)
         return frozen, existing
     walked = pipeline.source.snapshot()
     listings.validate(walked)
+    request_id = save_request(layout, request)
     name = listings.save(layout, walked)
-    run = ensure_run_config(layout, shards, walked.task_ids(), fingerprint, walked.reference(name), request)
+    run = ensure_run_config(layout, shards, walked.task_ids(), fingerprint, walked.reference(name), request_id)
     if run.listing is not None and run.listing.digest != walked.digest:
         raise _changed_tree(listings.load(layout, run.listing), walked)  # another start froze it first
     return walked, run
@@ -152,11 +156,10 @@ def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRa
 def pin_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
             request: PinnedRequest | None = None) -> RunConfig:
     """Create the run's contract (range, listing, pipeline, options), or check this pipeline against it."""
-    request_id = save_request(layout, request)
     if freezable(pipeline):
-        return frozen_listing(pipeline, layout, shards, request=request_id)[1]
+        return frozen_listing(pipeline, layout, shards, request=request)[1]
     ids = [t.task_id for t in list_source(pipeline)]
-    return ensure_run_config(layout, shards, ids, pipeline.fingerprint(), request=request_id)
+    return ensure_run_config(layout, shards, ids, pipeline.fingerprint(), request=save_request(layout, request))
 
 
 def check_against_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange) -> None:
@@ -179,9 +182,8 @@ def prepare_shard(
 ) -> PreparedShard:
     shard = shard or ShardConfig.single()
     layout = CheckpointLayout(checkpoint_path)
-    request_id = save_request(layout, request)
     if freezable(pipeline):
-        frozen, run = frozen_listing(pipeline, layout, shard.range, relist, request_id)
+        frozen, run = frozen_listing(pipeline, layout, shard.range, relist, request)
         rows = frozen.rows_of(shard)
         root = Path(pipeline.source.input_dir)
         listings.check_unchanged([(str(root / p), size, mtime) for p, size, mtime in zip(
@@ -192,7 +194,7 @@ def prepare_shard(
     else:
         listed = list_source(pipeline)
         run = ensure_run_config(layout, shard.range, [t.task_id for t in listed], pipeline.fingerprint(),
-                                request=request_id)
+                                request=save_request(layout, request))
         wanted = set(shard.select([t.task_id for t in listed]))
         mine = [t for t in listed if t.task_id in wanted]
         total, input_bytes = len(listed), None
@@ -200,8 +202,6 @@ def prepare_shard(
     done = finished_earlier(layout, shard, run, pipeline, mine) if mine and not complete and not force else {}
     if done:
         mine = [t for t in mine if t.task_id not in done]
-    if not total:
-        logger.warning("the source listed no tasks: shard %d completes with 0 tasks", shard.shard_index)
-    elif not mine and shard.in_range:
+    if not mine and total and shard.in_range:
         logger.warning("shard %d owns none of the %d source tasks (more shards than tasks?)", shard.shard_index, total)
     return PreparedShard(pipeline, shard, layout, run, mine, complete, total, input_bytes, done)

@@ -33,6 +33,7 @@ class ProgressReporter:
         self.clock = clock
         self.emit = emit or logger.info
         self.done: set[str] = set()
+        self.failed: set[str] = set()
         self.rows = self.bytes = 0
         self.began = clock()
         self._next = self.began + interval_s
@@ -44,20 +45,23 @@ class ProgressReporter:
         with self._lock:
             if isinstance(result, (WrittenFiles, FailedTask)):
                 self.done.add(result.task_id)
+            if isinstance(result, FailedTask):
+                self.failed.add(result.task_id)
             self.rows += result.counters.rows_read
             self.bytes += result.counters.bytes_read
 
-    def line(self) -> str:
+    def line(self, word: str = "progress") -> str:
         with self._lock:
-            done, rows, size = len(self.done), self.rows, self.bytes
+            done, failed, rows, size = len(self.done), len(self.failed), self.rows, self.bytes
         elapsed = max(self.clock() - self.began, 1e-9)
         if self.total_bytes and size:
             fraction = min(1.0, size / self.total_bytes)
         else:
             fraction = done / self.total_tasks if self.total_tasks else 1.0
         eta = clock_text(elapsed * (1 - fraction) / fraction) if fraction else "unknown"
-        return (f"progress: {done}/{self.total_tasks} tasks, {rows / elapsed:,.0f} rows/s, "
-                f"{size / elapsed / 1e6:,.1f} MB/s, elapsed {clock_text(elapsed)}, ETA {eta}")
+        tasks = f"{done - failed}/{self.total_tasks} tasks" + (f" ({failed} failed)" if failed else "")
+        timing = f"elapsed {clock_text(elapsed)}" + ("" if word != "progress" else f", ETA {eta}")
+        return f"{word}: {tasks}, {rows / elapsed:,.0f} rows/s, {size / elapsed / 1e6:,.1f} MB/s, {timing}"
 
     def maybe_report(self) -> bool:
         """Emit a line when an interval has passed; returns whether it did."""
@@ -79,9 +83,11 @@ class ProgressReporter:
         while not self._stopped.wait(min(1.0, self.interval_s)):
             self.maybe_report()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, error_type, *_) -> None:
         self._stopped.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
         if self.interval_s > 0:
-            self.emit(self.line().replace("progress:", "finished:", 1))
+            with self._lock:
+                ended_well = error_type is None and not self.failed and len(self.done) >= self.total_tasks
+            self.emit(self.line("finished" if ended_well else "stopped" if error_type else "incomplete"))

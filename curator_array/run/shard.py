@@ -79,7 +79,7 @@ def run_curation_shard(start: PhaseContext) -> ShardOutcome | None:
                         prepared.shard.shard_index, prepared.layout.manifest_path(prepared.shard.shard_index))
             return None
         outcome = _run(request, prepared, client, job, stop, timeline, errors)
-    log_outcome(outcome)
+    log_outcome(outcome, job.array_task_id is not None, str(request.checkpoint))
     return outcome
 
 
@@ -135,13 +135,13 @@ def _health_check(client: RayClusterClient, stop: StopController | None) -> Call
         if lost:
             raise CuratorArrayError(
                 f"{lost} Ray node(s) of this job died during the run: the attempt is incomplete and no "
-                "completion manifest is written; rerun the shard (curator-array retry)"
+                f"completion manifest is written. {rerun_advice(in_array=True)}"
             )
 
     return check
 
 
-def log_outcome(outcome: ShardOutcome) -> None:
+def log_outcome(outcome: ShardOutcome, in_array: bool, checkpoint: str = "<path>") -> None:
     work = outcome.work
     if outcome.status == "completed":
         logger.info(
@@ -150,10 +150,17 @@ def log_outcome(outcome: ShardOutcome) -> None:
         )
     else:
         logger.error(
-            "shard %d incomplete: %d task(s) failed, listed in %s; no manifest written, rerun the shard "
-            "(curator-array retry)",
-            outcome.shard.shard_index, len(outcome.failures), outcome.failed_tasks_path,
+            "shard %d incomplete: %d task(s) failed, listed in %s; no manifest written. %s",
+            outcome.shard.shard_index, len(outcome.failures), outcome.failed_tasks_path, rerun_advice(in_array, checkpoint),
         )
+
+
+def rerun_advice(in_array: bool, checkpoint: str = "<path>") -> str:
+    """What to do after a failed attempt, where the attempt ran: an array element is resubmitted,
+    a run outside an array is started again by hand."""
+    if in_array:
+        return f"Resubmit what is missing: curator-array retry --checkpoint-path {checkpoint} --submit --site <site>"
+    return "Fix the cause and run the same command again: finished tasks are kept"
 
 
 def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:

@@ -67,8 +67,20 @@ class FilePartitioningStage(FreezableSource):
                 raise InputError(f"cannot list {error.filename}: {error.strerror}") from None
         found.sort()
         if not found:
-            logger.warning("no %s files (%s) under %s", self.file_type, ", ".join(suffixes), root)
+            raise ConfigError(self._nothing_to_read())
         return [f[0] for f in found], [f[1] for f in found], [f[2] for f in found]
+
+    def _nothing_to_read(self) -> str:
+        """Why a walk found no input, with what the directory holds instead: a run over nothing
+        would "complete" every element with no work done."""
+        root = self.input_dir.resolve()
+        others = sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts))
+        message = f"no {self.file_type} input files ({', '.join(self._suffixes)}) under {root}"
+        if not others:
+            return f"{message}: the directory is empty"
+        return (f"{message}: it holds {len(others)} other file(s), e.g. {others[0]}: is --input-file-type right, "
+                "or --input-dir?")
 
     def list_relative_files(self) -> list[str]:
         return self._walk()[0]

@@ -161,6 +161,10 @@ class UrlListStage(SourceStage):
 
     def list_tasks(self) -> list[UrlGroupTask]:
         entries = read_url_lists(self.url_lists, self.paths_base_url, PathsSlice.parse(self.paths_slice))
+        if not entries:
+            where = ", ".join(map(str, self.url_lists))
+            raise ConfigError(f"no URLs in {where}" + (f" (paths slice {self.paths_slice})"
+                                                        if self.paths_slice != str(PathsSlice.parse(None)) else ""))
         seen: dict[str, str] = {}
         for url, _, where in entries:
             if url in seen:

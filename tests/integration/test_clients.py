@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -391,6 +392,10 @@ def test_cli_exit_codes_reach_the_shell(sample_jsonl, tmp_path):
     failed = run_cli(*args)
     assert failed.returncode == 3, failed.stderr[-2000:]
     assert "zz-bad.jsonl: line 2: malformed JSON record" in failed.stderr
+    assert "Fix the cause and run the same command again: finished tasks are kept" in failed.stderr, \
+        "a run outside an array is not sent to SLURM"
+    assert "retry --submit" not in failed.stderr and "finished:" not in failed.stderr
+    assert re.search(r"incomplete: \d+/\d+ tasks \(1 failed\)", failed.stderr), failed.stderr[-2000:]
     (sample_jsonl / "zz-bad.jsonl").unlink()
     changed = run_cli(*args)
     assert changed.returncode == 2 and "zz-bad.jsonl is gone" in changed.stderr, changed.stderr[-2000:]

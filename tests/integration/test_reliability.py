@@ -42,17 +42,25 @@ def shard_env(index: int, total: int) -> dict[str, str]:
     return {"NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX": str(index), "NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": str(total)}
 
 
-def test_empty_input_dir_completes_every_shard_with_zero_tasks(tmp_path):
-    empty = tmp_path / "empty"
+def test_an_input_dir_without_input_files_is_refused_and_nothing_is_written(tmp_path):
+    """No silent success: an empty input dir, or a dir of another format, is exit 2 with one
+    line naming the directory and the type, before any record is written (also in an array
+    element, which would otherwise "complete" with nothing done)."""
+    empty, jsonl = tmp_path / "empty", tmp_path / "jsonl"
     empty.mkdir()
-    for index in range(2):
-        result = run_cli("run", "--input-dir", str(empty), "--output-dir", str(tmp_path / "out"), *SMALL,
-                         env_extra=shard_env(index, 2))
-        assert result.returncode == 0, result.stderr
-        assert "the source listed no tasks" in result.stderr
-        assert ("no jsonl files" in result.stderr) == (index == 0), "only the first element walks the tree"
-    manifests = sorted(CheckpointLayout(tmp_path / "out").completion_dir.glob("completed_*.json"))
-    assert [json.loads(p.read_text())["source_tasks"] for p in manifests] == [0, 0]
+    jsonl.mkdir()
+    (jsonl / "a.jsonl").write_text('{"text": "one two three four five six"}\n')
+    cases = [(empty, [], {}, "the directory is empty"), (empty, [], shard_env(1, 2), "the directory is empty"),
+             (jsonl, ["--input-file-type", "warc"], {}, "it holds 1 other file(s), e.g. a.jsonl")]
+    for index, (directory, extra, env, why) in enumerate(cases):
+        out = tmp_path / f"out{index}"
+        result = run_cli("run", "--input-dir", str(directory), "--output-dir", str(out), *SMALL, *extra,
+                         env_extra=env)
+        assert result.returncode == 2, result.stderr
+        last = result.stderr.strip().splitlines()[-1]
+        assert str(directory) in last and why in last, last
+        assert ("warc input files" if extra else "jsonl input files") in last
+        assert not out.exists() or not any(out.rglob("*")), sorted(out.rglob("*"))
 
 
 def test_missing_input_dir_is_a_configuration_error(tmp_path):

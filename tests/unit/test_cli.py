@@ -32,6 +32,7 @@ def checkpoint(tmp_path):
     job = JobEnvironment.from_env({"SLURM_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "3"}, hostname="n")
     failed = (FailedTaskRecord("x", reason="boom"),)
     AttemptRecord.of(job.attempt_id(), ShardConfig(3, 6), job.identity(), failed_tasks=failed).write(layout, job.attempt_id())
+    layout.submissions_file.write_text("")  # a run queued by submit
     return layout
 
 
@@ -149,12 +150,21 @@ def test_watch_refreshes_until_complete_or_nothing_is_queued(checkpoint):
     assert frames[-2].startswith("\x1b[H\x1b[2J") and frames[-1] == "every shard is complete\n"
 
 
-def test_watch_names_failed_shards_and_why(checkpoint):
-    from curator_array.cli.status_view import format_watch
+def test_a_run_that_was_never_submitted_is_not_sent_to_slurm(checkpoint, capsys):
+    """Advice fits where the run is: a run started by hand is started again by hand."""
+    from curator_array.cli.status_view import watch
     from curator_array.core.status import collect_status
     from curator_array.run.phases import PHASES
 
-    status = collect_status(checkpoint, PHASES.plan_of)
-    text = format_watch(status, "now")
-    assert "failed 1" in text and "  failed  3" in text
-    assert "shard 3: 1 failed task(s)" in text
+    checkpoint.submissions_file.unlink()
+    code, out, err = run_cli(capsys, "retry", "--checkpoint-path", str(checkpoint.root))
+    assert (code, out) == (0, "2-3,5\n") and "never submitted: run the same `curator-array run` command again" in err
+    frames = []
+    for submitted in (False, True):
+        if submitted:
+            checkpoint.submissions_file.write_text("")
+        assert watch(lambda: collect_status(checkpoint, PHASES.plan_of), frames.append, lambda s: None,
+                     lambda: "now", 5, clear=False) == 3
+        assert ("--submit --site <site>" in frames[-1]) == submitted, frames[-1]
+        assert ("this run was never submitted: run the same command again, finished tasks are kept" in frames[-1]) \
+            != submitted

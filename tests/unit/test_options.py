@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -130,6 +131,21 @@ def test_submit_refuses_a_bad_value_before_anything_is_written_or_queued(tmp_pat
     assert code == 2
     assert capsys.readouterr().err.strip() == "curator-array: error: MIN_WORDS='x' from the environment: not an integer"
     assert not CheckpointLayout(out).metadata_dir.exists()
+
+
+def test_relative_paths_are_pinned_absolute_at_submit(tmp_path, capsys, monkeypatch):
+    """The sbatch line and the run's options hold absolute paths, whatever directory the job starts in."""
+    import shutil
+
+    shutil.copytree(REPO / "sample_data" / "jsonl", tmp_path / "data")
+    monkeypatch.chdir(tmp_path)
+    code = main(["submit", "--site", "local", "--sites-dir", str(REPO / "site_configs"), "--total-shards", "2",
+                 "--dry-run", "--max-array-size", "1000", "--", "--input-dir", "data", "--output-dir", "./out"])
+    out = capsys.readouterr().out
+    assert code == 0 and f"INPUT_DIR={tmp_path / 'data'}" in out and f"OUTPUT_DIR={tmp_path / 'out'}" in out, out
+    from curator_array.core.options import absolute
+
+    assert absolute("~/x") == str(Path.home() / "x") and absolute("s3://bucket/x") == "s3://bucket/x"
 
 
 def test_status_and_its_json_show_the_options_and_their_sources(tmp_path, capsys):

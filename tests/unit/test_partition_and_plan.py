@@ -49,9 +49,14 @@ def test_missing_dir_and_bad_options(tmp_path):
         FilePartitioningStage(tmp_path, "jsonl", 0)
 
 
-def test_empty_dir_warns(tmp_path, caplog):
-    assert FilePartitioningStage(tmp_path).list_tasks() == []
-    assert "no jsonl files" in caplog.text
+def test_a_dir_without_input_files_is_a_configuration_error(tmp_path):
+    with pytest.raises(ConfigError, match="no jsonl input files .* the directory is empty"):
+        FilePartitioningStage(tmp_path).list_tasks()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a.parquet").write_bytes(b"x")
+    (tmp_path / ".hidden").write_bytes(b"x")
+    with pytest.raises(ConfigError, match="holds 1 other file.*e.g. sub/a.parquet: is --input-file-type right"):
+        FilePartitioningStage(tmp_path).list_tasks()
 
 
 def test_plan_counts_and_imbalance():

@@ -29,7 +29,7 @@ def test_lines_every_interval_with_rates_and_an_eta_from_bytes():
     progress.record(FailedTask("c", reason="bad"))
     clock.now += 75  # two intervals passed: one line, not a burst
     assert progress.maybe_report() and not progress.maybe_report()
-    assert lines[-1] == "progress: 3/4 tasks, 4 rows/s, 0.0 MB/s, elapsed 0:01:45, ETA 0:01:45"
+    assert lines[-1] == "progress: 2/4 tasks (1 failed), 4 rows/s, 0.0 MB/s, elapsed 0:01:45, ETA 0:01:45"
 
 
 def test_eta_from_tasks_without_sizes_and_the_final_line():
@@ -38,7 +38,25 @@ def test_eta_from_tasks_without_sizes_and_the_final_line():
         clock.now += 10
         progress.record(written("a", 50, 0))
         assert progress.line().endswith("ETA 0:00:10")
-    assert lines[-1].startswith("finished: 1/2 tasks")
+    assert lines[-1] == "incomplete: 1/2 tasks, 5 rows/s, 0.0 MB/s, elapsed 0:00:10", "no ETA, and not 'finished'"
+
+
+def test_the_final_line_says_finished_only_when_every_task_succeeded():
+    def final(results, error=None):
+        lines = []
+        try:
+            with ProgressReporter(total_tasks=2, interval_s=5, clock=FakeClock(), emit=lines.append) as progress:
+                for result in results:
+                    progress.record(result)
+                if error:
+                    raise error
+        except RuntimeError:
+            pass
+        return lines[-1].split(",")[0]
+
+    assert final([written("a", 1, 0), written("b", 1, 0)]) == "finished: 2/2 tasks"
+    assert final([written("a", 1, 0), FailedTask("b", reason="bad")]) == "incomplete: 1/2 tasks (1 failed)"
+    assert final([written("a", 1, 0)], RuntimeError("node lost")) == "stopped: 1/2 tasks"
 
 
 def test_interval_zero_is_silent_and_clock_text():

@@ -108,8 +108,8 @@ def click_option(option: RunOption, required: bool = False, from_environment: bo
         default = option.default
         if default is not None and not kwargs["multiple"]:
             kwargs.update(default=default, show_default=option.default_shown or True)
-        elif option.default_text:
-            kwargs.update(show_default=option.default_text)
+    if option.default_text and "show_default" not in kwargs:
+        kwargs.update(show_default=option.default_text)
     kwargs.update(overrides)
     destination = [option.name] if option.flag[2:].replace("-", "_") != option.name else []
     return click.option(flag, *destination, **{k: v for k, v in kwargs.items() if v is not None or k == "default"})

@@ -60,7 +60,8 @@ Examples:
   curator-array plan --input-dir /shared/data --total-shards 20 --files-per-partition 4 --json
   curator-array plan --input-dir /shared/data --total-shards 20 --freeze --checkpoint-path /shared/ckpt
 """)
-@run_option("input_dir", required=True, from_environment=True)
+@run_option("input_dir", required=True, from_environment=True,
+            help="Input directory to plan (required: plan lists files; env: INPUT_DIR).")
 @click.option("--total-shards", required=True, type=click.IntRange(min=1), envvar="TOTAL_SHARDS",
               help="Number of logical shards (env: TOTAL_SHARDS).")
 @click.option("--minimum-shard-index", type=click.IntRange(min=0), default=0, show_default=True,

@@ -71,7 +71,8 @@ def print_or_submit(groups, layout: CheckpointLayout, dry_run: bool) -> None:
               help=MAX_ARRAY_SIZE_HELP + " Printing needs --format fields for it; --submit uses 'auto' by default.")
 @click.option("--submit", "do_submit", is_flag=True, help="Resubmit the incomplete shards with --site.")
 @click.option("--site", help="With --submit: the rendered site_configs/<site>.sbatch to use.")
-@click.option("--sites-dir", default=default_sites_dir, show_default="site_configs")
+@click.option("--sites-dir", default=default_sites_dir, show_default="site_configs",
+              help="Directory with <site>.toml and templates/ (the site configs `render-site` writes).")
 @click.option("--parallel", type=click.IntRange(min=1), help="With --submit: at most K elements at once.")
 @click.option("--force", is_flag=True, help="With --submit: resubmit even while elements are still queued.")
 @click.option("--dry-run", is_flag=True, help="With --submit: print the sbatch commands instead.")
@@ -133,13 +134,16 @@ Examples:
 @click.option("--site", required=True, help="A rendered site_configs/<site>.sbatch.")
 @click.option("--total-shards", required=True, type=click.IntRange(min=1), help="Logical shards of the run.")
 @click.option("--minimum-shard-index", type=click.IntRange(min=0), default=0, show_default=True,
-              envvar="MINIMUM_SHARD_INDEX")
+              envvar="MINIMUM_SHARD_INDEX",
+              help="First logical shard of the run: shards are MIN..MIN+TOTAL-1, so several runs can split "
+                   "one array range (env: MINIMUM_SHARD_INDEX).")
 @click.option("--array", "array_expression", help="Only these logical shards (default: all).")
 @click.option("--max-array-size", default="auto", show_default=True, help=MAX_ARRAY_SIZE_HELP)
 @click.option("--parallel", type=click.IntRange(min=1), help="At most this many elements running at once (%K).")
 @click.option("--checkpoint-path", help="Checkpoint of the run (same as the run option; default: CHECKPOINT_PATH, "
               "else the output dir).")
-@click.option("--sites-dir", default=default_sites_dir, show_default="site_configs")
+@click.option("--sites-dir", default=default_sites_dir, show_default="site_configs",
+              help="Directory with <site>.toml and templates/ (the site configs `render-site` writes).")
 @click.option("--new-run", is_flag=True,
               help="If the checkpoint holds a run with another pipeline, shard range or listing, archive "
                    "its records and start a new logical run (refused while its elements are queued).")

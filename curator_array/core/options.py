@@ -6,8 +6,9 @@ run's own table (``run.option_table``), a filter of the default pipeline
 The variable of an option is its flag in capitals with ``_`` for ``-`` (``--min-words`` →
 ``MIN_WORDS``); options about how a run executes rather than what it computes (this start,
 Ray, several nodes, what the host has installed and how its helper processes run) take the
-``CURATOR_ARRAY_`` prefix (``--num-cpus`` → ``CURATOR_ARRAY_NUM_CPUS``). A few keep the names they had before the rule
-(``variable_name``).
+``CURATOR_ARRAY_`` prefix (``--num-cpus`` → ``CURATOR_ARRAY_NUM_CPUS``). A few keep another
+tool's name (``variable_name``: ``RAY_ADDRESS``); names from before the rule are still read,
+with a warning (``old_variables``).
 """
 
 from __future__ import annotations
@@ -113,7 +114,8 @@ class RunOption:
     fetch: Callable[[str], bytes] | None = None  # file-or-name: the file's content of a name
     sets: str | None = None  # the settings field the option sets, when not its own name
     flag_name: str | None = None  # the flag without its dashes, when not the name's
-    variable_name: str | None = None  # a variable kept from before the naming rule
+    variable_name: str | None = None  # a variable that is not the flag's: another tool's (RAY_ADDRESS)
+    old_variables: tuple[str, ...] = ()  # names it had before the naming rule: still read, with a warning
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -61,16 +61,17 @@ INPUT_OPTIONS = _with_field_defaults(
     RunOption("output_file_type", "Format of the output files.", "choice", choices=tuple(output_formats()),
               default_text=f"{DEFAULT_FORMAT}; parquet for --pipeline commoncrawl"),
     RunOption("files_per_partition", "Input files per source task.", "int", minimum=1),
-    RunOption("pipeline_ref", "A built-in pipeline (commoncrawl: WARC → text → language → quality → Parquet) "
-              "or a function building the stage list (default: read, filters, write).",
+    RunOption("pipeline_ref", "A built-in pipeline, commoncrawl (WARC → Resiliparse text → language → Gopher and "
+              "C4 quality → Parquet) or fineweb (FineWeb's recipe: Trafilatura, URL filter, lid.176, Gopher, C4, "
+              "FineWeb's line rules), or MODULE:FUNCTION building the stage list (default: read, filters, write).",
               metavar="|".join([*sorted(BUILT_IN_PIPELINES), "MODULE:FUNCTION"]), flag_name="pipeline",
-              variable_name="CURATOR_PIPELINE"),
+              old_variables=("CURATOR_PIPELINE",)),
     RunOption("text_field", "Field the filters look at.", group="filters"),
 )
 
 AFTER_FILTER_OPTIONS = _with_field_defaults(
     RunOption("malformed", "Malformed JSONL lines: fail the task, or skip and count them.", "choice", "filters",
-              choices=defaults.MALFORMED_POLICIES, variable_name="MALFORMED_RECORDS"),
+              choices=defaults.MALFORMED_POLICIES, old_variables=("MALFORMED_RECORDS",)),
     RunOption("keep_removed", "Write every document a filter dropped, with the rule that dropped it, under "
               "OUTPUT_DIR/.removed/<step>/.", "flag", "filters"),
     # downloads
@@ -92,7 +93,7 @@ AFTER_FILTER_OPTIONS = _with_field_defaults(
     RunOption("language_model", "fineweb: a fastText language-ID model file (lid.176.bin, GlotLID) instead of the "
               "bundled lid.176.ftz; checked, and copied into the checkpoint, at submit.", "file", "web"),
     RunOption("extractor", "commoncrawl: HTML → main text extractor (fineweb: trafilatura with FineWeb's settings).",
-              "choice", "web", choices=defaults.EXTRACTORS, variable_name="HTML_EXTRACTOR"),
+              "choice", "web", choices=defaults.EXTRACTORS, old_variables=("HTML_EXTRACTOR",)),
     RunOption("extract_timeout", "Seconds a page may take to extract, in a child process that a page which hangs or "
               "crashes the extractor cannot stall or kill; such pages are dropped and counted.", "float", "web",
               minimum=0, minimum_open=True, default_text="1 for fineweb; none (in process) for commoncrawl"),
@@ -106,9 +107,11 @@ AFTER_FILTER_OPTIONS = _with_field_defaults(
 
 EXECUTION_OPTIONS = _with_field_defaults(
     # this start only
-    RunOption("phase", "Run only this element of the phase named (what submit passes to the elements of the "
-              "phases after the first; `status` names them); default: its shard of the first phase, "
-              "then, outside an array, every later phase whose inputs are complete.", group="start",
+    RunOption("phase", "Run one element of the phase named, e.g. --phase buckets (`status` lists a run's phases); "
+              "the element is the shard index (SLURM_ARRAY_TASK_ID + SHARD_INDEX_OFFSET, or "
+              "NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX), as submit's scripts set it. "
+              "Default: this shard of the first phase, then, outside an array, every later phase whose "
+              "inputs are complete.", group="start",
               metavar="PHASE"),
     RunOption("request", "Run the request `submit` pinned in the checkpoint under this id (what its job scripts "
               "pass): every run option then comes from there.", group="start", metavar="ID"),
@@ -166,7 +169,7 @@ def option_named(name: str) -> RunOption:
 
 def job_script_facts() -> ScriptFacts:
     """What the rendered job scripts say about the run: formats, and the variables they forward."""
-    return ScriptFacts(tuple(input_formats()), tuple(output_formats()), tuple(o.variable for o in run_options()))
+    return ScriptFacts(tuple(input_formats()), tuple(output_formats()), tuple(name for o in run_options() for name in (o.variable, *o.old_variables)))
 
 
 def markdown_rows() -> list[str]:

@@ -34,6 +34,7 @@ FLAG, SITE, ENVIRONMENT, DEFAULT = "flag", "site [env]", "environment", "default
 RUN, START = "run", "start"
 
 OptionValues = dict[str, OptionValue]
+_WARNED: set[str] = set()  # old variable names already warned about in this process
 
 
 @dataclass(frozen=True)
@@ -64,15 +65,21 @@ class Variables:
         return cls(environment, ENVIRONMENT, names)
 
     def value_of(self, option: RunOption) -> OptionValue | None:
-        raw = str(self.values.get(option.variable, ""))
-        if not raw.strip():
+        variable = next((name for name in (option.variable, *option.old_variables)
+                         if str(self.values.get(name, "")).strip()), None)
+        if variable is None:
             return None
-        label = SITE if option.variable in self.site_names else self.label
+        if variable != option.variable and variable not in _WARNED:
+            _WARNED.add(variable)
+            logger.warning("%s is the old name of %s (the flag %s in capitals): still read, but rename it",
+                           variable, option.variable, option.flag)
+        raw = str(self.values[variable])
+        label = SITE if variable in self.site_names else self.label
         try:
             return OptionValue(option.parse(raw), label)
         except ValueError as problem:
             where = "the environment" if label == ENVIRONMENT else label
-            raise ConfigError(f"{option.variable}={raw!r} from {where}: {problem}") from None
+            raise ConfigError(f"{variable}={raw!r} from {where}: {problem}") from None
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ def malformed_input(directory: Path) -> Path:
 def test_variables_exported_at_submit_reach_every_element(apptainer_site, tmp_path):
     sites, env = apptainer_site
     data, out = malformed_input(tmp_path / "in"), tmp_path / "out"
-    env = dict(env, INPUT_DIR=str(data), OUTPUT_DIR=str(out), MALFORMED_RECORDS="skip", MIN_WORDS="5", **SMALL)
+    env = dict(env, INPUT_DIR=str(data), OUTPUT_DIR=str(out), MALFORMED="skip", MIN_WORDS="5", **SMALL)
     submitted = subprocess.run([str(VENV / "curator-array"), "submit", "--site", "fake-apptainer", "--sites-dir",
                                 str(sites), "--total-shards", "2"], env=env, capture_output=True, text=True,
                                cwd=tmp_path)
@@ -77,7 +77,7 @@ def test_variables_exported_at_submit_reach_every_element(apptainer_site, tmp_pa
     assert sorted(r["id"] for r in records) == sorted(f"d{i}" for i in range(1, 12, 2)), "MIN_WORDS=5 kept the long ones"
     layout = CheckpointLayout(out)
     manifests = [CompletionManifest.read(layout.manifest_path(s)) for s in (0, 1)]
-    assert sum(m.work.malformed_records_skipped for m in manifests) == 1, "MALFORMED_RECORDS=skip skipped the bad line"
+    assert sum(m.work.malformed_records_skipped for m in manifests) == 1, "MALFORMED=skip skipped the bad line"
     status = subprocess.run([str(VENV / "curator-array"), "status", "--checkpoint-path", str(out)], env=env,
                             capture_output=True, text=True).stdout
     assert "malformed=skip (environment)" in status and "min_words=5 (environment)" in status
@@ -89,7 +89,7 @@ def test_variables_given_to_a_plain_sbatch_reach_the_element(apptainer_site, tmp
     warcs.mkdir()
     records, expected = pages("lang.example")
     write_warc(warcs / "crawl.warc.gz", records)
-    env = dict(env, INPUT_DIR=str(warcs), OUTPUT_DIR=str(out), CURATOR_PIPELINE="commoncrawl",
+    env = dict(env, INPUT_DIR=str(warcs), OUTPUT_DIR=str(out), PIPELINE="commoncrawl",
                INPUT_FILE_TYPE="warc", LANGUAGES="de", **SMALL)
     done = subprocess.run(["sbatch", "--parsable", "--array=0", str(sites / "fake-apptainer.sbatch")], env=env,
                           capture_output=True, text=True, cwd=tmp_path)

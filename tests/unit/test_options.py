@@ -37,6 +37,26 @@ def test_every_option_has_its_own_variable_by_the_documented_rule():
         assert option.variable == expected, option.name
     for name, variable in SPEC_NAMES.items():
         assert next(o for o in run_options() if o.name == name).variable == variable
+    assert not [o.variable_name for o in run_options() if o.variable_name and o.variable_name.startswith(
+        ("CURATOR_PIPELINE", "MALFORMED", "HTML"))], "the flag in capitals, as the README promises"
+
+
+def test_an_old_variable_name_is_still_read_with_one_warning(caplog):
+    """MALFORMED_RECORDS, HTML_EXTRACTOR and CURATOR_PIPELINE became MALFORMED, EXTRACTOR, PIPELINE."""
+    from curator_array.run import precedence
+
+    precedence._WARNED.clear()
+    for _ in range(2):
+        chosen = resolve({}, {"MALFORMED_RECORDS": "skip", "HTML_EXTRACTOR": "trafilatura",
+                              "CURATOR_PIPELINE": "commoncrawl"})
+    assert (chosen["malformed"].value, chosen["extractor"].value, chosen["pipeline_ref"].value) == (
+        "skip", "trafilatura", "commoncrawl")
+    warnings = [r.getMessage() for r in caplog.records if "old name" in r.getMessage()]
+    assert sorted(w.split()[0] for w in warnings) == ["CURATOR_PIPELINE", "HTML_EXTRACTOR", "MALFORMED_RECORDS"]
+    assert "MALFORMED_RECORDS is the old name of MALFORMED (the flag --malformed in capitals)" in warnings[-1] + \
+        "".join(warnings)
+    assert resolve({}, {"MALFORMED": "fail", "MALFORMED_RECORDS": "skip"})["malformed"].value == "fail", \
+        "the new name wins"
 
 
 @pytest.mark.parametrize("name", [n for n in site_names(SITES)])
@@ -79,7 +99,7 @@ def test_an_element_tells_its_site_variables_from_the_callers():
 
 
 def test_an_empty_variable_counts_as_unset():
-    assert resolve({}, {"MIN_WORDS": "", "MALFORMED_RECORDS": " "})["min_words"].source == DEFAULT
+    assert resolve({}, {"MIN_WORDS": "", "MALFORMED": " "})["min_words"].source == DEFAULT
 
 
 @pytest.mark.parametrize("variable, value, message", [
@@ -87,6 +107,7 @@ def test_an_empty_variable_counts_as_unset():
     ("MIN_WORDS", "-1", "MIN_WORDS='-1' from the environment: must be at least 0"),
     ("MIN_LANGUAGE_SCORE", "2", "MIN_LANGUAGE_SCORE='2' from the environment: must be at most 1"),
     ("DOWNLOAD_WORKERS_PER_NODE", "0", "DOWNLOAD_WORKERS_PER_NODE='0' from the environment: must be above 0"),
+    ("MALFORMED", "ignore", "MALFORMED='ignore' from the environment: not one of fail, skip"),
     ("MALFORMED_RECORDS", "ignore", "MALFORMED_RECORDS='ignore' from the environment: not one of fail, skip"),
     ("DEDUP_WITHIN_TASK", "maybe", "DEDUP_WITHIN_TASK='maybe' from the environment: not a boolean"),
     ("DEDUP", "1", "DEDUP='1' from the environment: not one of exact, fuzzy (the per-task exact dedup is "
@@ -156,7 +177,7 @@ def test_status_and_its_json_show_the_options_and_their_sources(tmp_path, capsys
     from curator_array.core.sharding import ShardRange
     from curator_array.run.precedence import pinned_request
 
-    settings = resolve({"min_words": 5}, {"MALFORMED_RECORDS": "skip", "OUTPUT_DIR": str(tmp_path / "out"),
+    settings = resolve({"min_words": 5}, {"MALFORMED": "skip", "OUTPUT_DIR": str(tmp_path / "out"),
                                           "INPUT_DIR": "/in"})
     layout = CheckpointLayout(tmp_path / "ckpt")
     request_id = pinned_request(settings).write(layout)

@@ -44,7 +44,7 @@ DEDUP_OPTIONS = (
               "text) or fuzzy (MinHash + LSH near-duplicates too). The output dir then holds the kept documents.",
               "choice", DEDUP, choices=MODES, hint="the per-task exact dedup is --dedup-within-task", sets="mode"),
     RunOption("dedup_buckets", "Bucket elements of the dedup phases (each holds 1/N of the band keys).", "int", DEDUP,
-              minimum=1, default_text="--total-shards", sets="buckets"),
+              minimum=1, default_text="the run's number of shards", sets="buckets"),
     RunOption("dedup_components_elements", "Elements that find the clusters of duplicate pairs together, in rounds "
               "(each holds 1/N of the pairs); 1: one element holds them all.", "int", DEDUP, minimum=1,
               sets="components_elements"),

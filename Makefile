@@ -72,6 +72,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_core.py
 	$(BIN)/python bench/bench_listing.py
 	$(BIN)/python bench/bench_pipeline.py
+	$(BIN)/python bench/bench_text.py
 	$(BIN)/python bench/bench_startup.py
 	$(BIN)/python bench/bench_download.py
 	$(BIN)/python bench/bench_container.py

@@ -56,9 +56,23 @@ def test_a_file_that_is_not_a_fasttext_model_is_refused(submit, tmp_path, capsys
     assert str(fake) in error and "not a fastText model" in error
 
 
-def test_a_language_the_model_cannot_name_is_refused(submit, capsys):
+def test_a_language_the_model_cannot_name_is_refused_with_the_nearest_codes(submit, capsys, tmp_path):
     error = refused(capsys, [*submit, "--languages", "en,xx"])
-    assert "no label for xx" in error and "lid.176.ftz" in error
+    assert "has no language 'xx'" in error and "lid.176.ftz" in error
+    error = refused(capsys, [*submit, "--languages", "english,jp"])
+    assert "'english' (nearest: en," in error and "'jp' (nearest: ja," in error
+    commoncrawl = [*submit[:submit.index("fineweb")], "commoncrawl", *submit[submit.index("fineweb") + 1:]]
+    error = refused(capsys, [*commoncrawl, "--languages", "english"])
+    assert "py3langid's model" in error and "'english' (nearest: en," in error
+    assert len(error.strip().splitlines()) == 1, error
+    assert not (tmp_path / "out").exists(), "refused before anything is written"
+
+
+def test_the_commoncrawl_language_codes_are_the_models():
+    pytest.importorskip("py3langid")
+    from curator_array.stages.web.language import PY3LANGID_LANGUAGES, load_identifier
+
+    assert set(load_identifier().nb_classes) == PY3LANGID_LANGUAGES
 
 
 def test_fineweb_keeps_a_page_when_a_wanted_language_scores_above_the_threshold():

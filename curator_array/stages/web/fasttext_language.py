@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from ...core.errors import ConfigError
 from ...core.fingerprint import file_digest
-from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD
+from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD, unknown_codes
 from ..defaults import FINEWEB_LANGUAGES, FINEWEB_MIN_SCORE, TEXT_FIELD
 from ..filters import FilterStage
 from ..process_state import PerProcess
@@ -76,10 +76,9 @@ class FastTextLanguageFilter(FilterStage):
         self.languages = sorted({code.strip().lower() for code in languages if code.strip()})
         self.min_score = min_score
         self.model_path = str(model_path or bundled_model())
-        unknown = sorted(set(self.languages) - model_languages(self.model))  # checked when built: at submit
-        if unknown:
-            raise ConfigError(f"language model {self.model_path} has no label for {', '.join(unknown)} "
-                              "(--languages)")
+        problem = unknown_codes(self.languages, model_languages(self.model), f"language model {self.model_path}")
+        if problem:  # checked when built: at submit
+            raise ConfigError(problem)
         self.model_digest = file_digest(Path(self.model_path))
         super().__init__(text_field)
 

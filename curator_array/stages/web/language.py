@@ -12,11 +12,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...core.errors import ConfigError
-from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD
+from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD, unknown_codes
 from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
 from ..process_state import PerProcess
 from ..requirements import Requirement, module
+
+# The codes py3langid's model answers (its ``nb_classes``; a test keeps this list equal to
+# the model's), so that --languages is checked where a pipeline is built without loading it.
+PY3LANGID_LANGUAGES = frozenset("""ace af am an ar ary arz as az ba bcl be bg bn br bs ca crh cs cy da de dz el en eo es et
+    eu ext fa fi fo fr fuv fy ga gcf gcr gd gl gom grc gu gug guw ha hbo he hi hr ht hu hy id ig is it ja jv ka kab kik kk
+    km kn ko ku ky la lb lg lij ln lo lt ltg lv mg mk ml mn mr ms mt my ne nl nn no nso oc om or pa pcm pl ps pt qu ro ru
+    rw sa sdh se si sk sl sn so sq sr st sv sw ta te tg th tk tl tr tt ug uk ur uz uzs vec vi vo wa wuu xh yo yue zh zu
+    zxx""".split())
 
 
 def load_identifier(stage=None):
@@ -41,6 +49,9 @@ class LanguageFilter(FilterStage):
         if not 0.0 <= min_score <= 1.0:
             raise ConfigError(f"language score threshold must be between 0 and 1, got {min_score}")
         self.languages = sorted({code.strip().lower() for code in languages if code.strip()})
+        problem = unknown_codes(self.languages, PY3LANGID_LANGUAGES, "py3langid's model (--pipeline commoncrawl)")
+        if problem:
+            raise ConfigError(problem)
         self.min_score, self.max_chars = min_score, max_chars
         super().__init__(text_field)
 

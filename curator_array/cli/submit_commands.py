@@ -146,7 +146,8 @@ Examples:
               help="Directory with <site>.toml and templates/ (the site configs `render-site` writes).")
 @click.option("--new-run", is_flag=True,
               help="If the checkpoint holds a run with another pipeline, shard range or listing, archive "
-                   "its records and start a new logical run (refused while its elements are queued).")
+                   "its records and its outputs (all but the download cache) and start a new logical run "
+                   "(refused while its elements are queued).")
 @click.option("--force", is_flag=True, help="With --new-run: archive even while elements are still queued.")
 @click.option("--dry-run", is_flag=True, help="Print the exact sbatch commands instead; change nothing.")
 @click.argument("run_args", nargs=-1, type=click.UNPROCESSED)

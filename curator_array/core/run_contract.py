@@ -237,7 +237,7 @@ def check_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: dict
         raise CheckpointMismatchError(
             f"checkpoint {layout.root} belongs to a run with another pipeline ({'; '.join(changes)}): "
             "run the original pipeline, start a new logical run with --new-run (it archives this run's "
-            "records), or use a new checkpoint path"
+            "records and outputs), or use a new checkpoint path"
         )
 
 
@@ -259,26 +259,47 @@ def check_shard_range(layout: CheckpointLayout, existing: RunConfig, shards: Sha
         )
 
 
-def archive_run(layout: CheckpointLayout) -> Path | None:
-    """Move the current run's records aside, so the checkpoint can hold a new logical run.
+def archive_run(layout: CheckpointLayout, outputs: Path | None = None, kept: Sequence[str] = ()) -> Path | None:
+    """Move the current run's records, and its outputs, aside, so the checkpoint and the
+    output dir can hold a new logical run without mixing the two.
 
     Everything that describes the old run (run.json, manifests, listings, attempt and task records,
-    submissions) moves into ``.archived_runs/<time>-<run id>/``; outputs are not touched.
-    Returns the archive, or None when there was no run. One process must do this (the
-    submitter, or a run outside an array), never every array element at once.
+    submissions) moves into ``.archived_runs/<time>-<run id>/``, and every entry of ``outputs``
+    (the output dir) into its ``outputs/``, but the checkpoint's metadata and the names in
+    ``kept`` (a download cache). Outputs on another file system than the checkpoint are
+    refused before anything moves, saying how to move them. Returns the archive, or None when
+    there was no run. One process must do this (the submitter, or a run outside an array),
+    never every array element at once.
     """
     if not layout.run_file.is_file():
         return None
+    moving = _old_outputs(outputs, layout, kept)
     run = read_run_config(layout)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     archive = layout.archive_root / f"{stamp}-{run.run_id or 'run'}"
+    if moving and os.stat(outputs).st_dev != os.stat(layout.metadata_dir).st_dev:
+        raise ConfigError(f"--new-run: {outputs} holds {len(moving)} output(s) of the previous run (e.g. "
+                          f"{moving[0].name}) on another file system than the checkpoint: move them away first, "
+                          "or give a new --output-dir")
     archive.mkdir(parents=True)
     for path in (layout.completion_dir, layout.failed_tasks_root, layout.task_records_root, layout.phases_root,
                  layout.submissions_file):
         if path.exists():
             os.rename(path, archive / path.name)
+    if moving:
+        (archive / "outputs").mkdir()
+        for path in moving:
+            os.rename(path, archive / "outputs" / path.name)
+        fsync_directory(outputs)
     fsync_directory(layout.metadata_dir)
     return archive
+
+
+def _old_outputs(outputs: Path | None, layout: CheckpointLayout, kept: Sequence[str]) -> list[Path]:
+    if outputs is None or not Path(outputs).is_dir():
+        return []
+    spared = {layout.metadata_dir.resolve(), *(Path(outputs, name).resolve() for name in kept)}
+    return sorted(p for p in Path(outputs).iterdir() if p.resolve() not in spared)
 
 
 def _describe_listing_change(

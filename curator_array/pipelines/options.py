@@ -25,6 +25,7 @@ BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build"
                       "fineweb": "curator_array.pipelines.fineweb:build"}
 # Where the curation phase writes when dedup phases follow (hidden, like the other dot-dirs).
 CURATED_DIR = ".curated"
+DOWNLOADS_DIR = ".downloads"  # under the output dir, unless --download-dir says otherwise
 LIST_FIELDS = ("input_urls", "crawl", "languages", "url_blocklist")
 
 
@@ -116,7 +117,7 @@ class PipelineOptions:
 
         if not self.url_lists:
             return []
-        directory = self.download_dir or str(Path(self.output_dir) / ".downloads")
+        directory = self.download_dir or str(Path(self.output_dir) / DOWNLOADS_DIR)
         return [
             DownloadStage(
                 directory, workers_per_node=self.download_workers_per_node, retries=self.download_retries,

@@ -119,7 +119,8 @@ EXECUTION_OPTIONS = _with_field_defaults(
     RunOption("relist", "Walk the input tree anyway and refuse any difference from the run's frozen listing "
               "(elements otherwise read the frozen listing and check only their own files).", "flag", "start"),
     RunOption("new_run", "If the checkpoint holds a run with another pipeline, shard range or input listing, "
-              "archive its records and start a new logical run (outside arrays; arrays use `submit --new-run`).",
+              "archive its records and its outputs (all but the download cache) and start a new logical run (outside "
+              "arrays; arrays use `submit --new-run`).",
               "flag", "start"),
     RunOption("cluster", "local: a private Ray head on this node; slurm: one Ray cluster over the job's nodes "
               "(every node runs this command; node 0 drives). The entrypoint chooses.", "choice", "start",

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
@@ -21,6 +22,7 @@ from ..core.run_contract import archive_run
 from ..core.sharding import ShardConfig
 from ..execution.clients import RayClient, RayClusterClient
 from ..execution.slurm_client import SlurmRayClient, SlurmWorkerNode
+from ..pipelines.options import DOWNLOADS_DIR
 from ..slurm.job_context import JobContext
 from ..slurm.jobenv import JobEnvironment
 from .request import RunRequest
@@ -179,8 +181,9 @@ def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
     except CheckpointMismatchError as exc:
         if not request.new_run:
             raise
-        archive = archive_run(request.layout)
-        logger.warning("a new logical run starts (%s); the previous run's records are in %s", exc, archive)
+        archive = archive_run(request.layout, Path(request.options.output_dir), kept=(DOWNLOADS_DIR,))
+        logger.warning("a new logical run starts (%s); the previous run's records and outputs are in %s", exc,
+                       archive)
     return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request=options)
 
 

@@ -27,6 +27,7 @@ from ..core.phase_states import PhaseState
 from ..core.records.run import OptionValue, PinnedRequest
 from ..core.run_contract import archive_run, check_pipeline, read_run_config
 from ..core.sharding import ShardRange
+from ..pipelines.options import DOWNLOADS_DIR
 from ..slurm.sites import SiteConfig
 from ..slurm.submit import (
     Submission,
@@ -168,7 +169,9 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
             raise
         if not force:
             refuse_while_queued(layout, "start a new run")
-        say(f"archived the previous run's records in {archive_run(layout)}; its output files are untouched")
+        outputs = Path(request.options.output_dir)
+        archive = archive_run(layout, outputs, kept=(DOWNLOADS_DIR,))
+        say(f"archived the previous run's records and outputs in {archive}; {outputs} holds only the new run's")
 
     try:  # a crawl's paths list fetched again must be the one the run saved
         pipeline = request.build_pipeline(PHASES, refresh_crawls=True, save_crawls=not dry_run)

@@ -311,4 +311,6 @@ def test_new_run_outside_an_array_archives_and_reruns_everything(ray_cluster, sa
     second = json.loads(layout.manifest_path(0).read_text())
     assert second["run_id"] != first["run_id"] and second["rows_out"] < first["rows_out"]
     expected = [r for rs in input_records(sample_jsonl).values() for r in rs if len((r.get("text") or "").split()) >= 50]
-    assert records_digest(read_records(out)) == records_digest(expected)
+    assert records_digest(read_records(out)) == records_digest(expected), "the output dir holds the new run only"
+    old = [r for rs in input_records(sample_jsonl).values() for r in rs if len((r.get("text") or "").split()) >= 5]
+    assert records_digest(read_records(archive / "outputs")) == records_digest(old), "the old run's outputs, archived"

@@ -114,6 +114,22 @@ def test_new_run_archives_the_old_records(inputs, tmp_path, capsys, monkeypatch)
     assert read_run_config(layout).run_id != old_id
 
 
+def test_new_run_moves_the_old_outputs_with_the_records_and_keeps_the_download_cache(inputs, tmp_path):
+    """The output dir never mixes two runs: what the old run wrote, visible or staged, goes
+    into its archive; the checkpoint's metadata and a download cache stay."""
+    out = tmp_path / "out"
+    prepare_shard(pipeline(inputs, tmp_path, min_words=5), out, ShardConfig(0, 3))
+    for name in ("a.parquet", "b.parquet", ".curated/x.parquet", ".removed/word_count/y.parquet", ".downloads/w.gz"):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_text(name)
+    layout = CheckpointLayout(out)
+    archive = archive_run(layout, out, kept=(".downloads",))
+    assert sorted(p.name for p in out.iterdir()) == [".downloads", ".nemo_curator_metadata"]
+    moved = sorted(str(p.relative_to(archive / "outputs")) for p in (archive / "outputs").rglob("*") if p.is_file())
+    assert moved == [".curated/x.parquet", ".removed/word_count/y.parquet", "a.parquet", "b.parquet"]
+    assert (out / ".downloads" / "w.gz").is_file()
+
+
 def test_describe_changes_lists_nothing_for_equal_fingerprints(inputs, tmp_path):
     fingerprint = pipeline(inputs, tmp_path, dedup_within_task=True).fingerprint()
     assert describe_changes(fingerprint, json.loads(json.dumps(fingerprint))) == []

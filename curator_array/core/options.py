@@ -148,7 +148,7 @@ class RunOption:
             return self.default_text
         if value is None or value is False or value == ():
             return ""
-        return show_size(value) if self.kind == "size" else self.show(value)
+        return self.show(value)
 
     def parse(self, text: str) -> Any:
         """The value of ``text`` as this option reads it, local paths made absolute; ValueError
@@ -256,7 +256,9 @@ class RunOption:
     def show(self, value: Any) -> str:
         """The value as a user would write it in the variable."""
         if isinstance(value, bool):
-            return "1" if value else "0"
+            return "true" if value else "false"
+        if self.kind == "size" and isinstance(value, int):
+            return show_size(value)
         if isinstance(value, (tuple, list)):
             return (os.pathsep if self.kind in PATH_LISTS else ",").join(str(v) for v in value)
         return "" if value is None else str(value)

@@ -125,6 +125,13 @@ def test_a_bad_site_value_says_it_came_from_the_site():
         resolve({}, {}, {"MIN_WORDS": "many"}, "site [env] of x.toml")
 
 
+def test_values_show_as_a_user_writes_them():
+    options = {o.name: o for o in run_options()}
+    size = next(o for o in run_options() if o.kind == "size")
+    assert size.show(10 * 2**30) == "10GiB" and size.show(10 * 10**9) == "10G" and size.show(1234) == "1234"
+    assert options["keep_removed"].show(True) == "true" and options["keep_removed"].show(False) == "false"
+
+
 def test_every_option_parses_what_it_shows():
     for option in run_options():
         for value in (option.default, *(option.choices[-1:])):

@@ -25,7 +25,7 @@ from ..stages.base import ProcessingStage, RayStageSpec
 from ..stages.tasks import Task
 from .pools import ClusterShape, PoolChoice, choose_pool
 from .profiling import profiled
-from .ray_internals import without_helper_actors
+from .ray_internals import quiet_progress_notice, without_helper_actors
 
 logger = logging.getLogger(__name__)
 
@@ -256,6 +256,8 @@ class RayDataExecutor:
         """
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = self.progress_bars
+        if not self.progress_bars:
+            quiet_progress_notice()
         context.op_resource_reservation_enabled = operators > 1
         if self.stall_timeout_s is not None:
             context.execution_no_progress_timeout_s = self.stall_timeout_s

@@ -83,3 +83,10 @@ def without_helper_actors(enabled: bool = True):
     from .data import without_helper_actors as swapped
 
     return swapped(enabled and private_api_allowed())
+
+
+def quiet_progress_notice() -> None:
+    """Keep Ray Data's "Progress bars disabled" hint out of the user's log (``data``)."""
+    from .data import quiet_progress_notice as quiet
+
+    quiet()

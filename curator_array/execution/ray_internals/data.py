@@ -105,3 +105,14 @@ def without_helper_actors(enabled: bool = True) -> Iterator[None]:
     finally:
         (stats.get_or_create_stats_actor, streaming_executor.create_cluster_autoscaler,
          actor_pools.get_or_create_actor_location_tracker, actor_pools.get_actor_locations) = originals
+
+
+# The logger of Ray Data's progress module, which tells whoever turned the bars off how to
+# turn them on again: our users turned them off with --no-progress, or never had a terminal.
+PROGRESS_NOTICE_LOGGER = "ray.data._internal.progress"
+
+
+def quiet_progress_notice() -> None:
+    """Keep Ray Data's "Progress bars disabled" hint out of the user's log: it names a Ray
+    setting that curator-array users do not set (``--progress`` is theirs)."""
+    logging.getLogger(PROGRESS_NOTICE_LOGGER).setLevel(logging.ERROR)

@@ -92,10 +92,22 @@ def format_status(status: RunStatus) -> str:
     if status.source_task_count is not None:
         lines.append(f"source tasks {status.source_task_count} in the whole run")
     t = status.totals
-    lines.append(
-        f"done so far  {t.source_tasks} tasks, {t.rows_in} rows in, {t.rows_out} rows out, "
-        f"{t.output_file_count} output files" + (f", {t.tokens:,} tokens" if t.tokens else "")
-    )
+    final, writer = status.final_rows_out, status.last_writer
+    if writer is status.phases[0]:
+        rows_out = f"{t.rows_out:,} rows out, {t.output_file_count:,} output files" + (
+            f", {t.tokens:,} tokens" if t.tokens else "")
+    elif final is not None:
+        rows_out = f"{final:,} rows out after {writer.name}"
+    else:
+        rows_out = f"{t.rows_out:,} rows out so far ({writer.name} will rewrite them)"
+    lines.append(f"done so far  {t.source_tasks:,} tasks, {t.rows_in:,} rows in, {rows_out}")
+    dropped = status.dropped_by_step()
+    if dropped:
+        lines.append("dropped      " + ", ".join(f"{step} {count:,}" for step, count in dropped.items()))
+    skipped = {reason: count for reason, count in status.records_skipped.items() if count}
+    if skipped:
+        lines.append("skipped      " + ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in
+                                              skipped.items()) + " (--malformed skip)")
     if status.request_id:
         chosen = option_lines(status.options)
         lines.append(f"options      {len(chosen)} set, the rest default (request {status.request_id}):")

@@ -34,6 +34,8 @@ class ManifestScan:
     manifests: dict[int, CompletionManifest] = field(default_factory=dict)  # only when asked for
     resumed_tasks: int = 0
     stage_times: dict[tuple[str, str], StageTime] = field(default_factory=dict)  # (stage, node) → summed
+    dropped: dict[str, int] = field(default_factory=dict)  # rows dropped, by step and rule
+    skipped: dict[str, int] = field(default_factory=dict)  # input records skipped, by kind (malformed lines)
 
     def merge(self, other: ManifestScan) -> None:
         self.shards |= other.shards
@@ -43,6 +45,8 @@ class ManifestScan:
         self.errors += other.errors
         self.resumed_tasks += other.resumed_tasks
         add_stage_times(self.stage_times, other.stage_times.values())
+        _add_counts(self.dropped, other.dropped)
+        _add_counts(self.skipped, other.skipped)
 
     def add(self, manifest: CompletionManifest, keep: bool) -> None:
         self.shards.add(manifest.shard_index)
@@ -53,6 +57,13 @@ class ManifestScan:
             self.durations.append(manifest.duration_s)
         self.resumed_tasks += manifest.resumed_tasks
         add_stage_times(self.stage_times, manifest.stages)
+        _add_counts(self.dropped, manifest.work.rows_dropped_by_stage)
+        _add_counts(self.skipped, manifest.work.records_skipped)
+
+
+def _add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
+    for name, count in counts.items():
+        into[name] = into.get(name, 0) + count
 
 
 def manifest_problem(manifest: CompletionManifest, run: RunConfig) -> str | None:

@@ -62,6 +62,8 @@ class RunStatus:
     request_id: str | None = None
     options: dict[str, OptionValue] = field(default_factory=dict)
     stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
+    dropped: dict[str, int] = field(default_factory=dict)  # the first phase's drops by step and rule
+    records_skipped: dict[str, int] = field(default_factory=dict)  # input records skipped (malformed lines)
     submitted: bool = True  # queued by submit or retry --submit, so resubmitted the same way; False: run by hand
 
     @property
@@ -102,6 +104,30 @@ class RunStatus:
     def all_complete(self) -> bool:
         return all(state.is_complete for state in self.phases)
 
+    @property
+    def last_writer(self) -> PhaseState:
+        """The phase whose files are the run's output: the first, or the last that rewrites
+        what the one before it wrote (dedup's removal, the quality selection)."""
+        return [state for state in self.phases if state is self.phases[0] or state.phase.output_staged][-1]
+
+    @property
+    def final_rows_out(self) -> int | None:
+        """Rows in the run's output after every phase that rewrites it; None until that phase is complete."""
+        writer = self.last_writer
+        if writer is self.phases[0]:
+            return self.totals.rows_out
+        return getattr(writer.totals(), "rows_out", None) if writer.is_complete else None
+
+    def dropped_by_step(self) -> dict[str, int]:
+        """Documents dropped, by step and rule, in the complete elements: the first phase's
+        filters (``<stage>.<rule>``), then each phase that rewrites the output (``<phase>.removed``)."""
+        dropped = dict(self.dropped)
+        for state in self.later_phases:
+            removed = getattr(state.totals(), "removed", 0) if state.phase.output_staged else 0
+            if removed:
+                dropped[f"{state.name}.removed"] = removed
+        return {step: count for step, count in sorted(dropped.items(), key=lambda item: -item[1]) if count}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "checkpoint_path": str(self.checkpoint),
@@ -123,6 +149,9 @@ class RunStatus:
                 for a in self.failed_attempts
             ],
             "totals": self.totals.to_json(),
+            "final_rows_out": self.final_rows_out,
+            "dropped": self.dropped_by_step(),
+            "records_skipped": self.records_skipped,
             "partial": {str(shard): {"tasks_done": done, "tasks": total, "attempts": attempts}
                         for shard, (done, total, attempts) in sorted(self.partial.items())},
             "resumed_tasks": self.resumed_tasks,
@@ -192,6 +221,8 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
     )
     return RunStatus(
         submitted=layout.submissions_file.is_file(),
+        dropped=scan.dropped,
+        records_skipped=scan.skipped,
         checkpoint=layout.root,
         shards=run.shards,
         source_task_count=run.source_task_count,

@@ -8,7 +8,6 @@ omission. The only markup that enters from Python is the charts' SVG, marked saf
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -80,15 +79,14 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
     states = shard_states(status)
     manifests = list(status.manifests.values())
     durations = [m.duration_s for m in manifests if m.duration_s is not None]
-    dropped: Counter[str] = Counter()
-    for manifest in manifests:
-        dropped.update(manifest.work.rows_dropped_by_stage)
-    rows_in, rows_out = status.totals.rows_in, status.totals.rows_out
+    dropped = status.dropped_by_step()
+    rows_in = status.totals.rows_in
+    rows_out = status.final_rows_out if status.final_rows_out is not None else status.totals.rows_out
     grid = charts.shard_grid(states, list(status.shards))
     svg = {
         "grid": charts.grid_chart(grid),
         "durations": charts.duration_chart(durations),
-        "rows": charts.rows_chart(rows_in, rows_out, dict(dropped.most_common())),
+        "rows": charts.rows_chart(rows_in, rows_out, dropped),
         "throughput": charts.throughput_chart(*charts.throughput_series(manifests)),
     }
     histograms = {histogram.title: Markup(charts.histogram_chart(histogram))  # matplotlib's own SVG output

@@ -159,7 +159,10 @@ def _record_result(result: Task, failures: list[FailedTask], written: list[Writt
         return 0
     if isinstance(result, WrittenFiles):
         written.append(result)
-        logger.info("task %s: %d rows written to %s", result.task_id, result.rows_written, ", ".join(result.files))
+        skipped = "".join(f", {count} {reason.replace('_', ' ')} skipped" for reason, count in sorted(result.counters.skipped.items())
+                          if count)
+        logger.info("task %s: %d rows written to %s%s", result.task_id, result.rows_written, ", ".join(result.files),
+                    skipped)
         return 0
     return 1
 

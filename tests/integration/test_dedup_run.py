@@ -190,3 +190,28 @@ def test_the_report_shows_each_phase_and_the_cluster_sizes(corpus, one_shard, tm
     html = page.read_text()
     assert "Later phases" in html and "Duplicate clusters by size" in html
     assert f"removed {len(planted.original_of)}" in html and "<td>removal</td><td>1/1</td>" in html
+
+
+def test_status_shows_the_final_figures_and_every_drop(corpus, tmp_path):
+    """The headline rows out is the output's own count after dedup, the drops by step include
+    the dedup removals and add up, and skipped malformed lines are counted in the task's log
+    line and in status."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    for path in sorted(corpus[0].iterdir()):
+        (inputs / path.name).write_bytes(path.read_bytes())
+    first = sorted(inputs.iterdir())[0]
+    first.write_text(first.read_text() + "{not json\n")
+    out = tmp_path / "out"
+    result = run(inputs, out, "--dedup", "fuzzy", "--min-words", "20", "--malformed", "skip")
+    assert "1 malformed lines skipped" in result.stderr
+    records = read_records(out)
+    status = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
+    assert status["final_rows_out"] == len(records)
+    dropped = status["dropped"]
+    assert dropped.get("removal.removed") and all(count > 0 for count in dropped.values()), dropped
+    assert status["totals"]["rows_in"] - sum(dropped.values()) == len(records), "the figures add up"
+    assert status["records_skipped"] == {"malformed_lines": 1}
+    text = curator("status", "--checkpoint-path", str(out)).stdout
+    assert f"{len(records):,} rows out after removal" in text
+    assert f"removal.removed {dropped['removal.removed']:,}" in text and "skipped      1 malformed lines" in text

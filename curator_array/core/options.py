@@ -116,6 +116,7 @@ class RunOption:
     flag_name: str | None = None  # the flag without its dashes, when not the name's
     variable_name: str | None = None  # a variable that is not the flag's: another tool's (RAY_ADDRESS)
     old_variables: tuple[str, ...] = ()  # names it had before the naming rule: still read, with a warning
+    pipelines: tuple[str, ...] = ()  # the built-in pipelines that use it ("default" for read, filters, write); () all
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

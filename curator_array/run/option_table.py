@@ -41,6 +41,10 @@ def field_default(name: str) -> Any:
     raise KeyError(name)
 
 
+DEFAULT_PIPELINE = "default"  # read, the filters below, write: what runs without --pipeline
+WEB = ("commoncrawl", "fineweb")
+
+
 def _with_field_defaults(*rows: RunOption) -> tuple[RunOption, ...]:
     return tuple(replace(row, default=field_default(row.name)) for row in rows)
 
@@ -87,20 +91,23 @@ AFTER_FILTER_OPTIONS = _with_field_defaults(
               "downloads", minimum=0, minimum_open=True),
     # web text (--pipeline commoncrawl, fineweb)
     RunOption("languages", "commoncrawl, fineweb: keep documents in these languages, e.g. en,de,ja.", "list",
-              "web", default_text=f"all for commoncrawl, {','.join(defaults.FINEWEB_LANGUAGES)} for fineweb"),
+              "web", pipelines=WEB, default_text=f"all for commoncrawl, {','.join(defaults.FINEWEB_LANGUAGES)} for fineweb"),
     RunOption("min_language_score", "commoncrawl, fineweb: drop documents whose language score is lower.", "float",
-              "web", minimum=0, maximum=1, default_text=f"0 for commoncrawl, {defaults.FINEWEB_MIN_SCORE} for fineweb"),
+              "web", pipelines=WEB, minimum=0, maximum=1, default_text=f"0 for commoncrawl, {defaults.FINEWEB_MIN_SCORE} for fineweb"),
     RunOption("language_model", "fineweb: a fastText language-ID model file (lid.176.bin, GlotLID) instead of the "
-              "bundled lid.176.ftz; checked, and copied into the checkpoint, at submit.", "file", "web"),
+              "bundled lid.176.ftz; checked, and copied into the checkpoint, at submit.", "file", "web",
+              pipelines=("fineweb",)),
     RunOption("extractor", "commoncrawl: HTML → main text extractor (fineweb: trafilatura with FineWeb's settings).",
-              "choice", "web", choices=defaults.EXTRACTORS, old_variables=("HTML_EXTRACTOR",)),
+              "choice", "web", choices=defaults.EXTRACTORS, old_variables=("HTML_EXTRACTOR",),
+              pipelines=("commoncrawl",)),
     RunOption("extract_timeout", "Seconds a page may take to extract, in a child process that a page which hangs or "
               "crashes the extractor cannot stall or kill; such pages are dropped and counted.", "float", "web",
+              pipelines=WEB,
               minimum=0, minimum_open=True, default_text="1 for fineweb; none (in process) for commoncrawl"),
     RunOption("quality_settings", "commoncrawl, fineweb: a TOML file of quality-filter settings per language, on "
-              "top of the built-in table (docs/filters.md).", "file", "web"),
+              "top of the built-in table (docs/filters.md).", "file", "web", pipelines=WEB),
     RunOption("url_blocklist", "fineweb: a site's own block list on top of FineWeb's, one domain or URL a line; "
-              "repeatable; copied into the checkpoint at submit.", "files", "web"),
+              "repeatable; copied into the checkpoint at submit.", "files", "web", pipelines=("fineweb",)),
     RunOption("records_per_batch", "WARC input: records per part (a reader's memory grows with this, not the file).",
               "int", "web", minimum=1),
 )
@@ -158,7 +165,18 @@ EXECUTION_OPTIONS = _with_field_defaults(
 def run_options() -> tuple[RunOption, ...]:
     """Every option of ``run``, in the order ``--help`` shows them: the run's own, the
     default pipeline's filters', the phases', then how this start runs."""
-    return (*INPUT_OPTIONS, *FILTERS.options(), *AFTER_FILTER_OPTIONS, *PHASES.options(), *EXECUTION_OPTIONS)
+    filters = tuple(replace(option, pipelines=(DEFAULT_PIPELINE,)) for option in FILTERS.options())
+    return (*INPUT_OPTIONS, *filters, *AFTER_FILTER_OPTIONS, *PHASES.options(), *EXECUTION_OPTIONS)
+
+
+def unused_options(pipeline_ref: str | None, given: set[str]) -> tuple[str, list[RunOption]]:
+    """The pipeline's name and the options among ``given`` that it does not use. A pipeline
+    of the user's own (MODULE:FUNCTION) may use any of them."""
+    pipeline = pipeline_ref or DEFAULT_PIPELINE
+    if pipeline not in (DEFAULT_PIPELINE, *BUILT_IN_PIPELINES):
+        return pipeline, []
+    return pipeline, [option for option in run_options()
+                      if option.pipelines and pipeline not in option.pipelines and option.name in given]
 
 
 def option_named(name: str) -> RunOption:

@@ -34,7 +34,7 @@ FLAG, SITE, ENVIRONMENT, DEFAULT = "flag", "site [env]", "environment", "default
 RUN, START = "run", "start"
 
 OptionValues = dict[str, OptionValue]
-_WARNED: set[str] = set()  # old variable names already warned about in this process
+_WARNED: set = set()  # old variable names, and unused options, already warned about in this process
 
 
 @dataclass(frozen=True)
@@ -119,13 +119,34 @@ def own_sources(flags: Mapping[str, Any], environment: Mapping[str, str], site_e
     return [Flags(flags), *site, Variables.of_environment(environment), Defaults()]
 
 
+def refuse_unused(chosen: OptionValues) -> OptionValues:
+    """An option the chosen pipeline does not use: refused when given as a flag (it would
+    change nothing), one warning when it comes from a variable (a site may set it for all)."""
+    from .option_table import DEFAULT_PIPELINE, unused_options
+
+    pipeline, unused = unused_options(chosen["pipeline_ref"].value,
+                                      {name for name, value in chosen.items() if value.source != DEFAULT})
+    shown = "the default pipeline" if pipeline == DEFAULT_PIPELINE else f"--pipeline {pipeline}"
+    for option in unused:
+        given = chosen[option.name]
+        users = ", ".join("the default pipeline" if p == DEFAULT_PIPELINE else p for p in option.pipelines)
+        message = f"{option.flag} does nothing with {shown} (it is for {users})"
+        if given.source == FLAG:
+            raise ConfigError(f"{message}: leave it out")
+        if (option.name, pipeline) not in _WARNED:
+            _WARNED.add((option.name, pipeline))
+            logger.warning("%s=%s from %s: %s; ignored", option.variable, option.show(given.value), given.source,
+                           message)
+    return chosen
+
+
 def options_for_start(flags: Mapping[str, Any], environment: Mapping[str, str]) -> OptionValues:
     """What this start runs: its own flags and variables, or, with ``--request``, the pinned request."""
     sources = own_sources(flags, environment)
     own = resolve(sources)
     request_id = own["request"].value
     if not request_id:
-        return own
+        return refuse_unused(own)
     checkpoint = own["checkpoint_path"].value or own["output_dir"].value
     if not checkpoint:
         raise ConfigError("--request needs the run's checkpoint: give --checkpoint-path (or CHECKPOINT_PATH)")

@@ -45,7 +45,9 @@ WAYS = ("submit flag", "submit variable", "site env", "sbatch variable")
 NOT_GIVEN = {"cluster", "request"}
 IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/opt/curator-array/venv",
              "CURATOR_ARRAY_PYTHON": "/opt/curator-array/venv/bin/python", "RAY_USAGE_STATS_ENABLED": "0"}
-TEXT_VALUES = {"text_field": "body", "pipeline_ref": "commoncrawl", "node_ip": "10.9.8.7",
+# The commoncrawl builder by reference: a pipeline of one's own may use every option (a built-in
+# pipeline refuses the ones it does not use).
+TEXT_VALUES = {"text_field": "body", "pipeline_ref": "curator_array.pipelines.commoncrawl:build", "node_ip": "10.9.8.7",
                "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "phase": "curation", "eos_token": "<|endoftext|>",
                "dedup_language": "de", "quality_label": "__label__en", "quality_threshold": ("lid=0.25",),
                "keep_top_fraction": ("lid=0.5",)}

@@ -214,3 +214,26 @@ def test_retry_starts_from_the_pinned_options_with_its_flags_on_top(tmp_path):
     assert settings["min_words"].value == 5, "the run carries its options; the retry's environment does not change them"
     assert (settings["stall_timeout"].value, settings["stall_timeout"].source) == (600.0, FLAG)
     assert settings["output_dir"].value == "/out"
+
+
+def test_an_option_the_pipeline_does_not_use_is_refused_as_a_flag_and_warned_about_as_a_variable(caplog):
+    from curator_array.run import precedence
+    from curator_array.run.precedence import options_for_start
+
+    precedence._WARNED.clear()
+    with pytest.raises(ConfigError, match=re.escape(
+            "--languages does nothing with the default pipeline (it is for commoncrawl, fineweb): leave it out")):
+        options_for_start({"languages": ("en",)}, {})
+    with pytest.raises(ConfigError, match=re.escape("--min-words does nothing with --pipeline fineweb (it is for the "
+                                                    "default pipeline)")):
+        options_for_start({"pipeline_ref": "fineweb", "min_words": 5}, {})
+    with pytest.raises(ConfigError, match="--language-model does nothing with --pipeline commoncrawl .it is for fineweb"):
+        options_for_start({"pipeline_ref": "commoncrawl", "language_model": __file__}, {})
+    chosen = options_for_start({}, {"LANGUAGES": "en", "OUTPUT_DIR": "/tmp/x"})
+    assert chosen["languages"].value == ("en",)
+    assert [r.getMessage() for r in caplog.records if "does nothing" in r.getMessage()] == [
+        "LANGUAGES=en from environment: --languages does nothing with the default pipeline (it is for commoncrawl, "
+        "fineweb); ignored"]
+    own = options_for_start({"pipeline_ref": "curator_array.pipelines.fineweb:build", "min_words": 5}, {})
+    assert own["min_words"].value == 5, "a pipeline of one's own may use any option"
+    assert options_for_start({"pipeline_ref": "commoncrawl", "languages": ("en",)}, {})["languages"].value == ("en",)

@@ -49,6 +49,7 @@ RENDEZVOUS_DIR = ".ray_rendezvous"
 TASK_RECORDS_DIR = ".task_records"
 PROFILES_DIR = ".profiles"
 ARCHIVE_DIR = ".archived_runs"
+REMOVED_DIR = ".removed"  # under the output dir: the documents the steps dropped (--keep-removed)
 PHASES_DIR = ".phases"
 PINNED_FILES_DIR = "pinned_files"
 RUN_FILE = "run.json"

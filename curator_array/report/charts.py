@@ -52,6 +52,19 @@ def _svg(figure) -> str:
     return text[text.index("<svg"):]
 
 
+def _no_data(axes) -> None:
+    """An empty chart says so instead of drawing axes with nothing on them."""
+    axes.set_axis_off()
+    axes.text(0.5, 0.5, "no data yet", ha="center", va="center", transform=axes.transAxes, color="#78909c")
+
+
+def _whole_numbers(axis) -> None:
+    """Counts get whole-number ticks (no 0.5 shards)."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
 def _timestamp(value: str | None) -> float | None:
     try:
         return datetime.fromisoformat(str(value)).timestamp()
@@ -98,10 +111,13 @@ def grid_chart(grid: Grid) -> str:
 def duration_chart(durations: list[float]) -> str:
     figure = _figure(6, 2.8)
     axes = figure.add_subplot()
-    if durations:
-        axes.hist(durations, bins=min(40, max(5, int(math.sqrt(len(durations))))), color="#546e7a")
+    if not durations:
+        _no_data(axes)
+        return _svg(figure)
+    axes.hist(durations, bins=min(40, max(5, int(math.sqrt(len(durations))))), color="#546e7a")
     axes.set_xlabel("shard duration (s)")
     axes.set_ylabel("shards")
+    _whole_numbers(axes.yaxis)
     return _svg(figure)
 
 
@@ -110,10 +126,14 @@ def rows_chart(rows_in: int, rows_out: int, dropped: dict[str, int]) -> str:
     values = [rows_in, rows_out, *dropped.values()]
     figure = _figure(6, max(2.2, 0.6 + 0.3 * len(labels)))
     axes = figure.add_subplot()
+    if not rows_in:
+        _no_data(axes)
+        return _svg(figure)
     colors = ["#546e7a", "#2e7d32", *["#ef6c00"] * len(dropped)]
     bars = axes.barh(labels[::-1], values[::-1], color=colors[::-1])
     axes.bar_label(bars, labels=[f"{v:,}" for v in values[::-1]], fontsize=7, padding=2)
     axes.set_xlabel("rows")
+    _whole_numbers(axes.xaxis)
     axes.tick_params(axis="y", labelsize=8)
     return _svg(figure)
 
@@ -122,10 +142,12 @@ def histogram_chart(histogram: Histogram) -> str:
     """How many things have each size (a phase's histogram: duplicate clusters by size, say)."""
     figure = _figure(6, 2.8)
     axes = figure.add_subplot()
-    if histogram.values:
-        ordered = sorted(histogram.values.items())
-        axes.bar([str(size) for size, _ in ordered], [count for _, count in ordered], color="#546e7a")
-        axes.set_yscale("log")
+    if not histogram.values:
+        _no_data(axes)
+        return _svg(figure)
+    ordered = sorted(histogram.values.items())
+    axes.bar([str(size) for size, _ in ordered], [count for _, count in ordered], color="#546e7a")
+    axes.set_yscale("log")
     axes.set_xlabel(histogram.size_label)
     axes.set_ylabel(histogram.count_label)
     return _svg(figure)
@@ -162,10 +184,12 @@ def throughput_series(manifests: Iterable[CompletionManifest]) -> tuple[list[flo
 def throughput_chart(times: list[float], series: dict[str, list[float]]) -> str:
     figure = _figure(9, 3)
     axes = figure.add_subplot()
+    if not series:
+        _no_data(axes)
+        return _svg(figure)
     for node, values in series.items():
         axes.plot(times, values, label=node, linewidth=1.2)
     axes.set_xlabel("seconds since the first shard started")
     axes.set_ylabel("rows/s")
-    if series:
-        axes.legend(fontsize=7, ncol=min(4, len(series)), frameon=False)
+    axes.legend(fontsize=7, ncol=min(4, len(series)), frameon=False)
     return _svg(figure)

@@ -16,7 +16,7 @@ from markupsafe import Markup
 from ..core.arrays import format_array_expression
 from ..core.atomic import write_bytes_atomic
 from ..core.counts import Histogram, show_figure
-from ..core.layout import CheckpointLayout
+from ..core.layout import REMOVED_DIR, CheckpointLayout
 from ..core.phase import PlannedPhase
 from ..core.phase_states import blocked_by, earliest_incomplete
 from ..core.records.run import OptionValue
@@ -104,10 +104,21 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         request_id=status.request_id, options=option_rows(status.options),
         partial=sorted(status.partial.items())[:FAILURE_ROWS], partial_count=len(status.partial),
         resumed_tasks=status.resumed_tasks, finished_tasks=status.totals.source_tasks,
-        phases=phase_rows(status), stage_rows=stage_rows(status), histograms=histograms, tokens=status.totals.tokens,
+        phases=phase_rows(status), stage_rows=stage_rows(status), histograms=histograms,
+        tokens=status.totals.tokens if status.last_writer is status.phases[0] else 0,
+        rewritten_by=None if status.last_writer is status.phases[0] else status.last_writer.name,
+        removed_dir=removed_dir(status), records_skipped={reason.replace("_", " "): count for reason, count
+                                                          in status.records_skipped.items() if count},
         breakdowns={title: {name: show_figure(value) for name, value in values.items()}
                     for state in status.later_phases for title, values in state.totals().breakdowns().items() if values},
     )
+
+
+def removed_dir(status: RunStatus) -> str | None:
+    """Where the dropped documents are kept (``--keep-removed``), when the run kept them."""
+    chosen = status.options.get("output_dir")
+    directory = Path(chosen.value) / REMOVED_DIR if chosen is not None and chosen.value else None
+    return directory.resolve().as_uri() if directory is not None and directory.is_dir() else None
 
 
 def write_report(layout: CheckpointLayout, output: Path, plan_of: Callable[[RunConfig], list[PlannedPhase]],

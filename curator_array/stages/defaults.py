@@ -7,6 +7,8 @@ option table (``run.option_table``) shows them in ``--help`` before pyarrow is i
 import sys
 from pathlib import Path
 
+from ..core import layout
+
 # A per-node Ray resource on clusters curator-array starts; each download worker takes one.
 DOWNLOAD_SLOT = "curator_download_slot"
 DOWNLOAD_WORKERS_PER_NODE = 2
@@ -32,4 +34,4 @@ FINEWEB_LANGUAGES = ("en",)
 FINEWEB_MIN_SCORE = 0.65
 
 # Where the documents a filter dropped go, under the output dir (--keep-removed).
-REMOVED_DIR = ".removed"
+REMOVED_DIR = layout.REMOVED_DIR

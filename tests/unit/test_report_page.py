@@ -63,3 +63,38 @@ def test_without_matplotlib_the_report_names_the_extra_to_install(tmp_path):
     assert done.stderr.strip() == ("curator-array: error: curator-array report draws its charts with matplotlib: "
                                    "pip install 'curator-array[report]'")
     assert not (tmp_path / "r.html").exists()
+
+
+def test_empty_charts_say_so_and_counts_get_whole_number_ticks():
+    """A chart with nothing to show draws no axes; a count axis has no 0.5 ticks."""
+    import pytest
+
+    pytest.importorskip("matplotlib")
+    from curator_array.core.counts import Histogram
+    from curator_array.report import charts
+
+    empty = [charts.duration_chart([]), charts.rows_chart(0, 0, {}), charts.throughput_chart([], {}),
+             charts.histogram_chart(Histogram({}, "sizes", "size", "count"))]
+    assert all('id="xtick_1"' not in svg for svg in empty), "no axes without data"
+    assert 'id="xtick_1"' in charts.duration_chart([1.0, 2.0, 2.5])
+    few = charts.rows_chart(3, 2, {"word_count": 1})
+    assert 2 <= few.count('id="xtick_') <= 5, "ticks at 0, 1, 2, 3 rather than every half row"
+    shards = charts.duration_chart([1.0, 1.1])
+    assert shards.count('id="ytick_') <= 4, "ticks at whole shards"
+
+
+def test_the_report_links_to_the_dropped_documents_and_counts_skipped_records(tmp_path):
+    from curator_array.core.records.run import OptionValue, PinnedRequest
+
+    out = tmp_path / "out"
+    layout = CheckpointLayout(out)
+    layout.completion_dir.mkdir(parents=True)
+    (out / ".removed" / "word_count").mkdir(parents=True)
+    request = PinnedRequest({"output_dir": OptionValue(str(out), "flag")})
+    request_id = request.write(layout)
+    layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 1, "request": request_id}))
+    CompletionManifest.of(ShardConfig(0, 1), work=ShardWork(rows_in=5, rows_out=3, rows_dropped_by_stage={
+        "word_count": 2, "non_empty_text": 0}, records_skipped={"malformed_lines": 4})).write(layout)
+    page = write_report(layout, tmp_path / "report.html", PHASES.plan_of).read_text()
+    assert f'href="{(out / ".removed").as_uri()}"' in page
+    assert "Input records skipped (--malformed skip): 4 malformed lines." in page

@@ -38,7 +38,7 @@ def planted_pages(banned_word: str) -> tuple[list[Page], dict[str, str | None]]:
         "url_filter.hard_blacklisted")
     add("https://news.blocked-by-site.com/a", html_page(TITLES["en"], ARTICLES["en"]), "url_filter.domain")
     add("https://rivers.example/huge", slow_page(), "html_extract.timeout")
-    add("https://rivers.example/es", html_page(TITLES["es"], ARTICLES["es"], "es"), "language.below_threshold")
+    add("https://rivers.example/es", html_page(TITLES["es"], ARTICLES["es"], "es"), "language.not_kept")
     add("https://rivers.example/spam", html_page("Flights", ["Cheap flights to every city, book cheap flights."] * 30),
         "gopher_repetition")
     lorem = [*ARTICLES["en"][:6], "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor."]

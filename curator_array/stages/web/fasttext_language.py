@@ -112,5 +112,8 @@ class FastTextLanguageFilter(FilterStage):
         found = [self._classify(t) if t else ("und", 0.0, False) for t in text.to_pylist()]
         table = table.append_column(LANGUAGE_FIELD, pa.array([code for code, _, _ in found], pa.string()))
         table = table.append_column(LANGUAGE_SCORE_FIELD, pa.array([s for _, s, _ in found], pa.float64()))
-        return table, {"below_threshold": pa.array([wanted for _, _, wanted in found])}
+        # Named as --pipeline commoncrawl names its language drops: not in a wanted language, or
+        # in one but not sure enough.
+        in_language = [wanted or not self.languages or best in self.languages for best, _, wanted in found]
+        return table, {"not_kept": pa.array(in_language), "low_score": pa.array([wanted for _, _, wanted in found])}
 

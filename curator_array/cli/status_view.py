@@ -108,6 +108,8 @@ def format_status(status: RunStatus) -> str:
     if skipped:
         lines.append("skipped      " + ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in
                                               skipped.items()) + " (--malformed skip)")
+    for index, amendment in enumerate(status.amendments):
+        lines.append(("amended      " if index == 0 else "             ") + amendment.describe())
     if status.request_id:
         chosen = option_lines(status.options)
         lines.append(f"options      {len(chosen)} set, the rest default (request {status.request_id}):")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from .amendments import amended_pipeline, only_the_policy_differs, read_amendments
 from .atomic import create_bytes_exclusive, dump_json, fsync_directory, write_bytes_atomic
 from .errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
 from .fingerprint import describe_changes
@@ -232,11 +233,14 @@ def check_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: dict
     """Refuse a pipeline other than the run's, naming every changed value."""
     if existing.pipeline is None:
         return
-    changes = describe_changes(existing.pipeline, pipeline)
+    pinned = amended_pipeline(existing.pipeline, read_amendments(layout))
+    changes = describe_changes(pinned, pipeline)
     if changes:
+        repair = ("--repair changes it for the tasks that have not finished, " if only_the_policy_differs(pinned, pipeline)
+                  else "")
         raise CheckpointMismatchError(
             f"checkpoint {layout.root} belongs to a run with another pipeline ({'; '.join(changes)}): "
-            "run the original pipeline, start a new logical run with --new-run (it archives this run's "
+            f"{repair}run the original pipeline, start a new logical run with --new-run (it archives this run's "
             "records and outputs), or use a new checkpoint path"
         )
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .amendments import Amendment, read_amendments
 from .arrays import format_array_expression
 from .checkpoint import find_attempt_records, scan_completion_manifests
 from .layout import CheckpointLayout
@@ -64,6 +65,7 @@ class RunStatus:
     stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
     dropped: dict[str, int] = field(default_factory=dict)  # the first phase's drops by step and rule
     records_skipped: dict[str, int] = field(default_factory=dict)  # input records skipped (malformed lines)
+    amendments: list[Amendment] = field(default_factory=list)  # repairs, oldest first (--repair)
     submitted: bool = True  # queued by submit or retry --submit, so resubmitted the same way; False: run by hand
 
     @property
@@ -152,6 +154,7 @@ class RunStatus:
             "final_rows_out": self.final_rows_out,
             "dropped": self.dropped_by_step(),
             "records_skipped": self.records_skipped,
+            "amendments": [amendment.to_json() for amendment in self.amendments],
             "partial": {str(shard): {"tasks_done": done, "tasks": total, "attempts": attempts}
                         for shard, (done, total, attempts) in sorted(self.partial.items())},
             "resumed_tasks": self.resumed_tasks,
@@ -221,6 +224,7 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
     )
     return RunStatus(
         submitted=layout.submissions_file.is_file(),
+        amendments=read_amendments(layout),
         dropped=scan.dropped,
         records_skipped=scan.skipped,
         checkpoint=layout.root,

@@ -107,7 +107,7 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         phases=phase_rows(status), stage_rows=stage_rows(status), histograms=histograms,
         tokens=status.totals.tokens if status.last_writer is status.phases[0] else 0,
         rewritten_by=None if status.last_writer is status.phases[0] else status.last_writer.name,
-        removed_dir=removed_dir(status), records_skipped={reason.replace("_", " "): count for reason, count
+        removed_dir=removed_dir(status), amendments=[amendment.describe() for amendment in status.amendments], records_skipped={reason.replace("_", " "): count for reason, count
                                                           in status.records_skipped.items() if count},
         breakdowns={title: {name: show_figure(value) for name, value in values.items()}
                     for state in status.later_phases for title, values in state.totals().breakdowns().items() if values},

@@ -157,6 +157,9 @@ EXECUTION_OPTIONS = _with_field_defaults(
     RunOption("blocklists_dir", "fineweb: where FineWeb's URL block lists are installed (`python -m "
               "curator_array.stages.web.url_lists DIR` installs them there).", "path", "host",
               default_text="the venv's share/curator-array/url-lists", variable_name="CURATOR_ARRAY_URL_LISTS"),
+    RunOption("repair", "Repair the tasks that have not finished: accept their mended input files and a new "
+              "--malformed policy, record the change in the run (status shows it), keep every finished task. A "
+              "finished task's input and the filters still cannot change.", "flag"),
     RunOption("allocator", "The allocator of the helper processes that extract pages and tokenize: mimalloc (a "
               "quarter to a third faster) or the system's.", "choice", "host", choices=ALLOCATORS),
 )

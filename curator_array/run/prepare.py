@@ -15,6 +15,17 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.amendments import (
+    INPUT,
+    MALFORMED,
+    Amendment,
+    amended_files,
+    amended_pipeline,
+    only_the_policy_differs,
+    read_amendments,
+    reader_policy,
+    write_amendment,
+)
 from ..core.checkpoint import manifest_exists
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
 from ..core.layout import CheckpointLayout
@@ -114,6 +125,50 @@ def _changed_tree(frozen: Listing, walked: Listing) -> CheckpointMismatchError:
     )
 
 
+def amend_policy(layout: CheckpointLayout, wanted: dict) -> None:
+    """With --repair: a new malformed-record policy for the tasks that have not finished,
+    recorded as an amendment (the only change to the pipeline a repair may make)."""
+    if not layout.run_file.is_file():
+        return
+    pinned = read_run_config(layout).pipeline
+    if pinned is None:
+        return
+    current = amended_pipeline(pinned, read_amendments(layout))
+    if only_the_policy_differs(current, wanted):
+        amendment = write_amendment(layout, Amendment(MALFORMED, malformed=reader_policy(wanted),
+                                                      before=reader_policy(current)))
+        logger.warning("repair: %s", amendment.describe())
+
+
+def _check_inputs(pipeline: Pipeline, layout: CheckpointLayout, shard: ShardConfig, run: RunConfig, rows,
+                  tasks: list[Task], repair: bool) -> None:
+    """This shard's input files as the run recorded them (its listing, then its amendments);
+    with --repair, a changed file of a task that has not finished is accepted and recorded."""
+    root = Path(pipeline.source.input_dir)
+    paths = [str(root / p) for p in rows.column("path").to_pylist()]
+    amended = amended_files(read_amendments(layout))
+    recorded = [(path, *amended.get(path, (size, mtime))) for path, size, mtime in zip(
+        paths, rows.column("size").to_pylist(), rows.column("mtime_ns").to_pylist())]
+    changed = listings.changed_files(recorded)
+    if not changed:
+        return
+    task_of = dict(zip(paths, rows.column("task_id").to_pylist()))
+    finished = (set(task_of.values()) if manifest_exists(layout, shard.shard_index)
+                else set(finished_earlier(layout, shard, run, pipeline, tasks)))
+    blocked = [c for c in changed if c.now is None or task_of[c.path] in finished]
+    if not repair or blocked:
+        if blocked and repair:
+            raise CheckpointMismatchError(
+                f"--repair mends only tasks that have not finished: {blocked[0].why}"
+                + (" belongs to a finished task" if blocked[0].now is not None else "")
+                + ": restore it, or start a new logical run (--new-run)")
+        raise listings.changed_error(changed, repairable=not blocked)
+    amendment = write_amendment(layout, Amendment(
+        INPUT, shard_index=shard.shard_index, tasks=tuple(sorted({task_of[c.path] for c in changed})),
+        files={c.path: c.now for c in changed}))
+    logger.warning("repair: %s", amendment.describe())
+
+
 def save_request(layout: CheckpointLayout, request: PinnedRequest | None) -> str | None:
     """Write the start's run options into the checkpoint; their id, for run.json to pin."""
     if request is None:
@@ -178,17 +233,17 @@ def check_against_run(pipeline: Pipeline, layout: CheckpointLayout, shards: Shar
 
 def prepare_shard(
     pipeline: Pipeline, checkpoint_path: str | Path, shard: ShardConfig | None, force: bool = False,
-    relist: bool = False, request: PinnedRequest | None = None,
+    relist: bool = False, request: PinnedRequest | None = None, repair: bool = False,
 ) -> PreparedShard:
     shard = shard or ShardConfig.single()
     layout = CheckpointLayout(checkpoint_path)
+    if repair:
+        amend_policy(layout, pipeline.fingerprint())
     if freezable(pipeline):
         frozen, run = frozen_listing(pipeline, layout, shard.range, relist, request)
         rows = frozen.rows_of(shard)
-        root = Path(pipeline.source.input_dir)
-        listings.check_unchanged([(str(root / p), size, mtime) for p, size, mtime in zip(
-            rows.column("path").to_pylist(), rows.column("size").to_pylist(), rows.column("mtime_ns").to_pylist())])
         mine = pipeline.source.tasks_from(rows)
+        _check_inputs(pipeline, layout, shard, run, rows, mine, repair)
         total = run.source_task_count if run.source_task_count is not None else len(frozen.task_ids())
         input_bytes = int(sum(rows.column("size").to_pylist()))
     else:

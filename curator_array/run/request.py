@@ -42,6 +42,7 @@ class RunRequest:
     force: bool = False
     new_run: bool = False
     relist: bool = False
+    repair: bool = False  # accept mended inputs and a new malformed-record policy for unfinished tasks
     ray_address: str | None = None
     num_cpus: int | None = None
     object_store_memory: int | None = None

@@ -177,14 +177,16 @@ def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
     pipeline = request.build_pipeline(phases)
     options = request.pinned
     try:
-        return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist, options)
+        return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist, options,
+                             request.repair)
     except CheckpointMismatchError as exc:
         if not request.new_run:
             raise
         archive = archive_run(request.layout, Path(request.options.output_dir), kept=(DOWNLOADS_DIR,))
         logger.warning("a new logical run starts (%s); the previous run's records and outputs are in %s", exc,
                        archive)
-    return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request=options)
+    return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request=options,
+                         repair=request.repair)
 
 
 class _AttemptErrors:

@@ -204,6 +204,10 @@ def plan_retry_submit(layout: CheckpointLayout, flags: Mapping[str, Any], states
     request = request_of(with_files_in_checkpoint(retry_options(layout, flags, environment), layout,
                                                   copy=not dry_run))
     pipeline = request.build_pipeline(PHASES, refresh_crawls=True, save_crawls=not dry_run)
+    if request.repair and not dry_run:
+        from .prepare import amend_policy
+
+        amend_policy(layout, pipeline.fingerprint())
     check_pipeline(layout, read_run_config(layout), pipeline.fingerprint())
     if not force:
         refuse_while_queued(layout, "resubmit")

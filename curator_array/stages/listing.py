@@ -123,21 +123,38 @@ def validate(listing: Listing) -> None:
     validate_source_ids(listing.task_ids())
 
 
-def check_unchanged(files: list[tuple[str, int, int]]) -> None:
-    """Stat this element's own files against the frozen listing (cheap: a few per element)."""
+@dataclass(frozen=True)
+class ChangedFile:
+    """An input file whose size or mtime is not what the run recorded; ``now`` is None when it is gone."""
+
+    path: str
+    why: str
+    now: tuple[int, int] | None
+
+
+def changed_files(files: list[tuple[str, int, int]]) -> list[ChangedFile]:
+    """Stat this element's own files against what the run recorded (cheap: a few per element)."""
     changed = []
     for path, size, mtime_ns in files:
         try:
             status = os.stat(path)
         except FileNotFoundError:
-            changed.append(f"{path} is gone")
+            changed.append(ChangedFile(path, f"{path} is gone", None))
             continue
         if (status.st_size, status.st_mtime_ns) != (size, mtime_ns):
-            changed.append(f"{path} (size {size} → {status.st_size})" if status.st_size != size
-                           else f"{path} (modified since the listing was frozen)")
-    if changed:
-        raise CheckpointMismatchError(
-            f"{len(changed)} input file(s) of this shard changed since the run froze its listing "
-            f"({'; '.join(changed[:3])}): restore them, or start a new logical run (--new-run, or a new "
-            "checkpoint path); `curator-array run --relist` compares the whole tree"
-        )
+            why = (f"{path} (size {size} → {status.st_size})" if status.st_size != size
+                   else f"{path} (modified since the listing was frozen)")
+            changed.append(ChangedFile(path, why, (status.st_size, status.st_mtime_ns)))
+    return changed
+
+
+def changed_error(changed: list[ChangedFile], repairable: bool) -> CheckpointMismatchError:
+    """The refusal of changed inputs; ``repairable``: every changed file belongs to a task that
+    has not finished, so --repair would accept them."""
+    advice = ("--repair accepts them: their tasks have not finished; or restore them" if repairable
+              else "restore them")
+    return CheckpointMismatchError(
+        f"{len(changed)} input file(s) of this shard changed since the run froze its listing "
+        f"({'; '.join(c.why for c in changed[:3])}): {advice}, or start a new logical run (--new-run, or a new "
+        "checkpoint path); `curator-array run --relist` compares the whole tree"
+    )

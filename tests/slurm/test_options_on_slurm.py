@@ -100,3 +100,33 @@ def test_variables_given_to_a_plain_sbatch_reach_the_element(apptainer_site, tmp
     german = [url for url, e in expected.items() if e["kept"] and e["language"] == "de"]
     assert german and sorted(r["url"] for r in written) == sorted(german), "LANGUAGES=de kept German pages only"
     assert {p.suffix for p in out.iterdir() if not p.name.startswith(".")} == {".parquet"}
+
+
+def test_a_bad_input_file_is_repaired_on_an_array_as_the_readme_says(apptainer_site, tmp_path):
+    """The README's row, for an array: a task fails on a malformed record; the file is fixed;
+    `retry --submit --site S -- --repair` runs only what is missing and records the repair."""
+    sites, env = apptainer_site
+    data, out = malformed_input(tmp_path / "in"), tmp_path / "out"
+    env = dict(env, INPUT_DIR=str(data), OUTPUT_DIR=str(out), **SMALL)
+    cli = [str(VENV / "curator-array")]
+    submitted = subprocess.run([*cli, "submit", "--site", "fake-apptainer", "--sites-dir", str(sites), "--total-shards",
+                                "2"], env=env, capture_output=True, text=True, cwd=tmp_path)
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.split()[0]
+    states = wait_for(job, 2)
+    assert sorted(states.values()) == ["COMPLETED", "FAILED"], log_of(tmp_path, job)
+    finished = {p.name: p.stat().st_mtime_ns for p in out.glob("*.jsonl")}
+    bad = data / "b.jsonl"
+    bad.write_text("".join(line + "\n" for line in bad.read_text().splitlines() if line != "{not json"))
+    retried = subprocess.run([*cli, "retry", "--checkpoint-path", str(out), "--submit", "--site", "fake-apptainer",
+                              "--sites-dir", str(sites), "--", "--repair"], env=env, capture_output=True, text=True,
+                             cwd=tmp_path)
+    assert retried.returncode == 0, retried.stderr
+    again = retried.stdout.split()[0]
+    assert set(wait_for(again, 1).values()) == {"COMPLETED"}, log_of(tmp_path, again)
+    assert {name: mtime for name, mtime in ((p.name, p.stat().st_mtime_ns) for p in out.glob("*.jsonl"))
+            if name in finished} == finished, "the finished shard's outputs are untouched"
+    assert sorted(r["id"] for r in read_records(out)) == sorted(f"d{i}" for i in range(12))
+    status = subprocess.run([*cli, "status", "--checkpoint-path", str(out)], env=env, capture_output=True,
+                            text=True).stdout
+    assert "input of 1 unfinished task(s)" in status and "(b.jsonl)" in status, status

@@ -1,0 +1,116 @@
+"""Repairs a user asked for (``--repair``), recorded: what changed in a run, for which tasks, when.
+
+A run freezes its listing and pins its pipeline, so that a retry cannot quietly compute
+something else. But a task that failed on a bad input file has produced nothing, and the
+documented fix (mend the file, or let the reader skip malformed records) must not cost the
+tasks that finished. An amendment records such a fix: the new size and mtime of input files
+whose tasks had not finished, or the reader's new malformed-record policy. The frozen
+listing and the pinned pipeline stay as they were; what a start checks its files and its
+pipeline against is them with the amendments applied, in the order they were made.
+
+Each amendment is one file under ``amendments/`` next to run.json, written atomically, so
+that elements of an array amending their own shards never write the same file.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from .atomic import dump_json, write_bytes_atomic
+from .layout import CheckpointLayout, utc_now
+from .records.base import RecordError, load_json
+
+INPUT, MALFORMED = "input", "malformed"
+
+
+@dataclass(frozen=True)
+class Amendment:
+    kind: str  # INPUT: input files of unfinished tasks changed; MALFORMED: the reader's policy changed
+    at: str = ""
+    shard_index: int | None = None  # the shard whose element amended its files (INPUT)
+    tasks: tuple[str, ...] = ()
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)  # path → (size, mtime_ns) now
+    malformed: str | None = None  # the policy from now on (MALFORMED)
+    before: str | None = None  # the policy until now (MALFORMED)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "at": self.at, "shard_index": self.shard_index, "tasks": list(self.tasks),
+                "files": {path: list(stat) for path, stat in self.files.items()}, "malformed": self.malformed,
+                "before": self.before}
+
+    @classmethod
+    def from_json(cls, payload: Any) -> Amendment:
+        if not isinstance(payload, dict) or payload.get("kind") not in (INPUT, MALFORMED):
+            raise RecordError("not an amendment")
+        files = payload.get("files") or {}
+        return cls(payload["kind"], str(payload.get("at") or ""), payload.get("shard_index"),
+                   tuple(payload.get("tasks") or ()), {str(p): (int(s[0]), int(s[1])) for p, s in files.items()},
+                   payload.get("malformed"), payload.get("before"))
+
+    def describe(self) -> str:
+        if self.kind == MALFORMED:
+            return f"{self.at}: malformed records {self.before} → {self.malformed} for the unfinished tasks"
+        names = ", ".join(sorted(os.path.basename(path) for path in self.files)[:3])
+        where = f" of shard {self.shard_index}" if self.shard_index is not None else ""
+        return f"{self.at}: input of {len(self.tasks)} unfinished task(s){where} changed ({names})"
+
+
+def amendments_dir(layout: CheckpointLayout):
+    return layout.completion_dir / "amendments"
+
+
+def write_amendment(layout: CheckpointLayout, amendment: Amendment) -> Amendment:
+    stamped = Amendment(**{**amendment.__dict__, "at": utc_now()})
+    directory = amendments_dir(layout)
+    directory.mkdir(parents=True, exist_ok=True)
+    name = f"{stamped.at.replace(':', '')}-{secrets.token_hex(4)}.json"
+    write_bytes_atomic(directory / name, dump_json(stamped.to_json()))
+    return stamped
+
+
+def read_amendments(layout: CheckpointLayout) -> list[Amendment]:
+    """Every amendment of the run, oldest first."""
+    directory = amendments_dir(layout)
+    if not directory.is_dir():
+        return []
+    return [Amendment.from_json(load_json(directory / name)) for name in sorted(os.listdir(directory))
+            if name.endswith(".json")]
+
+
+def amended_files(amendments: list[Amendment]) -> dict[str, tuple[int, int]]:
+    """Each amended input file's size and mtime as its latest amendment recorded them."""
+    files: dict[str, tuple[int, int]] = {}
+    for amendment in amendments:
+        files.update(amendment.files)
+    return files
+
+
+def reader_policy(fingerprint: dict[str, Any]) -> str | None:
+    return next((stage["params"]["malformed"] for stage in fingerprint.get("stages", ())
+                 if "malformed" in stage.get("params", {})), None)
+
+
+def with_policy(fingerprint: dict[str, Any], policy: str) -> dict[str, Any]:
+    amended = copy.deepcopy(fingerprint)
+    for stage in amended.get("stages", ()):
+        if "malformed" in stage.get("params", {}):
+            stage["params"]["malformed"] = policy
+    return amended
+
+
+def amended_pipeline(pinned: dict[str, Any], amendments: list[Amendment]) -> dict[str, Any]:
+    """The pinned pipeline as the amendments left it (the latest malformed-record policy)."""
+    policies = [a.malformed for a in amendments if a.kind == MALFORMED and a.malformed]
+    return with_policy(pinned, policies[-1]) if policies else pinned
+
+
+def only_the_policy_differs(pinned: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether ``wanted`` is ``pinned`` but for the reader's malformed-record policy."""
+    policy = reader_policy(wanted)
+    return (policy is not None and policy != reader_policy(pinned)
+            and json.dumps(with_policy(pinned, policy), sort_keys=True) == json.dumps(wanted, sort_keys=True))

@@ -37,7 +37,10 @@ class StageMeter:
     """Times one stage's iterator; ``upstream`` is the meter of the stage feeding it in this process.
 
     ``queued_s`` (time the input waited before this process picked it up) is added to the
-    first output, so the wait of a Ray task counts once however many tasks it holds.
+    first output, so the wait of a Ray task counts once however many tasks it holds. Rows are
+    the rows the stage received (what its upstream emitted meanwhile; a filter's rate is over
+    what it looked at, not what it kept); the first stage of a process, a reader, counts
+    what it emitted.
     """
 
     def __init__(self, stage: str, upstream: StageMeter | None = None, queued_s: float = 0.0, node: str = NODE,
@@ -45,11 +48,13 @@ class StageMeter:
         self.stage, self.upstream, self.node, self.cpu_clock = stage, upstream, node, cpu_clock
         self.queued_s = queued_s
         self.wall_s = self.cpu_s = 0.0  # inside calls to this iterator, the upstream's time included
+        self.rows_out = 0  # rows this stage has emitted so far
 
     def measure(self, outputs: Iterable[Task]) -> Iterator[Task]:
         iterator = iter(outputs)
         while True:
             upstream_wall, upstream_cpu = (self.upstream.wall_s, self.upstream.cpu_s) if self.upstream else (0.0, 0.0)
+            upstream_rows = self.upstream.rows_out if self.upstream else 0
             wall, cpu = time.perf_counter(), self.cpu_clock()
             try:
                 task = next(iterator)
@@ -66,6 +71,9 @@ class StageMeter:
                 wall -= self.upstream.wall_s - upstream_wall
                 cpu -= self.upstream.cpu_s - upstream_cpu
             queued, self.queued_s = self.queued_s, 0.0
+            emitted = rows_of(task)
+            self.rows_out += emitted
+            received = self.upstream.rows_out - upstream_rows if self.upstream is not None else emitted
             task.counters = task.counters.with_time(
-                StageTime(self.stage, self.node, 1, rows_of(task), max(wall, 0.0), max(cpu, 0.0), queued))
+                StageTime(self.stage, self.node, 1, received, max(wall, 0.0), max(cpu, 0.0), queued))
             yield task

@@ -93,6 +93,20 @@ def test_each_stage_is_charged_its_own_time_not_the_time_of_the_stages_before_it
     assert sleeper.queued_s == 2.5 and burner.queued_s == splitter.queued_s == 0.0
 
 
+class KeepFirst(ProcessingStage):
+    """A filter: keeps the first row of each batch."""
+    name = "keep_first"
+
+    def process(self, task):
+        return DocumentBatch(task.task_id, counters=task.counters, table=task.table.slice(0, 1))
+
+
+def test_a_stage_counts_the_rows_it_received_not_those_it_kept():
+    """A filter's rows (and rows/s) are over what it looked at; the stage after it gets what it kept."""
+    times = summed(apply_chain([Sleeper(), KeepFirst(), Burner()], tasks(4)))
+    assert (times["sleeper"].rows, times["keep_first"].rows, times["burner"].rows) == (12, 12, 4)
+
+
 def test_cpu_a_stage_spends_in_child_processes_is_its_own():
     Outsourcer.spent = 0.0
     times = summed(apply_chain([Outsourcer(), Burner()], tasks(3)))

@@ -105,8 +105,8 @@ class StageTime:
     ``wall_s`` and ``cpu_s`` are the stage's own (the stages before it in the same process
     are not counted); ``queued_s`` sums, over the batches it took from a stage in another
     process, how long each waited between being handed on and being started (for a CPU,
-    the object store, a slot under a cap). ``rows`` are the rows it emitted, ``outputs`` the
-    tasks.
+    the object store, a slot under a cap). ``rows`` are the rows it received (a reader's: the
+    rows it emitted), ``outputs`` the tasks.
     """
 
     stage: str = "?"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -143,6 +144,15 @@ def scan_completion_manifests(layout: CheckpointLayout, run: RunConfig, keep: bo
 
 def manifest_exists(layout: CheckpointLayout, shard_index: int) -> bool:
     return layout.manifest_path(shard_index).is_file()
+
+
+def supersede_manifest(layout: CheckpointLayout, shard_index: int) -> Path:
+    """Move a complete shard's manifest aside (``superseded/``) so the shard runs again: the
+    run grew tasks it owns. Its finished tasks stay on record and are not run again."""
+    target = layout.completion_dir / "superseded" / f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{shard_index}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    os.rename(layout.manifest_path(shard_index), target)
+    return target
 
 
 @dataclass(frozen=True)

@@ -178,6 +178,17 @@ def ensure_run_config(
     return existing
 
 
+def repin_listing(layout: CheckpointLayout, run: RunConfig, task_ids: Sequence[str], listing: ListingRef) -> RunConfig:
+    """run.json with a grown listing (``--relist`` took files added to the tree): one start
+    outside an array rewrites it, never the elements of an array."""
+    grown = replace(run, source_task_count=len(task_ids), source_task_digest=source_digest(task_ids), listing=listing)
+    try:
+        write_bytes_atomic(layout.run_file, dump_json(grown.to_json()))
+    except OSError as exc:
+        raise unwritable(layout, exc) from None
+    return grown
+
+
 def check_run(
     layout: CheckpointLayout,
     existing: RunConfig,

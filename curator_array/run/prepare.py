@@ -12,6 +12,7 @@ only their own files. Other sources list every time.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,8 @@ from ..core.amendments import (
     reader_policy,
     write_amendment,
 )
-from ..core.checkpoint import manifest_exists
+from ..core.arrays import format_array_expression
+from ..core.checkpoint import manifest_exists, supersede_manifest
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
 from ..core.layout import CheckpointLayout
 from ..core.records.run import PinnedRequest
@@ -36,6 +38,7 @@ from ..core.run_contract import (
     ensure_run_config,
     pin_missing,
     read_run_config,
+    repin_listing,
     unwritable,
 )
 from ..core.sharding import ShardConfig, ShardRange, validate_source_ids
@@ -180,21 +183,21 @@ def save_request(layout: CheckpointLayout, request: PinnedRequest | None) -> str
 
 
 def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
-                   relist: bool = False, request: PinnedRequest | None = None) -> tuple[Listing, RunConfig]:
+                   relist: bool = False, request: PinnedRequest | None = None,
+                   compare: bool = False) -> tuple[Listing, RunConfig]:
     """The run's frozen listing and contract; walked, saved and pinned by the first start.
 
-    ``relist`` walks the tree anyway and refuses a difference from the frozen listing;
-    ``request`` is this start's run options, saved and pinned if the run has none yet. A first
-    start writes nothing before its walk found input.
+    ``relist`` walks the tree anyway: files added to it join the run, a file removed or
+    changed is refused; ``compare`` (submit, a run outside an array) walks it to say what
+    differs; ``request`` is this start's run options, saved and pinned if the run has none
+    yet. A first start writes nothing before its walk found input.
     """
     fingerprint = pipeline.fingerprint()
     existing = read_run_config(layout) if layout.run_file.is_file() else None
     if existing is not None and existing.listing is not None:
         frozen = listings.load(layout, existing.listing)
-        if relist:
-            walked = pipeline.source.snapshot()
-            if walked.digest != frozen.digest:
-                raise _changed_tree(frozen, walked)
+        if relist or compare:
+            frozen, existing = _compare_tree(pipeline, layout, existing, frozen, relist)
         existing = pin_missing(layout, existing, pipeline=fingerprint, request=save_request(layout, request))
         check_run(layout, existing, shards, None, fingerprint)
         return frozen, existing
@@ -208,11 +211,65 @@ def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRa
     return walked, run
 
 
+def _compare_tree(pipeline: Pipeline, layout: CheckpointLayout, run: RunConfig, frozen: Listing,
+                  relist: bool) -> tuple[Listing, RunConfig]:
+    """The input tree against the frozen listing (repairs applied): with ``relist`` new files
+    join the run; without, one line says what differs and how to add it."""
+    root = Path(pipeline.source.input_dir)
+    try:
+        walked = pipeline.source.snapshot()
+    except ConfigError as exc:
+        if relist:
+            raise
+        logger.warning("the input dir holds none of the run's files now (%s); the run keeps to its listing", exc)
+        return frozen, run
+    amended = {os.path.relpath(path, root): stat for path, stat in amended_files(read_amendments(layout)).items()}
+    changes = frozen.compare(walked, amended)
+    if not changes:
+        return frozen, run
+    if not relist:
+        logger.warning("%s under %s since the run froze its listing: the run keeps to its listing; %s",
+                       changes.describe(), root, "--relist adds the new files to it" if not (
+                           changes.removed or changes.changed) else
+                       "restore what was removed or changed (--repair mends a task that has not finished)")
+        return frozen, run
+    if changes.removed or changes.changed:
+        raise _changed_tree(frozen, walked)
+    return grow_run(layout, run, frozen, walked, len(changes.added))
+
+
+def grow_run(layout: CheckpointLayout, run: RunConfig, frozen: Listing, walked: Listing,
+             added_files: int) -> tuple[Listing, RunConfig]:
+    """The run with the files added to its input tree (``--relist``): the walked listing
+    becomes the run's, and each complete shard that owns a new task runs again for it (its
+    finished tasks are kept by their records; its manifest moves aside)."""
+    old_ids, new_ids = set(frozen.task_ids()), walked.task_ids()
+    if not old_ids <= set(new_ids):
+        raise CheckpointMismatchError(
+            "--relist: the new files regroup the run's tasks (--files-per-partition > 1), so finished tasks would "
+            "change: start a new logical run (--new-run) to include them")
+    if layout.phases_root.is_dir() and any(layout.phases_root.iterdir()):
+        raise CheckpointMismatchError(
+            "--relist: the run's later phases (dedup, quality, tokens) have read its output already, and cannot "
+            "take new files: start a new logical run (--new-run) to include them")
+    listings.validate(walked)
+    grown = repin_listing(layout, run, walked.task_ids(), walked.reference(listings.save(layout, walked)))
+    rerun = []
+    for shard in run.shards:
+        config = ShardConfig(shard, run.total_shards, run.minimum_shard_index)
+        if manifest_exists(layout, shard) and set(walked.rows_of(config).column("task_id").to_pylist()) - old_ids:
+            supersede_manifest(layout, shard)
+            rerun.append(shard)
+    logger.warning("--relist: %d file(s) added to the run (%d new task(s)); complete shard(s) that run again for "
+                   "them: %s", added_files, len(set(new_ids) - old_ids), format_array_expression(rerun) or "none")
+    return walked, grown
+
+
 def pin_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
             request: PinnedRequest | None = None) -> RunConfig:
     """Create the run's contract (range, listing, pipeline, options), or check this pipeline against it."""
     if freezable(pipeline):
-        return frozen_listing(pipeline, layout, shards, request=request)[1]
+        return frozen_listing(pipeline, layout, shards, request=request, compare=True)[1]
     ids = [t.task_id for t in list_source(pipeline)]
     return ensure_run_config(layout, shards, ids, pipeline.fingerprint(), request=save_request(layout, request))
 
@@ -233,14 +290,14 @@ def check_against_run(pipeline: Pipeline, layout: CheckpointLayout, shards: Shar
 
 def prepare_shard(
     pipeline: Pipeline, checkpoint_path: str | Path, shard: ShardConfig | None, force: bool = False,
-    relist: bool = False, request: PinnedRequest | None = None, repair: bool = False,
+    relist: bool = False, request: PinnedRequest | None = None, repair: bool = False, compare_tree: bool = False,
 ) -> PreparedShard:
     shard = shard or ShardConfig.single()
     layout = CheckpointLayout(checkpoint_path)
     if repair:
         amend_policy(layout, pipeline.fingerprint())
     if freezable(pipeline):
-        frozen, run = frozen_listing(pipeline, layout, shard.range, relist, request)
+        frozen, run = frozen_listing(pipeline, layout, shard.range, relist, request, compare=compare_tree)
         rows = frozen.rows_of(shard)
         mine = pipeline.source.tasks_from(rows)
         _check_inputs(pipeline, layout, shard, run, rows, mine, repair)

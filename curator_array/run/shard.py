@@ -178,7 +178,7 @@ def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
     options = request.pinned
     try:
         return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist, options,
-                             request.repair)
+                             request.repair, compare_tree=context.job.array_task_id is None)
     except CheckpointMismatchError as exc:
         if not request.new_run:
             raise

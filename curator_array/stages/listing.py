@@ -81,6 +81,17 @@ class Listing:
     def reference(self, name: str) -> ListingRef:
         return ListingRef(name, self.digest, self.table.num_rows, int(pc.sum(self.table.column("size")).as_py() or 0))
 
+    def compare(self, other: Listing, amended: dict[str, tuple[int, int]] | None = None) -> TreeChanges:
+        """The files added to, removed from and changed in ``other`` (walked now) against
+        ``self`` (frozen), a repaired file (``amended``, by relative path) as it was amended."""
+        old = dict(zip(self.table.column("path").to_pylist(),
+                       zip(self.table.column("size").to_pylist(), self.table.column("mtime_ns").to_pylist())))
+        old.update({path: stat for path, stat in (amended or {}).items() if path in old})
+        new = dict(zip(other.table.column("path").to_pylist(),
+                       zip(other.table.column("size").to_pylist(), other.table.column("mtime_ns").to_pylist())))
+        return TreeChanges(sorted(set(new) - set(old)), sorted(set(old) - set(new)),
+                           sorted(p for p in set(old) & set(new) if old[p] != new[p]))
+
     def differences(self, other: Listing, limit: int = 3) -> str:
         """What changed from ``self`` (frozen) to ``other`` (walked now), in one sentence."""
         old = dict(zip(self.table.column("path").to_pylist(),
@@ -121,6 +132,23 @@ def load(layout: CheckpointLayout, reference: ListingRef) -> Listing:
 
 def validate(listing: Listing) -> None:
     validate_source_ids(listing.task_ids())
+
+
+@dataclass(frozen=True)
+class TreeChanges:
+    """How an input tree differs from a run's frozen listing, by relative path."""
+
+    added: list[str]
+    removed: list[str]
+    changed: list[str]
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+    def describe(self, limit: int = 3) -> str:
+        return ", ".join(f"{len(items)} file(s) {label}" + (f" (e.g. {', '.join(items[:limit])})" if items else "")
+                         for label, items in (("added", self.added), ("removed", self.removed),
+                                              ("changed", self.changed)) if items)
 
 
 @dataclass(frozen=True)

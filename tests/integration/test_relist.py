@@ -1,0 +1,61 @@
+"""A grown input tree: a run outside an array says what was added since its listing was
+frozen, and ``--relist`` adds it to the run, running only the new tasks; nothing succeeds
+silently and no finished task runs again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import curator_cli as curator
+from tests.conftest import read_records
+
+pytestmark = pytest.mark.ray
+SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
+
+
+def write(directory: Path, name: str) -> None:
+    directory.mkdir(exist_ok=True)
+    (directory / f"{name}.jsonl").write_text("".join(
+        json.dumps({"id": f"{name}{i}", "text": f"words of document {name} {i}"}) + "\n" for i in range(3)))
+
+
+def run(inputs: Path, out: Path, *extra: str):
+    return curator("run", "--input-dir", str(inputs), "--output-dir", str(out), *SMALL, *extra, check=False)
+
+
+def test_files_added_after_a_complete_run_are_named_then_added_by_relist(tmp_path):
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    for name in "ab":
+        write(inputs, name)
+    assert run(inputs, out).returncode == 0
+    finished = {p.name: p.stat().st_mtime_ns for p in out.glob("*.jsonl")}
+    write(inputs, "c")
+    again = run(inputs, out)
+    assert again.returncode == 0
+    assert f"1 file(s) added (e.g. c.jsonl) under {inputs} since the run froze its listing" in again.stderr
+    assert "--relist adds the new files to it" in again.stderr and "already complete" in again.stderr
+    grown = run(inputs, out, "--relist")
+    assert grown.returncode == 0, grown.stderr[-3000:]
+    assert "--relist: 1 file(s) added to the run (1 new task(s))" in grown.stderr
+    assert "resumes: 2 of 3 task(s) finished in earlier attempts" in grown.stderr
+    assert {n: m for n, m in ((p.name, p.stat().st_mtime_ns) for p in out.glob("*.jsonl")) if n in finished} == \
+        finished, "the finished tasks did not run again"
+    assert sorted(r["id"] for r in read_records(out)) == sorted(f"{n}{i}" for n in "abc" for i in range(3))
+    status = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
+    assert status["source_task_count"] == 3 and status["totals"]["rows_out"] == 9
+    (inputs / "a.jsonl").unlink()
+    refused = run(inputs, out, "--relist")
+    assert refused.returncode == 2 and "1 removed (e.g. a.jsonl)" in refused.stderr
+
+
+def test_a_run_with_later_phases_does_not_grow(tmp_path):
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    for name in "ab":
+        write(inputs, name)
+    assert run(inputs, out, "--dedup", "exact").returncode == 0
+    write(inputs, "c")
+    refused = run(inputs, out, "--dedup", "exact", "--relist")
+    assert refused.returncode == 2 and "later phases" in refused.stderr and "--new-run" in refused.stderr

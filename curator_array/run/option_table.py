@@ -123,8 +123,10 @@ EXECUTION_OPTIONS = _with_field_defaults(
     RunOption("request", "Run the request `submit` pinned in the checkpoint under this id (what its job scripts "
               "pass): every run option then comes from there.", group="start", metavar="ID"),
     RunOption("force", "Rerun a shard even if its manifest exists.", "flag", "start"),
-    RunOption("relist", "Walk the input tree anyway and refuse any difference from the run's frozen listing "
-              "(elements otherwise read the frozen listing and check only their own files).", "flag", "start"),
+    RunOption("relist", "Walk the input tree again: files added since the run froze its listing join the run (a "
+              "complete shard that owns new tasks runs again for them only); a removed or changed file is refused. "
+              "Outside an array, or `submit -- --relist` (elements read the frozen listing and check their own "
+              "files).", "flag", "start"),
     RunOption("new_run", "If the checkpoint holds a run with another pipeline, shard range or input listing, "
               "archive its records and its outputs (all but the download cache) and start a new logical run (outside "
               "arrays; arrays use `submit --new-run`).",

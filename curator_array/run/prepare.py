@@ -266,10 +266,11 @@ def grow_run(layout: CheckpointLayout, run: RunConfig, frozen: Listing, walked: 
 
 
 def pin_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
-            request: PinnedRequest | None = None) -> RunConfig:
-    """Create the run's contract (range, listing, pipeline, options), or check this pipeline against it."""
+            request: PinnedRequest | None = None, relist: bool = False) -> RunConfig:
+    """Create the run's contract (range, listing, pipeline, options), or check this pipeline
+    against it; ``relist`` adds files that joined the input tree (``submit -- --relist``)."""
     if freezable(pipeline):
-        return frozen_listing(pipeline, layout, shards, request=request, compare=True)[1]
+        return frozen_listing(pipeline, layout, shards, relist, request=request, compare=True)[1]
     ids = [t.task_id for t in list_source(pipeline)]
     return ensure_run_config(layout, shards, ids, pipeline.fingerprint(), request=save_request(layout, request))
 

@@ -184,10 +184,10 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
         if dry_run:
             check_against_run(pipeline, layout, shards)
         else:
-            pin_run(pipeline, layout, shards, pinned)
+            pin_run(pipeline, layout, shards, pinned, relist=request.relist)
     except CheckpointMismatchError:
         start_new_run()
-        pin_run(pipeline, layout, shards, pinned)
+        pin_run(pipeline, layout, shards, pinned, relist=request.relist)
     wanted = {planned.name: list(planned.elements) for planned in plan}
     wanted[plan[0].name] = parse_array_expression(array_expression) if array_expression else shards.indices()
     max_size = resolve_max_array_size(max_array_size, environment, default="auto")

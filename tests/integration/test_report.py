@@ -88,7 +88,7 @@ def test_progress_status_and_report_of_a_run_with_a_failed_shard(sample_jsonl, t
     cards = dict((name, int(count.replace(",", ""))) for count, name in
                  re.findall(r'<div class="card[^"]*"><b>([\d,]+)</b>([a-z ]+)</div>', dom))
     assert cards["complete"] == 1 and cards["failed"] == 1 and cards["running"] == cards["pending"] == 0
-    manifest_rows = int(re.search(r"(\d+) rows in", status.stdout).group(1))
+    manifest_rows = int(re.search(r"([\d,]+) rows in", status.stdout).group(1).replace(",", ""))
     assert cards["rows in"] == manifest_rows > 0
     time_table = dom[dom.index('id="stages"'):dom.index('id="failures"')]
     assert re.search(r"<td>all nodes</td><td>slow</td>", time_table), time_table

@@ -45,7 +45,7 @@ def run(ctx: click.Context, **kwargs) -> None:
     A completion manifest is written only when every task succeeded. SIGUSR1 (what
     `#SBATCH --signal` sends) and SIGTERM stop the shard cleanly, without a manifest (exit 4).
     """
-    from ..run import supervisor
+    from ..run import startup_log, supervisor
     from ..run.element import run_element_command
     from ..run.precedence import options_for_start, request_of
     from ..run.stopping import StopController
@@ -62,9 +62,14 @@ def run(ctx: click.Context, **kwargs) -> None:
             raise click.exceptions.Exit(parent.wait())
     logging.getLogger("curator_array").setLevel(logging.INFO)
     stop = StopController().install()
+    startup_log.hold()
     try:
         with stop.surfacing():
             code = run_element_command(request, context, stop=stop)
+        startup_log.release()
+    except BaseException:
+        startup_log.discard()
+        raise
     finally:
         stop.uninstall()
     raise click.exceptions.Exit(code)

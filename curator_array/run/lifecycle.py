@@ -41,6 +41,7 @@ from ..core.run_contract import RunConfig, check_pipeline, read_run_config
 from ..core.sharding import ShardRange
 from ..slurm.job_context import JobContext
 from ..slurm.jobenv import JobEnvironment
+from . import startup_log
 from .request import RunRequest
 from .stopping import ShardStopped, StopController
 
@@ -260,6 +261,7 @@ def run_element(context: PhaseContext, phase: Phase, index: int, force: bool = F
             raise InputsIncomplete(
                 f"{phase.name} element {index} cannot start: {missing} of the run in {layout.root} are not "
                 "complete; curator-array status shows what blocks it, curator-array retry what to resubmit")
+        startup_log.release()  # past its checks: what it logs now is progress
         logger.info("%s element %d of %s: starting", phase.name, index, elements)
         context.current, context.started = (phase.name, index), time.monotonic()
         context.last_report = context.started

@@ -228,10 +228,9 @@ def _compare_tree(pipeline: Pipeline, layout: CheckpointLayout, run: RunConfig, 
     if not changes:
         return frozen, run
     if not relist:
-        logger.warning("%s under %s since the run froze its listing: the run keeps to its listing; %s",
-                       changes.describe(), root, "--relist adds the new files to it" if not (
-                           changes.removed or changes.changed) else
-                       "restore what was removed or changed (--repair mends a task that has not finished)")
+        if changes.added and not (changes.removed or changes.changed):  # those the shards' own checks refuse
+            logger.warning("%s under %s since the run froze its listing: the run keeps to its listing; --relist "
+                           "adds the new files to it", changes.describe(), root)
         return frozen, run
     if changes.removed or changes.changed:
         raise _changed_tree(frozen, walked)

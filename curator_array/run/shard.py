@@ -25,6 +25,7 @@ from ..execution.slurm_client import SlurmRayClient, SlurmWorkerNode
 from ..pipelines.options import DOWNLOADS_DIR
 from ..slurm.job_context import JobContext
 from ..slurm.jobenv import JobEnvironment
+from . import startup_log
 from .request import RunRequest
 from .stopping import StopController
 from .supervisor import announce_attempt
@@ -74,6 +75,7 @@ def run_curation_shard(start: PhaseContext) -> ShardOutcome | None:
     with stop.on_stop(errors.record) if stop is not None else nullcontext(), _cluster_lifetime(client):
         timeline.mark("head_launched")
         prepared = _prepare(request, context, start.registry)  # a refused start says one line, and only that
+        startup_log.release()
         logger.info(context.describe_shard())
         timeline.mark("prepared")
         if prepared.already_complete:

@@ -47,6 +47,7 @@ def test_a_fixed_file_is_repaired_and_the_finished_tasks_are_kept(inputs, tmp_pa
     fixed.write_text("\n".join(json.dumps(r) for r in GOOD if r["id"].startswith("b")) + "\n")
     refused = run(inputs, out)
     assert refused.returncode == 2 and "--repair accepts them: their tasks have not finished" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, f"the reason, and only that:\n{refused.stderr}"
 
     repaired = run(inputs, out, "--repair")
     assert repaired.returncode == 0, repaired.stderr[-3000:]

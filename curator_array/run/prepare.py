@@ -196,10 +196,10 @@ def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRa
     existing = read_run_config(layout) if layout.run_file.is_file() else None
     if existing is not None and existing.listing is not None:
         frozen = listings.load(layout, existing.listing)
+        existing = pin_missing(layout, existing, pipeline=fingerprint, request=save_request(layout, request))
+        check_run(layout, existing, shards, None, fingerprint)  # before the tree may grow the run
         if relist or compare:
             frozen, existing = _compare_tree(pipeline, layout, existing, frozen, relist)
-        existing = pin_missing(layout, existing, pipeline=fingerprint, request=save_request(layout, request))
-        check_run(layout, existing, shards, None, fingerprint)
         return frozen, existing
     walked = pipeline.source.snapshot()
     listings.validate(walked)

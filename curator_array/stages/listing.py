@@ -94,16 +94,7 @@ class Listing:
 
     def differences(self, other: Listing, limit: int = 3) -> str:
         """What changed from ``self`` (frozen) to ``other`` (walked now), in one sentence."""
-        old = dict(zip(self.table.column("path").to_pylist(),
-                       zip(self.table.column("size").to_pylist(), self.table.column("mtime_ns").to_pylist())))
-        new = dict(zip(other.table.column("path").to_pylist(),
-                       zip(other.table.column("size").to_pylist(), other.table.column("mtime_ns").to_pylist())))
-        added = sorted(set(new) - set(old))
-        removed = sorted(set(old) - set(new))
-        changed = sorted(p for p in set(old) & set(new) if old[p] != new[p])
-        parts = [f"{len(items)} {label}" + (f" (e.g. {', '.join(items[:limit])})" if items else "")
-                 for label, items in (("added", added), ("removed", removed), ("changed", changed))]
-        return ", ".join(parts)
+        return self.compare(other).describe(limit, noun="", every=True)
 
 
 def save(layout: CheckpointLayout, listing: Listing) -> str:
@@ -145,10 +136,11 @@ class TreeChanges:
     def __bool__(self) -> bool:
         return bool(self.added or self.removed or self.changed)
 
-    def describe(self, limit: int = 3) -> str:
-        return ", ".join(f"{len(items)} file(s) {label}" + (f" (e.g. {', '.join(items[:limit])})" if items else "")
+    def describe(self, limit: int = 3, noun: str = "file(s) ", every: bool = False) -> str:
+        """``1 file(s) added (e.g. c.jsonl)``; ``every`` names the empty groups too (``0 removed``)."""
+        return ", ".join(f"{len(items)} {noun}{label}" + (f" (e.g. {', '.join(items[:limit])})" if items else "")
                          for label, items in (("added", self.added), ("removed", self.removed),
-                                              ("changed", self.changed)) if items)
+                                              ("changed", self.changed)) if items or every)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -94,19 +97,22 @@ def test_run_and_submit_without_the_lists_stop_before_any_work_in_one_line(tmp_p
     from tests.conftest import curator_cli
     from tests.support.warcs import Page, write_warc
 
+    ray_temp = Path(tempfile.mkdtemp(prefix="ut-", dir="/tmp"))  # short: Ray's socket paths
+
     def ray_nodes() -> set[int]:
-        """Every Ray node process on the host (this test's refused runs must leave none)."""
+        """Ray nodes started under this test's temp dir (other tests' elements may be starting theirs)."""
         found = set()
         for pid, _ in live_process_stats():
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as handle:
-                    if b"curator_array.execution.ray_internals.launcher" in handle.read():
-                        found.add(pid)
+                    words = handle.read().split(b"\0")
             except OSError:
                 continue
+            if (b"curator_array.execution.ray_internals.launcher" in words
+                    and any(word.startswith(f"--temp-dir={ray_temp}/".encode()) for word in words)):
+                found.add(pid)
         return found
 
-    before = ray_nodes()
 
     (tmp_path / "in").mkdir()
     write_warc(tmp_path / "in" / "a.warc.gz", [Page(f"https://example.com/{i}", b"<p>words</p>") for i in range(3)])
@@ -118,7 +124,10 @@ def test_run_and_submit_without_the_lists_stop_before_any_work_in_one_line(tmp_p
     for command in (["run", "--output-dir", str(out), *args],
                     ["submit", "--site", "local", "--sites-dir", str(REPO / "site_configs"), "--total-shards", "2",
                      "--max-array-size", "none", "--", "--output-dir", str(out), *args]):
-        done = curator_cli(*command, check=False)
+        done = curator_cli(*command, check=False, env={"TMPDIR": str(ray_temp)})
         assert done.returncode == 2 and done.stderr.strip().splitlines() == [expected], done.stderr
         assert not out.exists() and not absent.exists()
-    assert ray_nodes() <= before, "no Ray node of the refused runs is left"
+    try:
+        assert not ray_nodes(), "no Ray node of the refused runs is left"
+    finally:
+        shutil.rmtree(ray_temp, ignore_errors=True)

@@ -18,6 +18,7 @@ tested on a login node without Ray, SLURM or a container:
                 sources, filters, downloads, web text stages
 ``formats``     the file formats, one module each
 ``dedup``       deduplication's algorithms and settings (MinHash, LSH, clusters)
+``decont``      decontamination: the eval sets' n-gram index, matching, GPT-3's cut
 ``classify``    fastText quality classifiers: scores as DCLM computes them, the
                 run's models and selection settings, training a model
 ``pipelines``   a pipeline, its options, the default pipeline's filters, the

@@ -108,6 +108,8 @@ def format_status(status: RunStatus) -> str:
     if skipped:
         lines.append("skipped      " + ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in
                                               skipped.items()) + " (--malformed skip)")
+    if status.contamination:
+        lines += contamination_lines(status.contamination)
     for index, amendment in enumerate(status.amendments):
         lines.append(("amended      " if index == 0 else "             ") + amendment.describe())
     if status.request_id:
@@ -174,3 +176,17 @@ def watch(collect: Callable[[], RunStatus], echo: Callable[[str], None], sleep: 
             echo(f"nothing of this run is queued any more; {what}: {how}\n")
             return 3
         sleep(interval_s)
+
+
+TOP_TASKS = 5
+
+
+def contamination_lines(found) -> list[str]:
+    """The eval tasks that leaked into the run most (--decontaminate), with their worst n-gram."""
+    ranked = found.top_tasks()
+    lines = [f"contaminated {len(ranked)} eval task(s); the top {min(len(ranked), TOP_TASKS)} by documents hit "
+             "(curator-array report shows examples and the n-grams that hit most):"]
+    for name, hits in ranked[:TOP_TASKS]:
+        lines.append(f"  {name}: {hits.documents:,} documents, {hits.ngrams:,} n-grams matched, "
+                     f"{hits.characters_cut:,} characters removed")
+    return lines

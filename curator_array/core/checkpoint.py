@@ -18,6 +18,7 @@ from .errors import CorruptCheckpointError
 from .layout import ATTEMPT_ERROR_FILE, FAILED_TASKS_FILE, MANIFEST_PREFIX, CheckpointLayout
 from .records.attempt import AttemptRecord
 from .records.base import RecordError
+from .records.contamination import Contamination
 from .records.shard import CompletionManifest, StageTime, WorkTotals, add_stage_times
 from .run_contract import RunConfig
 
@@ -37,6 +38,7 @@ class ManifestScan:
     stage_times: dict[tuple[str, str], StageTime] = field(default_factory=dict)  # (stage, node) → summed
     dropped: dict[str, int] = field(default_factory=dict)  # rows dropped, by step and rule
     skipped: dict[str, int] = field(default_factory=dict)  # input records skipped, by kind (malformed lines)
+    contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
 
     def merge(self, other: ManifestScan) -> None:
         self.shards |= other.shards
@@ -48,6 +50,7 @@ class ManifestScan:
         add_stage_times(self.stage_times, other.stage_times.values())
         _add_counts(self.dropped, other.dropped)
         _add_counts(self.skipped, other.skipped)
+        self.contamination = self.contamination + other.contamination
 
     def add(self, manifest: CompletionManifest, keep: bool) -> None:
         self.shards.add(manifest.shard_index)
@@ -60,6 +63,7 @@ class ManifestScan:
         add_stage_times(self.stage_times, manifest.stages)
         _add_counts(self.dropped, manifest.work.rows_dropped_by_stage)
         _add_counts(self.skipped, manifest.work.records_skipped)
+        self.contamination = self.contamination + manifest.work.contamination
 
 
 def _add_counts(into: dict[str, int], counts: dict[str, int]) -> None:

@@ -38,6 +38,8 @@ marked "ours" are curator-array's additions, which the reference system ignores:
 
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -52,6 +54,7 @@ ARCHIVE_DIR = ".archived_runs"
 REMOVED_DIR = ".removed"  # under the output dir: the documents the steps dropped (--keep-removed)
 PHASES_DIR = ".phases"
 PINNED_FILES_DIR = "pinned_files"
+_PINNED_NAME = re.compile(r"[0-9a-f]{16}-(.+)")
 RUN_FILE = "run.json"
 MANIFEST_PREFIX = "completed_slurm_array_"
 FAILED_TASKS_FILE = "failed_tasks.json"
@@ -190,3 +193,11 @@ class PhaseLayout:
 
     def data_path(self, index: int, suffix: str = ".parquet") -> Path:
         return self.data_dir / f"{self.noun}_{index}{suffix}"
+
+
+def given_name(path: str | os.PathLike) -> str:
+    """A file's name as the user gave it: a copy pinned in a checkpoint
+    (``CheckpointLayout.pinned_file_path``) without the digest its name begins with."""
+    path = Path(path)
+    pinned = _PINNED_NAME.fullmatch(path.name) if path.parent.name == PINNED_FILES_DIR else None
+    return pinned.group(1) if pinned else path.name

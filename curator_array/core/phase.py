@@ -113,7 +113,8 @@ class Phase:
     part of a run when they are. One phase of those that share them brings them: its
     ``settings_type`` builds them from its run ``options`` (each sets the field its
     ``sets`` names; the option named as the key turns the phases on), pins them in the
-    pipeline fingerprint and reads them back. ``output_staged`` says that the phase rewrites
+    pipeline fingerprint and reads them back (with the values of the run options named in
+    ``run_values``: where the checkpoint is, say). ``output_staged`` says that the phase rewrites
     the run's output files: the last such phase of a run writes into the output dir, and
     each writer before it into its hidden ``staging_dir`` there, which the next one reads.
     """
@@ -129,6 +130,7 @@ class Phase:
     options: ClassVar[tuple[Any, ...]] = ()  # core.options.RunOption
     output_staged: ClassVar[bool] = False
     staging_dir: ClassVar[str] = ""
+    run_values: ClassVar[tuple[str, ...]] = ()  # run options, not its own, whose values its settings are built with
 
     @property
     def element_noun(self) -> str:

@@ -15,6 +15,7 @@ from .checkpoint import find_attempt_records, scan_completion_manifests
 from .layout import CheckpointLayout
 from .phase import PhaseState, PlannedPhase
 from .phase_states import blocked_by, phase_states
+from .records.contamination import Contamination
 from .records.run import OptionValue, PinnedRequest
 from .records.shard import CompletionManifest, StageTime, WorkTotals, per_stage
 from .run_contract import RunConfig, read_run_config
@@ -65,6 +66,7 @@ class RunStatus:
     stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
     dropped: dict[str, int] = field(default_factory=dict)  # the first phase's drops by step and rule
     records_skipped: dict[str, int] = field(default_factory=dict)  # input records skipped (malformed lines)
+    contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
     amendments: list[Amendment] = field(default_factory=list)  # repairs, oldest first (--repair)
     submitted: bool = True  # queued by submit or retry --submit, so resubmitted the same way; False: run by hand
 
@@ -154,6 +156,7 @@ class RunStatus:
             "final_rows_out": self.final_rows_out,
             "dropped": self.dropped_by_step(),
             "records_skipped": self.records_skipped,
+            "contamination": self.contamination.to_json() if self.contamination else None,
             "amendments": [amendment.to_json() for amendment in self.amendments],
             "partial": {str(shard): {"tasks_done": done, "tasks": total, "attempts": attempts}
                         for shard, (done, total, attempts) in sorted(self.partial.items())},
@@ -227,6 +230,7 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
         amendments=read_amendments(layout),
         dropped=scan.dropped,
         records_skipped=scan.skipped,
+        contamination=scan.contamination,
         checkpoint=layout.root,
         shards=run.shards,
         source_task_count=run.source_task_count,

@@ -34,6 +34,7 @@ from typing import Any
 from .atomic import fsync_directory, write_bytes_atomic
 from .layout import AttemptId, CheckpointLayout
 from .records.base import SCHEMA_VERSION
+from .records.contamination import Contamination
 from .records.shard import AttemptShare
 from .sharding import ShardConfig
 
@@ -65,6 +66,7 @@ class TaskRecord:
     skipped: dict[str, int] = field(default_factory=dict)
     attempt: str = ""
     tokens: int = 0
+    contamination: Contamination = field(default_factory=Contamination)
 
     def to_line(self) -> str:
         """Compact JSON. An output named after its task (as writers name them) is stored as
@@ -78,6 +80,8 @@ class TaskRecord:
             payload["s"] = self.skipped
         if self.tokens:
             payload["k"] = self.tokens
+        if self.contamination:
+            payload["c"] = self.contamination.to_json()
         return json.dumps(payload, separators=(",", ":"))
 
     @classmethod
@@ -91,7 +95,8 @@ class TaskRecord:
         files = tuple((str(entry[0]) if len(entry) == 4 else task_id + str(entry[0]), int(entry[1]), int(entry[2]))
                       for entry in payload["f"])
         return cls(task_id, files, int(rows_in), int(rows_out), int(bytes_in), dict(payload.get("d", {})),
-                   dict(payload.get("s", {})), attempt, int(payload.get("k", 0)))
+                   dict(payload.get("s", {})), attempt, int(payload.get("k", 0)),
+                   Contamination.from_json(payload.get("c")))
 
 
 @dataclass(frozen=True)
@@ -176,7 +181,8 @@ def finished_task(parts: Mapping[int, PartRecord]) -> TaskRecord | None:
     return TaskRecord(first.task_id, tuple(sorted(f for r in records for f in r.files)),
                       sum(r.rows_in for r in records), sum(r.rows_out for r in records),
                       sum(r.bytes_in for r in records), _summed(r.dropped for r in records),
-                      _summed(r.skipped for r in records), first.attempt, sum(r.tokens for r in records))
+                      _summed(r.skipped for r in records), first.attempt, sum(r.tokens for r in records),
+                      sum((r.contamination for r in records), Contamination()))
 
 
 class PartRecordLog:

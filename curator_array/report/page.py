@@ -107,11 +107,27 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         phases=phase_rows(status), stage_rows=stage_rows(status), histograms=histograms,
         tokens=status.totals.tokens if status.last_writer is status.phases[0] else 0,
         rewritten_by=None if status.last_writer is status.phases[0] else status.last_writer.name,
-        removed_dir=removed_dir(status), amendments=[amendment.describe() for amendment in status.amendments], records_skipped={reason.replace("_", " "): count for reason, count
+        contamination=contamination_rows(status), removed_dir=removed_dir(status), amendments=[amendment.describe() for amendment in status.amendments], records_skipped={reason.replace("_", " "): count for reason, count
                                                           in status.records_skipped.items() if count},
         breakdowns={title: {name: show_figure(value) for name, value in values.items()}
                     for state in status.later_phases for title, values in state.totals().breakdowns().items() if values},
     )
+
+
+def contamination_rows(status: RunStatus) -> dict | None:
+    """What decontamination found, for the report: per eval task its figures and example
+    hits, and the n-grams that hit the most documents across the run."""
+    found = status.contamination
+    if not found:
+        return None
+    tasks = [{"task": name, "documents": hits.documents, "ngrams": hits.ngrams, "characters": hits.characters_cut,
+              "examples": [example.to_json() for example in found.examples.get(name, ())]}
+             for name, hits in found.top_tasks()]
+    ngrams = [{"ngram": text, "task": task, "documents": documents} for text, (task, documents) in found.ngrams.items()]
+    return {"tasks": tasks, "ngrams": ngrams[:TOP_NGRAMS]}
+
+
+TOP_NGRAMS = 20
 
 
 def removed_dir(status: RunStatus) -> str | None:

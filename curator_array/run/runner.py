@@ -176,7 +176,7 @@ def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir
     for record in prepared.done.values():
         files.update(name for name, _, _ in record.files)
         counters = counters + TaskCounters(record.rows_in, record.bytes_in, record.dropped, record.skipped,
-                                           record.tokens)
+                                           record.tokens, contamination=record.contamination)
         rows_out += record.rows_out
     ids = [t.task_id for t in prepared.tasks] + list(prepared.done)
     return ShardWork.with_files(
@@ -190,5 +190,6 @@ def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir
         rows_dropped_by_stage=counters.dropped,
         records_skipped=counters.skipped,
         tokens=counters.tokens,
+        contamination=counters.contamination,
         output_dir=str(output_dir) if output_dir is not None else None,
     )

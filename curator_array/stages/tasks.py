@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ..core.records.contamination import Contamination
 from ..core.records.shard import StageTime, add_stage_times
 
 if TYPE_CHECKING:
@@ -30,8 +31,9 @@ class TaskCounters:
 
     ``dropped`` maps a stage name to the rows it removed; ``skipped`` maps a reason
     (``malformed_lines``, ``non_html_records``, ...) to records a reader left out on purpose;
-    ``tokens`` counts the tokens of the documents a token counter saw; ``times`` is where
-    the stages' time went while producing this task (``stages.meter``).
+    ``tokens`` counts the tokens of the documents a token counter saw; ``contamination``
+    is what decontamination found; ``times`` is where the stages' time went while producing
+    this task (``stages.meter``).
     """
 
     rows_read: int = 0
@@ -40,6 +42,7 @@ class TaskCounters:
     skipped: dict[str, int] = field(default_factory=dict)
     tokens: int = 0
     times: tuple[StageTime, ...] = ()
+    contamination: Contamination = field(default_factory=Contamination)
 
     def with_time(self, time: StageTime) -> TaskCounters:
         totals = {t.key: t for t in self.times}
@@ -62,7 +65,8 @@ class TaskCounters:
         times = {t.key: t for t in self.times}
         add_stage_times(times, other.times)
         return TaskCounters(self.rows_read + other.rows_read, self.bytes_read + other.bytes_read, dropped, skipped,
-                            self.tokens + other.tokens, tuple(times.values()))
+                            self.tokens + other.tokens, tuple(times.values()),
+                            self.contamination + other.contamination)
 
 
 @dataclass

@@ -21,15 +21,16 @@ RULES = {
     "tokens": {"core", "helpers"},
     "slurm": {"core"},
     "classify": {"core"},
-    "stages": {"core", "text", "tokens", "helpers", "classify"},
+    "stages": {"core", "text", "tokens", "helpers", "classify", "decont"},
     "formats": {"core", "stages"},
     "dedup": {"core", "text"},
+    "decont": {"core", "text", "dedup"},
     "pipelines": {"core", "stages", "formats", "dedup", "tokens", "helpers"},
     "examples": {"core", "stages", "formats", "pipelines"},
     "execution": {"core", "slurm", "stages"},
     "report": {"core"},
     "run": {"core", "text", "helpers", "slurm", "stages", "formats", "pipelines", "execution", "dedup", "tokens",
-            "classify"},
+            "classify", "decont"},
     "cli": {"core", "slurm", "stages", "formats", "pipelines", "execution", "report", "run", "classify"},
 }
 # Third-party packages a layer must not import (core: anything outside the standard library).
@@ -43,6 +44,7 @@ FORBIDDEN = {
     "pipelines": {"ray"},
     "examples": {"ray"},
     "dedup": {"ray"},
+    "decont": {"ray"},
     "classify": {"ray"},
     "report": {"ray", "pyarrow"},
 }

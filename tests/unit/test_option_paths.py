@@ -98,6 +98,7 @@ def world(tmp_path_factory):
     (root / "urls.txt").write_text(f"file://{root / 'input' / 'part-000.jsonl'}\n")
     (root / "quality.toml").write_text("[ja]\nmin_words = 30\n")
     (root / "blocked.txt").write_text("blocked.example\n")
+    (root / "evals.jsonl").write_text('{"text": "an eval answer of more than thirteen words, long enough to be indexed as it is"}\n')
     (root / "lid.ftz").write_bytes(bundled_model().read_bytes())
     train_tokenizer(["words for a tokenizer, again and again"] * 20, root / "tokenizer.json", 300)
     for crawl in CRAWLS:  # a crawl-data/ tree served from disk, as a site-local copy would be
@@ -120,6 +121,7 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
              "quality_settings": str(root / "quality.toml"), "crawl": CRAWLS,
              "crawl_base_url": f"file://{root / 'mirror'}/", "dedup_against": (str(root / "earlier"),),
              "tokenize": str(root / "tokenizer.json"), "url_blocklist": (str(root / "blocked.txt"),),
+             "decontaminate": (str(root / "evals.jsonl"),),
              "language_model": str(root / "lid.ftz"), "blocklists_dir": str(root / "lists"),
              "quality_model": (f"lid={root / 'lid.ftz'}",)}  # a fastText model whose labels include en
     return {o.name: value_of(o, paths) for o in run_options()

@@ -2,7 +2,7 @@
 per thing they describe: ``shard`` (a shard's completion manifest and its work), ``attempt``
 (who ran an attempt, and what an incomplete one left), ``run`` (the frozen listing's
 reference, pinned run options), ``submission`` (the windows submit queued) and ``phase``
-(the elements of the later phases). ``base`` holds what they share.
+(the elements of the later phases), ``contamination`` (what decontamination found). ``base`` holds what they share.
 
 Every other module uses their fields; none reads another module's JSON by string keys.
 Each record carries a ``schema_version``. A record without one was written by an earlier

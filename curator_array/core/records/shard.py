@@ -26,6 +26,7 @@ from .base import (
     require_int,
     unknown_fields,
 )
+from .contamination import Contamination
 
 MALFORMED_LINES = "malformed_lines"
 
@@ -43,6 +44,7 @@ class ShardWork:
     rows_dropped_by_stage: dict[str, int] = field(default_factory=dict)
     records_skipped: dict[str, int] = field(default_factory=dict)
     tokens: int = 0  # of the documents written, when the run counts them (--tokenize)
+    contamination: Contamination = field(default_factory=Contamination)  # with --decontaminate
     output_dir: str | None = None
     output_files: tuple[str, ...] = ()
     output_file_count: int = 0
@@ -66,6 +68,9 @@ class ShardWork:
         written = plain_fields(self)
         if not self.tokens:  # only a run that counts tokens has them
             del written["tokens"]
+        del written["contamination"]
+        if self.contamination:  # only a run that decontaminates has it
+            written["contamination"] = self.contamination.to_json()
         return {**written, "malformed_records_skipped": self.malformed_records_skipped}
 
 

@@ -26,6 +26,7 @@ from .buckets import Buckets
 from .clusters import Clusters
 from .components import Components
 from .curation import Curation
+from .decontamination import Decontamination
 from .quality import QualityCut, QualityScores, QualitySelection
 from .removal import Removal
 from .signatures import Signatures
@@ -102,6 +103,7 @@ class PhaseRegistry:
             if values.get(phase.settings_key):
                 given = {option.field: values[option.name] for option in phase.options
                          if values.get(option.name) is not None}
+                given.update({name: values.get(name) for name in phase.run_values})
                 by_key[phase.settings_key] = phase.settings_type.from_options(given)
         return self._with_staging(by_key)
 
@@ -131,9 +133,13 @@ class PhaseRegistry:
         return planned
 
     def check(self, settings: PhaseSettings, shards: ShardRange) -> None:
-        """Refuse settings a phase of the run cannot work with, before any of its elements starts."""
-        for planned in self.plan(settings, shards):
-            planned.phase.check(settings)
+        """Refuse settings a phase of the run cannot work with, before any of its elements starts
+        (a phase without elements of its own, whose settings the run has, too)."""
+        planned = [item.phase for item in self.plan(settings, shards)]
+        for phase in self._phases:
+            if phase in planned or (phase.settings_type is not None and settings.get(phase.settings_key) is not None
+                                    and phase.elements(settings, shards) is None):
+                phase.check(settings)
 
     def plan_of(self, run: RunConfig) -> list[PlannedPhase]:
         """The phases of a run as its ``run.json`` pins them."""
@@ -158,6 +164,7 @@ def _refuse_without_enabling(phase: Phase, values: Mapping[str, Any]) -> None:
 
 PHASES = PhaseRegistry([
     Curation(),
+    Decontamination(),
     Signatures(),
     Buckets(),
     Clusters(),

@@ -36,6 +36,7 @@ class EvalRecord:
 class EvalSet:
     records: tuple[EvalRecord, ...]
     skipped: Mapping[str, int] = field(default_factory=dict)
+    first_skipped: str | None = None  # where the first record left out is, to name it
 
     @property
     def tasks(self) -> tuple[str, ...]:
@@ -45,6 +46,7 @@ class EvalSet:
 def read_eval_files(paths: Iterable[str | Path]) -> EvalSet:
     records: list[EvalRecord] = []
     skipped: Counter[str] = Counter()
+    first_skipped = None
     for path in map(Path, paths):
         if not path.is_file():
             raise ConfigError(f"--decontaminate {path}: no such file")
@@ -59,12 +61,13 @@ def read_eval_files(paths: Iterable[str | Path]) -> EvalSet:
             text = payload[TEXT]
             if not isinstance(text, str):
                 skipped[NON_STRING_TEXT] += 1
+                first_skipped = first_skipped or f"{path}: {'row' if _is_parquet(path) else 'line'} {number}"
                 continue
             records.append(EvalRecord(text, _string(payload.get(QUERY)), _string(payload.get(TASK)) or stem(path),
                                       f"{given_name(path)}:{number}", _string(payload.get(LANGUAGE))))
         if not found:
             raise ConfigError(f"--decontaminate {path}: empty, no eval records")
-    return EvalSet(tuple(records), dict(skipped))
+    return EvalSet(tuple(records), dict(skipped), first_skipped)
 
 
 def stem(path: Path) -> str:

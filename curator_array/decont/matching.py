@@ -38,7 +38,6 @@ CUT_MARGIN = 200
 MIN_PIECE = 200
 MAX_SPLITS = 10
 PIECE_JOINER = "\n\n"
-SPACES = frozenset("\t\n\f\r ")  # what simplification's \s (RE2's) replaces
 NUMBER_SEPARATORS = frozenset(".,٫")
 
 
@@ -138,7 +137,7 @@ def word_runs(text: str) -> list[tuple[int, int]]:
     digits stays (3.14 is one word, as its number becomes 0)."""
     runs, start = [], None
     for at, character in enumerate(text):
-        breaks = character in SPACES or unicodedata.category(character)[0] in "PS"
+        breaks = character.isspace() or unicodedata.category(character)[0] in "PS"
         if breaks and character in NUMBER_SEPARATORS and start is not None and 0 < at < len(text) - 1:
             breaks = not (unicodedata.category(text[at - 1]) == "Nd" and unicodedata.category(text[at + 1]) == "Nd")
         if breaks and start is not None:

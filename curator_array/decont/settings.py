@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ MODES = ("drop", "cut")
 DEFAULT_NGRAMS = 13
 INDEX_NAME = "decont.index"
 INDEX_FORMAT = 1
+logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class DecontSettings:
     """The eval files (``files``: name → sha256; ``paths`` where they are), the index's
@@ -106,7 +108,11 @@ def _built(path: Path, eval_paths: tuple[str, ...], rules: IndexRules) -> tuple[
     from .index import build_index
 
     began = time.perf_counter()
-    index = build_index(read_eval_files(eval_paths), rules)
+    evalset = read_eval_files(eval_paths)
+    if evalset.skipped:
+        logger.warning("--decontaminate: %d eval record(s) whose text is not a string left out (the first: %s)",
+                       sum(evalset.skipped.values()), evalset.first_skipped)
+    index = build_index(evalset, rules)
     data = index.to_bytes()
     stats = {**index.stats, "build_s": round(time.perf_counter() - began, 3), "bytes": len(data),
              "memory_bytes": index.memory_bytes}
@@ -114,6 +120,10 @@ def _built(path: Path, eval_paths: tuple[str, ...], rules: IndexRules) -> tuple[
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, data)
     write_bytes_atomic(description, dump_json({"sha256": digest, "stats": stats}))
+    short = (f", {stats['short_texts_skipped']} text(s) under {rules.short_min_words} words left out"
+             if rules.short_min_words else "")
+    logger.info("decontamination index of %d eval record(s): %d n-grams%s, built in %.1f s into %s", stats["records"],
+                stats["ngrams"], short, stats["build_s"], path)
     return digest, stats
 
 

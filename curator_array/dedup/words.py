@@ -19,6 +19,9 @@ import pyarrow.compute as pc
 from ..text.segmenters import SEGMENTERS
 
 SPACED, NONE = "spaced", "none"
+# Python's whitespace (``str.isspace``), as FineWeb's normalisation collapses it: RE2's \s is
+# ASCII's alone, so the Unicode separators (no-break and ideographic spaces, ...) are added.
+WHITESPACE = r"[\s\p{Z}\x{0b}\x{1c}-\x{1f}\x{85}]+"
 
 
 def simplify(texts: pa.Array) -> pa.Array:
@@ -26,7 +29,7 @@ def simplify(texts: pa.Array) -> pa.Array:
     text = pc.utf8_lower(pc.fill_null(texts, ""))
     text = pc.replace_substring_regex(text, r"\p{Nd}+(?:[.,٫]\p{Nd}+)*", "0")
     text = pc.replace_substring_regex(text, r"[\p{P}\p{S}]", " ")
-    return fold_diacritics(pc.utf8_trim_whitespace(pc.replace_substring_regex(text, r"\s+", " ")))
+    return fold_diacritics(pc.utf8_trim_whitespace(pc.replace_substring_regex(text, WHITESPACE, " ")))
 
 
 def fold_diacritics(text: pa.Array) -> pa.Array:

@@ -98,6 +98,8 @@ def test_document_words_are_the_words_of_the_batch_with_their_places():
     text = "Hello. The Quick, 3.14 brown-fox l’homme café\u0301 end.3 x"
     found, spans = document_words(text, SPACED)
     assert found == words(pa.array([text]))[0].to_pylist()
+    every_space = "".join(f"w{chr(97 + i % 26)}{c}" for i, c in enumerate(chr(c) for c in range(0x3001) if chr(c).isspace()))
+    assert document_words(every_space, SPACED)[0] == words(pa.array([every_space]))[0].to_pylist() == every_space.split()
     assert [text[a:b] for a, b in spans][:4] == ["Hello", "The", "Quick", "3.14"]
 
 
@@ -159,7 +161,7 @@ def test_the_index_file_reads_back_and_a_cut_one_is_refused():
     assert (again.keys == index.keys).all() and (again.owners == index.owners).all()
     assert again.tasks == index.tasks and again.record_sources == index.record_sources
     assert build_index(evalset(records), IndexRules(13)).to_bytes() == data, "built the same way: the same bytes"
-    assert index.memory_bytes <= 12 * len(index.keys) + 4 * len(records)
+    assert index.memory_bytes <= (12 + 16) * len(index.keys) + 4 * len(records) + 8192, "28 bytes a key at most"
     with pytest.raises(IndexFileError, match="truncated"):
         NGramIndex.from_bytes(data[:-5], "decont.index")
 
@@ -185,7 +187,7 @@ def test_records_with_other_text_are_skipped_and_counted_and_tasks_default_to_th
     path.write_text('{"text": 42}\n{"text": null}\n{"text": "the answer", "query": "q?"}\n'
                     '{"text": "another", "task": "gsm8k_hard"}\n')
     found = read_eval_files([path])
-    assert found.skipped == {NON_STRING_TEXT: 2}
+    assert found.skipped == {NON_STRING_TEXT: 2} and found.first_skipped == f"{path}: line 1"
     assert [(r.task, r.query, r.source) for r in found.records] == [("gsm8k", "q?", "gsm8k.jsonl:3"),
                                                                     ("gsm8k_hard", None, "gsm8k.jsonl:4")]
     pinned = tmp_path / "pinned_files" / f"{'0123456789abcdef'}-gsm8k.jsonl"  # as submit pins a copy

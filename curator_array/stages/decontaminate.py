@@ -93,14 +93,15 @@ class Decontaminator(ProcessingStage):
         import pyarrow.compute as pc
 
         from ..decont.matching import cut, find_hits, tally
+        from .columns import missing_field
         from .removed import removed_rows
 
         table = task.table
         if table.num_rows == 0:
             return task
-        if self.text_field not in table.column_names:
-            where = ", ".join(task.metadata.get("source_files", [])) or "input"
-            return task.failed(f"no {self.text_field!r} field in {where} to decontaminate", self.stage_name)
+        missing = missing_field(task, self.text_field, self.stage_name, "to decontaminate")
+        if missing is not None:
+            return missing
         texts = pc.fill_null(table.column(self.text_field).cast(pa.string()), "").combine_chunks()
         index = self.index
         segmenters = self.segmenters(table)

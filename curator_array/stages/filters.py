@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..core.errors import ConfigError
 from ..core.options import RunOption
 from .base import ProcessingStage
+from .columns import missing_field
 from .defaults import TEXT_FIELD
 from .tasks import DocumentBatch, Task
 
@@ -73,9 +74,9 @@ class FilterStage(ProcessingStage):
         table = task.table
         if table.num_rows == 0:
             return task
-        where = ", ".join(task.metadata.get("source_files", [])) or "input"
-        if self.text_field not in table.column_names:
-            return task.failed(f"no {self.text_field!r} field in {where}", self.stage_name)
+        missing = missing_field(task, self.text_field, self.stage_name)
+        if missing is not None:
+            return missing
         text = table.column(self.text_field)
         if pa.types.is_null(text.type):
             text = text.cast(pa.string())

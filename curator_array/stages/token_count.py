@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from ..helpers.allocator import MIMALLOC
 from ..tokens.encoder import shared_encoder, shared_encoders_cpu_s
 from .base import ProcessingStage
+from .columns import missing_field
 from .defaults import TEXT_FIELD, TOKEN_COUNT_FIELD
 from .requirements import TOKENIZE_EXTRAS, Requirement, module
 from .tasks import DocumentBatch, Task
@@ -54,9 +55,9 @@ class TokenCounter(ProcessingStage):
         table = task.table
         if table.num_rows == 0:
             return task
-        if self.text_field not in table.column_names:
-            where = ", ".join(task.metadata.get("source_files", [])) or "input"
-            return task.failed(f"no {self.text_field!r} field in {where} to count tokens of", self.stage_name)
+        missing = missing_field(task, self.text_field, self.stage_name, "to count tokens of")
+        if missing is not None:
+            return missing
         texts = pc.fill_null(table.column(self.text_field).cast(pa.string()), "").to_pylist()
         counts = shared_encoder(str(self.tokenizer_file), self.eos_token, self.allocator).lengths(texts)
         column = pa.array(counts)

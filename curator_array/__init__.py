@@ -9,7 +9,8 @@ tested on a login node without Ray, SLURM or a container:
                 records, the run contract, what a phase and a run option are,
                 retry, status, plan, the format catalog
 ``text``        word segmenters per script, word n-gram keys, the language column
-``helpers``     the helper processes' allocator (mimalloc or the system's)
+``helpers``     the helper processes' allocator (mimalloc or the system's), work
+                spread over an element's CPUs in order
 ``tokens``      token files for training: the tokenizer, Megatron's and datatrove's
                 formats, their merge
 ``slurm``       SLURM: its commands, the job environment, shard resolution,

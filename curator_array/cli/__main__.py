@@ -2,4 +2,5 @@ import sys
 
 from . import main
 
-sys.exit(main())
+if __name__ == "__main__":  # not when a spawned worker process imports the main module again
+    sys.exit(main())

@@ -36,6 +36,13 @@ def signature_rows(ids: np.ndarray, texts: pa.Array, settings: MinHashSettings |
                     np.concatenate(parts) if parts else np.empty(0, np.uint64))
 
 
+def batch_signature_rows(batch: tuple[np.ndarray, pa.Array, Sequence[tuple[str, str]] | None],
+                         settings: MinHashSettings | None) -> BandRows:
+    """``signature_rows`` of one ``(ids, texts, segmenters)`` batch (what a worker process is handed)."""
+    ids, texts, segmenters = batch
+    return signature_rows(ids, texts, settings, segmenters)
+
+
 def confirmed_pairs(first: np.ndarray, second: np.ndarray,
                     texts_of: Callable[[list[int]], Mapping[int, tuple[str, tuple[str, str]]]],
                     threshold: float, settings: MinHashSettings | None) -> tuple[np.ndarray, np.ndarray]:

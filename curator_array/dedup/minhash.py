@@ -29,6 +29,16 @@ MERSENNE = np.uint64((1 << 61) - 1)
 SHINGLES_PER_STEP = 1 << 17  # shingles hashed at once: 8 hashes of 8 bytes each, 8 MB
 
 
+def mod_mersenne(values: np.ndarray) -> None:
+    """``values %= MERSENNE``, in place, without a division: 2^61 is 1 modulo 2^61 - 1, so a
+    value is its low 61 bits plus the bits above them, less the modulus once if that reaches
+    it. The same numbers as ``%``, at about half its cost."""
+    low = values & MERSENNE
+    values >>= np.uint64(61)
+    values += low
+    np.subtract(values, MERSENNE, out=values, where=values >= MERSENNE)
+
+
 def hash_parameters(settings: MinHashSettings) -> tuple[np.ndarray, np.ndarray]:
     """The a and b of every hash function ``(a * x + b) mod 2^61 - 1``, from the seed alone."""
     generator = np.random.RandomState(settings.seed)
@@ -87,7 +97,7 @@ def signatures(texts: pa.Array, settings: MinHashSettings = MinHashSettings(),
                 span = slice(first, first + settings.rows)
                 values = np.multiply.outer(chunk, a[span])
                 values += b[span]
-                values %= MERSENNE
+                mod_mersenne(values)
                 result[present[low:high], span] = np.minimum.reduceat(values, local, axis=0)
     return result
 

@@ -92,6 +92,14 @@ class PhaseContext:
     def job(self) -> JobEnvironment:
         return self.job_context.job
 
+    @property
+    def cpus(self) -> int:
+        """The CPUs this element's work may spread over (``helpers.parallel``): ``--num-cpus``,
+        else what SLURM granted the job on this node, within the affinity mask."""
+        from ..helpers.parallel import granted_cpus
+
+        return granted_cpus(self.request.num_cpus, self.job.cpus_on_node, self.job.cpus_per_task)
+
     def tick_stop(self) -> None:
         """Raises when the run is told to stop."""
         if self.stop is not None:

@@ -139,7 +139,8 @@ EXECUTION_OPTIONS = _with_field_defaults(
     RunOption("ray_address", "Use this running Ray cluster instead of starting one (never stopped).", group="start",
               variable_name="RAY_ADDRESS"),
     # Ray
-    RunOption("num_cpus", "CPUs for the private Ray node (default: the job's CPUs on the node).", "int", "ray",
+    RunOption("num_cpus", "CPUs for the private Ray node, and the worker processes of a phase element that spreads "
+              "its work (dedup's signatures) (default: the job's CPUs on the node).", "int", "ray",
               minimum=1),
     RunOption("object_store_memory", "Object store bytes (default: from the job's memory and /dev/shm).", "int",
               "ray", minimum=1),

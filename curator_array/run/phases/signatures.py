@@ -112,7 +112,7 @@ class Signatures(Phase):
                     raise CuratorArrayError(f"{path}: no field {field!r} to compare (--text-field names the text field)")
 
         documents = write_signatures(batches(), signatures_file(context.layout, index), dedup.fuzzy,
-                                     dedup.bucket_count(context.run.shards.total))
+                                     dedup.bucket_count(context.run.shards.total), context.cpus)
         return PhaseResult(SignatureCounts(documents))
 
 
@@ -147,17 +147,21 @@ def texts_of(table: pa.Table, field: str, path: Path) -> pa.Array:
 
 
 def write_signatures(batches: Iterable[tuple[np.ndarray, pa.Array, list | None]], path: Path, settings,
-                     buckets: int = 1) -> int:
+                     buckets: int = 1, cpus: int = 1) -> int:
     """The band keys of every batch's documents, in one band file (``dedup.bandfile``) of
-    ``buckets`` buckets; returns how many documents."""
+    ``buckets`` buckets, computed over ``cpus`` processes and added in the batches' order (the
+    same file whatever ``cpus``); returns how many documents."""
+    from functools import partial
+
     from ...dedup.bandfile import BandFileWriter
-    from ...dedup.lsh import signature_rows
+    from ...dedup.lsh import batch_signature_rows
+    from ...helpers.parallel import ordered_map
 
     documents = 0
     with BandFileWriter(path, buckets, settings.bands if settings else 1, FLUSH_ROWS) as writer:
-        for ids, texts, segmenters in batches:
-            writer.add(signature_rows(ids, texts, settings, segmenters))
-            documents += len(ids)
+        for rows in ordered_map(partial(batch_signature_rows, settings=settings), batches, cpus):
+            writer.add(rows)
+            documents += len(rows.ids) // (settings.bands if settings else 1)
     return documents
 
 

@@ -1,0 +1,115 @@
+"""The signatures element on one core and on two, against a bare loop of the fastest MinHash
+on PyPI (rensa's ``RMinHash``, in Rust) on one and on two.
+
+The corpus is ``bench_dedup``'s at 60,856 documents (100 to 250 words each, 10% planted
+copies), curated once into one shard. Ours is the whole element as a site runs it
+(``curator-array run --phase signatures --force``, process start included) with
+``--num-cpus 1`` and ``2``; the bare loop reads the same curated JSONL, normalises as we do
+(lower case, numbers as 0, punctuation and symbols as spaces, accents removed), makes the
+same word 5-grams and feeds them to ``RMinHash(num_perm=112)`` in a ``Pool`` of 1 and 2.
+Engines take turns, 3 rounds, medians; prints documents/s, documents/s per core and the
+ratios. rensa is installed into ``.cache/bench-rensa``, never into the venv. Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from multiprocessing import Pool
+from pathlib import Path
+
+os.environ.setdefault("DEDUP_DOCS", "60856")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_dedup  # noqa: E402
+from support import CACHE, REPO  # noqa: E402
+
+RENSA = REPO / ".cache" / "bench-rensa"
+ROUNDS = 3
+
+
+def ensure_rensa() -> None:
+    if not (RENSA / ".complete").exists():
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target", str(RENSA), "rensa==0.5.0"],
+                       check=True)
+        (RENSA / ".complete").write_text("rensa==0.5.0")
+    sys.path.insert(0, str(RENSA))
+
+
+def _normalised_words(text: str) -> list[str]:
+    import unicodedata
+
+    import regex
+
+    text = regex.sub(r"\p{Nd}+(?:[.,٫]\p{Nd}+)*", "0", text.lower())
+    text = regex.sub(r"[\p{P}\p{S}]", " ", text)
+    return regex.sub(r"\p{Mn}+", "", unicodedata.normalize("NFD", text)).split()
+
+
+def _rensa_file(path: str) -> int:
+    sys.path.insert(0, str(RENSA))
+    from rensa import RMinHash
+
+    documents = 0
+    for line in open(path, encoding="utf-8"):
+        words = _normalised_words(json.loads(line)["text"])
+        shingles = [" ".join(words[i:i + 5]) for i in range(max(1, len(words) - 4))]
+        minhash = RMinHash(num_perm=112, seed=42)
+        minhash.update(shingles)
+        minhash.digest()
+        documents += 1
+    return documents
+
+
+def bare(files: list[str], workers: int) -> float:
+    began = time.perf_counter()
+    with Pool(workers) as pool:
+        pool.map(_rensa_file, files, chunksize=1)
+    return time.perf_counter() - began
+
+
+def ours(out: Path, cpus: int) -> float:
+    began = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(bench_dedup.CORPUS),
+                    "--output-dir", str(out), "--num-cpus", str(cpus), "--no-progress", "--dedup", "fuzzy",
+                    "--phase", "signatures", "--force"], check=True, capture_output=True)
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    ensure_rensa()
+    bench_dedup.make_corpus()
+    work = CACHE / "signatures-work"
+    shutil.rmtree(work, ignore_errors=True)
+    out = work / "out"
+    subprocess.run([sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(bench_dedup.CORPUS),
+                    "--output-dir", str(out), "--num-cpus", "2", "--no-progress", "--dedup", "fuzzy",
+                    "--phase", "curation"], check=True, capture_output=True)
+    files = sorted(str(p) for p in (out / ".curated").glob("*.jsonl"))
+    documents = sum(1 for path in files for _ in open(path))
+    engines = {"ours, 1 CPU": lambda: ours(out, 1), "ours, 2 CPUs": lambda: ours(out, 2),
+               "rensa loop, Pool(1)": lambda: bare(files, 1), "rensa loop, Pool(2)": lambda: bare(files, 2)}
+    walls: dict[str, list[float]] = {name: [] for name in engines}
+    for _ in range(ROUNDS):
+        for name, engine in engines.items():
+            walls[name].append(engine())
+    print(f"{documents:,} documents in {len(files)} curated files, {os.cpu_count()} CPUs here")
+    print("| engine | median wall | rounds | documents/s | per core |")
+    print("|---|---|---|---|---|")
+    rates = {}
+    for name, values in walls.items():
+        cores = 2 if "2" in name else 1
+        rates[name] = documents / statistics.median(values) / cores
+        print(f"| {name} | {statistics.median(values):.1f} s | {min(values):.1f}–{max(values):.1f} s "
+              f"| {documents / statistics.median(values):,.0f} | {rates[name]:,.0f} |")
+    print(f"ours 2 CPUs / 1 CPU: {statistics.median(walls['ours, 1 CPU']) / statistics.median(walls['ours, 2 CPUs']):.2f}x; "
+          f"per core, ours / rensa: {rates['ours, 1 CPU'] / rates['rensa loop, Pool(1)']:.2f} (1 CPU), "
+          f"{rates['ours, 2 CPUs'] / rates['rensa loop, Pool(2)']:.2f} (2 CPUs; goal >= 0.8)")
+
+
+if __name__ == "__main__":
+    main()

@@ -25,6 +25,7 @@ from curator_array.decont.matching import (
 from curator_array.decont.rules import IndexRules
 from curator_array.dedup.words import words
 from tests.support.decont_corpus import NUMBERS_TASK, SHORT_TASK, eval_and_corpus, expected_hits
+from tests.support.quality_corpus import paragraphs
 
 SPACED = ("spaced", "en")
 
@@ -202,3 +203,21 @@ def test_records_with_other_text_are_skipped_and_counted_and_tasks_default_to_th
         read_eval_files([parquet])
     pq.write_table(pa.table({"text": ["an answer"], "query": ["q"]}), parquet)
     assert [(r.task, r.source) for r in read_eval_files([parquet]).records] == [("arc", "arc.parquet:0")]
+
+
+@pytest.mark.parametrize("language, segmenter", [("ja", "sudachi"), ("zh", "jieba")])
+def test_eval_texts_and_documents_in_unspaced_scripts_are_split_by_their_segmenters(language, segmenter):
+    """A Japanese or Chinese eval text (``language`` on the record) is found in a document of
+    its language, whose words the same segmenter splits, and cut out of it."""
+    texts = [d["text"] for d in paragraphs()
+             if d["language"] == language and len(d["text"]) > 150]
+    answers = [text[20:120] for text in texts[:20]]
+    index = build_index(EvalSet(tuple(EvalRecord(answer, None, "t", f"e:{i}", language)
+                                      for i, answer in enumerate(answers))), IndexRules(13))
+    hosts = texts[40:60]
+    planted = [f"{host[:60]}。{answer}。{host[60:]}" for host, answer in zip(hosts, answers)]
+    split = [(segmenter, language)] * len(hosts)
+    assert first_tasks(planted, index, split) == dict.fromkeys(range(len(planted)), "t")
+    assert first_tasks(hosts, index, split) == {}
+    result, matched = cut(planted[0], (segmenter, language), index)
+    assert matched and answers[0] not in (result.text or "")

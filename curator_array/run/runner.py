@@ -161,8 +161,12 @@ def _record_result(result: Task, failures: list[FailedTask], written: list[Writt
         written.append(result)
         skipped = "".join(f", {count} {reason.replace('_', ' ')} skipped" for reason, count in sorted(result.counters.skipped.items())
                           if count)
-        logger.info("task %s: %d rows written to %s%s", result.task_id, result.rows_written, ", ".join(result.files),
-                    skipped)
+        if result.files:
+            logger.info("task %s: %d rows written to %s%s", result.task_id, result.rows_written,
+                        ", ".join(result.files), skipped)
+        else:
+            logger.info("task %s%s: no rows left, no file written%s", result.task_id,
+                        f" part {result.part}" if result.part is not None else "", skipped)
         return 0
     return 1
 
@@ -184,6 +188,8 @@ def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir
         source_tasks=len(ids),
         source_task_ids=tuple(sorted(ids)),
         tasks_written=len({w.task_id for w in written} | set(prepared.done)),
+        tasks_without_output=len(({w.task_id for w in written} - {w.task_id for w in written if w.files})
+                                 | {task for task, record in prepared.done.items() if not record.files}),
         rows_in=counters.rows_read,
         rows_out=rows_out,
         bytes_in=counters.bytes_read,

@@ -160,7 +160,8 @@ Added = tuple[Mapping[int, Any], Any]  # a field a rewrite adds: its value by ro
 
 
 class WriterStage(ProcessingStage):
-    """Writes each DocumentBatch to ``<output_dir>/<task id><suffix>``, atomically.
+    """Writes each DocumentBatch to ``<output_dir>/<task id><suffix>``, atomically; a batch
+    with no rows left writes no file.
 
     Every pipeline ends in a writer: it is what turns a source task into files the
     completion manifest can list.
@@ -215,12 +216,15 @@ class WriterStage(ProcessingStage):
         return len(chosen), table.num_rows
 
     def process(self, task: DocumentBatch) -> WrittenFiles:
+        """The batch's file; none for a batch the stages left empty (a file without rows is
+        only a load on the file system's metadata server), its removed rows all the same."""
         self.output_dir.mkdir(parents=True, exist_ok=True)
         final = self.output_path(task.task_id, task.part)
         self._write_removed(task, final.name)
-        with replacing(final) as tmp:
-            self.write_table(task.table, tmp)
-        return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[str(final)],
+        if task.num_rows:
+            with replacing(final) as tmp:
+                self.write_table(task.table, tmp)
+        return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[str(final)] if task.num_rows else [],
                             rows_written=task.num_rows, part=task.part, final=task.final)
 
 

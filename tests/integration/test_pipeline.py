@@ -109,6 +109,23 @@ def test_filters_match_an_independent_computation(ray_cluster, sample_jsonl, tmp
     assert set(dropped) == {"non_empty_text", "word_count", "exact_dedup"} and all(dropped.values())
 
 
+def test_a_task_whose_documents_are_all_dropped_writes_no_file_and_its_manifest_says_so(ray_cluster, tmp_path):
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    (inputs / "empty.jsonl").write_text("".join(json.dumps({"id": i, "text": " "}) + "\n" for i in range(5)))
+    (inputs / "words.jsonl").write_text("".join(json.dumps({"id": i, "text": "some words"}) + "\n" for i in range(5)))
+    options = PipelineOptions.of(str(inputs), str(out), drop_empty=True, keep_removed=True)
+    outcome = run_shard_here(default_pipeline(options).for_run(options), tmp_path / "ckpt", output_dir=out)
+    assert outcome.status == "completed"
+    assert outcome.work.tasks_written == 2 and outcome.work.tasks_without_output == 1
+    assert [Path(name).name for name in outcome.work.output_files] == [f"{group_task_id(['words.jsonl'])}.jsonl"]
+    assert visible_files(out) == [f"{group_task_id(['words.jsonl'])}.jsonl"], "no file without rows"
+    assert len(read_records(out / ".removed" / "non_empty_text")) == 5, "the task's removed rows are kept all the same"
+    again = run_shard_here(default_pipeline(options).for_run(options), tmp_path / "ckpt", output_dir=out)
+    assert again.status == "completed" and again.work.tasks_without_output == 1, "finished all the same"
+    assert visible_files(out) == [f"{group_task_id(['words.jsonl'])}.jsonl"]
+
+
 def test_four_shards_union_equals_unsharded_run_and_replay_is_identical(ray_cluster, sample_jsonl, tmp_path):
     kwargs = dict(output_file_type="parquet", drop_empty=True, min_words=3, dedup_within_task=True)
     whole = tmp_path / "whole"

@@ -38,6 +38,7 @@ class ShardWork:
     source_tasks: int = 0
     source_task_ids: tuple[str, ...] = ()
     tasks_written: int = 0
+    tasks_without_output: int = 0  # finished with every document dropped: they wrote no file
     rows_in: int = 0
     rows_out: int = 0
     bytes_in: int = 0

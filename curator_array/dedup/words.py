@@ -40,16 +40,32 @@ def fold_diacritics(text: pa.Array) -> pa.Array:
     faster on text that is not ASCII. Arrow's tables of marks are newer than Python 3.11's
     (Unicode 14), so the few dozen marks assigned since are removed here too.
     """
+    if pc.all(pc.string_is_ascii(text)).as_py() is not False:  # nothing to fold: skip two passes
+        return text
     return pc.replace_substring_regex(pc.utf8_normalize(text, "NFD"), r"\p{Mn}+", "")
 
 
+KNOWN_WORDS = 1 << 18  # words whose hash a process keeps: the frequent ones come first (about 30 MB)
+_KNOWN: dict[str, int] = {}
+
+
+def _hash(word: str) -> int:
+    return int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+
+
 def word_hashes(words: pa.Array) -> np.ndarray:
-    """A stable 64-bit hash per word (each distinct word of the batch hashed once)."""
+    """A stable 64-bit hash per word: each distinct word of the batch hashed once, or found
+    among the words this process hashed before (a batch shares most of its words with the
+    batches before it)."""
     encoded = pc.dictionary_encode(words)
-    distinct = np.fromiter((int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
-                            for w in encoded.dictionary.to_pylist()), dtype=np.uint64,
-                           count=len(encoded.dictionary))
-    return distinct[encoded.indices.to_numpy(zero_copy_only=False)]
+    distinct = encoded.dictionary.to_pylist()
+    known = _KNOWN
+    values = [known.get(word) for word in distinct]
+    for position in [i for i, value in enumerate(values) if value is None]:
+        values[position] = value = _hash(distinct[position])
+        if len(known) < KNOWN_WORDS:
+            known[distinct[position]] = value
+    return np.array(values, dtype=np.uint64)[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 def words(texts: pa.Array, segmenters: Sequence[tuple[str, str]] | None = None) -> tuple[pa.Array, np.ndarray]:

@@ -67,8 +67,9 @@ class ShardWork:
 
     def to_json(self) -> dict[str, Any]:
         written = plain_fields(self)
-        if not self.tokens:  # only a run that counts tokens has them
-            del written["tokens"]
+        for name in ("tokens", "tasks_without_output"):  # only a run that counts tokens has them; 0: none
+            if not written[name]:
+                del written[name]
         del written["contamination"]
         if self.contamination:  # only a run that decontaminates has it
             written["contamination"] = self.contamination.to_json()

@@ -78,9 +78,13 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_container.py
 	$(BIN)/python bench/bench_pyxis.py
 	$(BIN)/python bench/bench_web.py
+	$(BIN)/python bench/bench_files.py
 	$(BIN)/python bench/bench_fineweb.py
 	$(BIN)/python bench/bench_quality.py
+	$(BIN)/python bench/bench_classifier.py
+	$(BIN)/python bench/bench_decont.py
 	$(BIN)/python bench/bench_dedup.py
+	$(BIN)/python bench/bench_signatures.py
 	$(BIN)/python bench/bench_clusters.py
 	$(BIN)/python bench/bench_components.py
 	$(BIN)/python bench/bench_tokenize.py

@@ -58,16 +58,18 @@ class Turns:
         return "/".join(f"{wall:.1f}" for wall in self.walls)
 
 
-def real_page_warcs(files: int) -> tuple[Path, int]:
-    """``files`` WARCs, each holding every real fixture page once under its own URLs; (directory, pages).
+def real_page_warcs(files: int, copies: int = 1) -> tuple[Path, int]:
+    """``files`` WARCs, each holding every real fixture page ``copies`` times under URLs of its
+    own; (directory, pages).
 
     Built once under the cache. Real pages weigh what a crawl's do (markup, scripts, long
     menus), which the synthetic pages of ``bench_web`` do not: per page, the commoncrawl chain's
-    stages spend 3 to 4 times the CPU on these.
+    stages spend 3 to 4 times the CPU on these. With ``copies``, a WARC reaches a crawl's
+    size (30,000 to 46,000 pages).
     """
     from tests.support.warcs import Page, write_warc
 
-    directory = CACHE / "fineweb" / f"warcs-{files}"
+    directory = CACHE / "fineweb" / (f"warcs-{files}" if copies == 1 else f"warcs-{files}x{copies}")
     marker = directory / ".complete"  # holds the page count, so a built input is not read again
     if marker.exists() and marker.read_text().strip():
         return directory, int(marker.read_text())
@@ -77,10 +79,11 @@ def real_page_warcs(files: int) -> tuple[Path, int]:
     directory.mkdir(parents=True)
     for index in range(files):
         write_warc(directory / f"part-{index:02d}.warc.gz",
-                   [Page(f"https://docs{index}.example.org/{p['name'].replace('/', '-')}", p["html"].encode())
-                    for p in pages])
-    marker.write_text(f"{files * len(pages)}\n")
-    return directory, files * len(pages)
+                   [Page(f"https://docs{index}.example.org/{f'{copy}/' if copies > 1 else ''}"
+                         f"{p['name'].replace('/', '-')}", p["html"].encode())
+                    for copy in range(copies) for p in pages])
+    marker.write_text(f"{files * copies * len(pages)}\n")
+    return directory, files * copies * len(pages)
 
 
 def in_turns(engines: dict[str, Callable[[], tuple[float, float]]], rounds: int = ROUNDS) -> dict[str, Turns]:

@@ -215,6 +215,13 @@ class PartRecordLog:
 
 def read_parts(directory: Path, attempt: str) -> dict[str, TaskRecord]:
     """The finished tasks the part files in ``directory`` record."""
+    finished, _ = read_part_files(directory, attempt)
+    return finished
+
+
+def read_part_files(directory: Path, attempt: str) -> tuple[dict[str, TaskRecord], dict[str, set[str]]]:
+    """The finished tasks the part files in ``directory`` record, and the files that the
+    parts of unfinished tasks name (under the output dir), by task."""
     parts: dict[str, dict[int, PartRecord]] = {}
     for path in sorted(directory.glob("*.jsonl")) if directory.is_dir() else ():
         for line in path.read_text().splitlines():
@@ -224,7 +231,9 @@ def read_parts(directory: Path, attempt: str) -> dict[str, TaskRecord]:
                 continue  # a line cut short by a crash: that part is written again
             parts.setdefault(part.record.task_id, {})[part.part] = part
     finished = {task_id: finished_task(found) for task_id, found in parts.items()}
-    return {task_id: record for task_id, record in finished.items() if record is not None}
+    unfinished = {task_id: {check[0] for part in parts[task_id].values() for check in part.record.files}
+                  for task_id, record in finished.items() if record is None}
+    return {task_id: record for task_id, record in finished.items() if record is not None}, unfinished
 
 
 @dataclass
@@ -235,6 +244,9 @@ class ShardRecords:
     attempts: list[str] = field(default_factory=list)
     shard_tasks: int = 0
     ignored: list[str] = field(default_factory=list)  # why a file was left out
+    # Files that parts of tasks no attempt finished put in place: a rerun of the task may cut
+    # its parts into files otherwise, so these go first.
+    unfinished_files: dict[str, set[str]] = field(default_factory=dict)
 
 
 def read_shard_records(layout: CheckpointLayout, shard: ShardConfig, run_id: str | None) -> ShardRecords:
@@ -256,7 +268,12 @@ def read_shard_records(layout: CheckpointLayout, shard: ShardConfig, run_id: str
             continue
         found.attempts.append(header.attempt)
         found.shard_tasks = header.shard_tasks or found.shard_tasks
-        found.tasks.update(read_parts(parts_dir(path), header.attempt))
+        finished, unfinished = read_part_files(parts_dir(path), header.attempt)
+        found.tasks.update(finished)
+        for task_id, files in unfinished.items():
+            found.unfinished_files.setdefault(task_id, set()).update(files)
+    for task_id in found.tasks:
+        found.unfinished_files.pop(task_id, None)
     return found
 
 

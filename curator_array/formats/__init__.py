@@ -44,8 +44,10 @@ def writer_class(fmt: Format) -> type[WriterStage]:
     return _load_class(fmt.writer)
 
 
-def reader_for(name: str, malformed: str = MALFORMED_POLICIES[0]) -> ReaderStage:
-    return reader_class(get_format(name, "input"))(malformed)
+def reader_for(name: str, malformed: str = MALFORMED_POLICIES[0], records_per_part: int | None = None) -> ReaderStage:
+    """The reader of format ``name``; one that streams its files reads ``records_per_part`` records at a time."""
+    cls = reader_class(get_format(name, "input"))
+    return cls(malformed, records_per_part) if cls.streams and records_per_part else cls(malformed)
 
 
 def writer_for(name: str, output_dir: str | os.PathLike) -> WriterStage:

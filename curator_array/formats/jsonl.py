@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import os
 from collections.abc import Collection, Iterator, Mapping
@@ -114,6 +113,40 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+GZIP_PENDING_BYTES = 64 << 10
+
+
+def _write_lines(handle: BinaryIO, table: pa.Table) -> None:
+    for batch in table.to_batches(max_chunksize=4096):
+        handle.write("".join(json.dumps(row, ensure_ascii=False, default=_json_default) + "\n"
+                             for row in batch.to_pylist()).encode())
+
+
+class JsonlSink:
+    """A JSONL file (``packed`` on ``raw``: gzip, or the file itself) taking lines as tables come."""
+
+    def __init__(self, raw: BinaryIO, packed: BinaryIO):
+        self.raw, self.packed = raw, packed
+
+    def accepts(self, table: pa.Table) -> bool:
+        return True
+
+    def write(self, table: pa.Table) -> None:
+        _write_lines(self.packed, table)
+
+    def tell(self) -> int:
+        return self.raw.tell()
+
+    def closing_bytes(self, table: pa.Table) -> int:
+        """What gzip holds back until the close (its pending block), at most; plain lines, nothing."""
+        return 0 if self.packed is self.raw else GZIP_PENDING_BYTES
+
+    def close(self) -> None:
+        if self.packed is not self.raw:
+            self.packed.close()
+        self.raw.close()
+
+
 class JsonlWriter(WriterStage):
     name = "jsonl_writer"
     pinned = ()  # where it writes is not what it writes
@@ -129,11 +162,16 @@ class JsonlWriter(WriterStage):
         return open(path, "rb")
 
     def write_table(self, table: pa.Table, path: Path) -> None:
-        with self._open_bytes(path) as raw, io.TextIOWrapper(raw, encoding="utf-8") as handle:
-            for batch in table.to_batches(max_chunksize=4096):
-                handle.writelines(
-                    json.dumps(row, ensure_ascii=False, default=_json_default) + "\n" for row in batch.to_pylist()
-                )
+        with self._open_bytes(path) as raw:
+            _write_lines(raw, table)
+
+    def open_sink(self, path: Path, schema: pa.Schema) -> JsonlSink:
+        raw = open(path, "wb")
+        return JsonlSink(raw, self._packed(raw))
+
+    def _packed(self, raw: BinaryIO) -> BinaryIO:
+        """What lines are written to, on top of the file."""
+        return raw
 
     def rewrite(self, source: Path, target: Path, reader, rows: Collection[int], *, only: bool = False,
                 added: Mapping[str, Added] | None = None) -> tuple[int, int]:
@@ -168,10 +206,13 @@ class GzipJsonlWriter(JsonlWriter):
 
     @contextmanager
     def _open_bytes(self, path: Path) -> Iterator[BinaryIO]:
+        with open(path, "wb") as raw, self._packed(raw) as packed:
+            yield packed
+
+    def _packed(self, raw: BinaryIO) -> BinaryIO:
         # No name and mtime 0 in the header: the same rows give the same bytes, so a replayed
         # shard is byte-identical (the temporary file name would differ every time).
-        with open(path, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as packed:
-            yield packed
+        return gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0)  # type: ignore[return-value]
 
     def _read_bytes(self, path: Path) -> BinaryIO:
         return gzip.open(path, "rb")

@@ -57,6 +57,59 @@ class ParquetWriter(WriterStage):
     def write_table(self, table: pa.Table, path: Path) -> None:
         pq.write_table(table, path, compression=COMPRESSION)
 
+    def open_sink(self, path: Path, schema: pa.Schema) -> ParquetSink:
+        return ParquetSink(path, schema)
+
+
+FOOTER_PER_COLUMN, MAX_STATISTICS_BYTES = 256, 4096
+
+
+def _variable_width(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) or \
+        pa.types.is_large_binary(kind)
+
+
+class ParquetSink:
+    """A Parquet file that takes tables of one schema as row groups, written as they come."""
+
+    def __init__(self, path: Path, schema: pa.Schema):
+        self.file = pa.OSFile(str(path), "wb")
+        self.schema = schema
+        self.writer = pq.ParquetWriter(self.file, schema, compression=COMPRESSION)
+        self.row_groups = 0
+
+    def _matching(self, table: pa.Table) -> pa.Table | None:
+        """``table`` in the file's schema: as it is, or with its all-null columns typed as the file's."""
+        if table.schema.equals(self.schema, check_metadata=False):
+            return table
+        if table.schema.names != self.schema.names:
+            return None
+        if any(not pa.types.is_null(ours.type) and ours.type != theirs.type
+               for ours, theirs in zip(table.schema, self.schema)):
+            return None
+        return table.cast(self.schema)
+
+    def accepts(self, table: pa.Table) -> bool:
+        return self._matching(table) is not None
+
+    def write(self, table: pa.Table) -> None:
+        self.writer.write_table(self._matching(table))
+        self.row_groups += 1
+
+    def tell(self) -> int:
+        return self.file.tell()
+
+    def closing_bytes(self, table: pa.Table) -> int:
+        """The footer, at its largest: per row group and column, its metadata and, for text and
+        binary columns, a minimum and a maximum of up to Arrow's 4,096 bytes each."""
+        per_group = sum(FOOTER_PER_COLUMN + (2 * MAX_STATISTICS_BYTES if _variable_width(f.type) else 64)
+                        for f in self.schema)
+        return (self.row_groups + 1) * per_group
+
+    def close(self) -> None:
+        self.writer.close()
+        self.file.close()
+
 
 def write_parquet(table: pa.Table, path: Path) -> None:
     """``table`` at ``path``, complete and synced before its name appears (a killed writer

@@ -58,6 +58,7 @@ class PipelineOptions:
     url_blocklist: tuple[str, ...] = ()
     keep_removed: bool = False
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
+    output_file_size: int = defaults.OUTPUT_FILE_SIZE
     blocklists_dir: str | None = None  # where FineWeb's URL block lists are installed (default: defaults.URL_LISTS_DIR)
     allocator: str = MIMALLOC  # what the helper processes (extraction, tokenizing) allocate with
     # The values of the default pipeline's filter options (``pipelines.filters``), by option.
@@ -132,7 +133,7 @@ class PipelineOptions:
     def reader(self):
         from ..formats import reader_for
 
-        return reader_for(self.input_file_type, self.malformed)
+        return reader_for(self.input_file_type, self.malformed, self.records_per_batch)
 
     def writer(self):
         from ..formats import writer_for

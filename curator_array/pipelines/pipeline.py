@@ -112,6 +112,7 @@ class Pipeline:
         if missing:
             raise ConfigError(missing)
         stages = [*self.stages[:-1], *before_writer, copy.copy(self.writer)]
+        stages[-1].roll_at(options.output_file_size)
         if options.keep_removed:
             stages = [copy.copy(stage) if stage.drops_rows else stage for stage in stages]
             for stage in stages:

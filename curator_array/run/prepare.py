@@ -95,10 +95,22 @@ def finished_earlier(layout: CheckpointLayout, shard: ShardConfig, run: RunConfi
     for task_id, why in untrusted.items():
         logger.warning("task %s was finished by attempt %s but runs again: %s", task_id,
                        found.tasks[task_id].attempt, why)
+    _remove_unfinished_outputs(found.unfinished_files, set(mine) - set(trusted), root)
     if trusted:
         logger.info("shard %d resumes: %d of %d task(s) finished in earlier attempts (%s)", shard.shard_index,
                     len(trusted), len(tasks), ", ".join(found.attempts))
     return trusted
+
+
+def _remove_unfinished_outputs(unfinished: dict[str, set[str]], rerun: set[str], root: Path) -> None:
+    """Files that an earlier attempt put in place for tasks that run again: the rerun writes
+    the task whole and may cut it into other files, which must not sit beside these."""
+    for task_id in sorted(rerun & set(unfinished)):
+        for name in sorted(unfinished[task_id]):
+            path = root / name
+            if not Path(name).is_absolute() and path.is_file():
+                path.unlink()
+                logger.info("task %s runs again: its earlier attempt's %s removed", task_id, name)
 
 
 def freezable(pipeline: Pipeline) -> bool:

@@ -58,6 +58,7 @@ def apply_stage(stage: ProcessingStage, tasks: Iterable[Task]) -> Iterator[Task]
                 yield _tagged(output, stage)
         except Exception as exc:  # noqa: BLE001 - becomes a FailedTask with the reason
             yield _failure(task, stage, exc)
+    yield from (_tagged(output, stage) for output in stage.finish())
 
 
 def _apply_batch(stage: ProcessingStage, tasks: list[Task]) -> Iterator[Task]:

@@ -238,6 +238,10 @@ class ProcessingStage(_Stage):
     def process(self, task: Task) -> Task | list[Task] | None:
         raise NotImplementedError(f"{type(self).__name__} must implement process()")
 
+    def finish(self) -> list[Task]:
+        """Outputs it held back, at the end of a block of work (a writer's open files)."""
+        return []
+
     def cpu_elsewhere_s(self) -> float:
         """CPU time this stage has had other processes spend for it so far (child processes
         it runs the work in); the stage meter adds it to the stage's own."""

@@ -20,6 +20,7 @@ DOWNLOAD_READ_TIMEOUT_S = 60.0
 MALFORMED_POLICIES = ("fail", "skip")
 EXTRACTORS = ("resiliparse", "trafilatura")
 WARC_RECORDS_PER_BATCH = 256
+OUTPUT_FILE_SIZE = 1 << 30  # a streamed task's files roll over here: a size parallel file systems handle well
 TEXT_FIELD = "text"
 TOKEN_COUNT_FIELD = "token_count"  # each document's tokens, with --tokenize
 

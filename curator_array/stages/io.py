@@ -22,7 +22,8 @@ import pyarrow as pa
 from ..core.atomic import dump_json, replacing, write_bytes_atomic
 from ..core.errors import ConfigError
 from .base import ProcessingStage
-from .defaults import MALFORMED_POLICIES
+from .defaults import MALFORMED_POLICIES, OUTPUT_FILE_SIZE
+from .output_files import GrowingFiles, TableSink
 from .tasks import DocumentBatch, FileGroupTask, Task, TaskCounters, WrittenFiles
 
 
@@ -160,28 +161,42 @@ Added = tuple[Mapping[int, Any], Any]  # a field a rewrite adds: its value by ro
 
 
 class WriterStage(ProcessingStage):
-    """Writes each DocumentBatch to ``<output_dir>/<task id><suffix>``, atomically; a batch
-    with no rows left writes no file.
+    """Writes each source task's documents under ``output_dir``, atomically; no file for a
+    task whose documents were all dropped.
 
-    Every pipeline ends in a writer: it is what turns a source task into files the
-    completion manifest can list.
+    A task read whole is one file, ``<task id><suffix>``. The parts of a streamed task are
+    appended to growing files (``output_files``) of at most ``file_size`` bytes on disk,
+    ``<task id>.<first part><suffix>``; the written parts of a file are handed on only once
+    it is in place, so the task's record never names a file that is not complete. Every
+    pipeline ends in a writer: it is what turns a source task into files the completion
+    manifest can list.
     """
 
     format_name: ClassVar[str] = ""
     suffix: ClassVar[str] = ""
     removed_dir: Path | None = None  # where the rows stages dropped go, when the run keeps them
 
-    def __init__(self, output_dir: str | os.PathLike):
+    def __init__(self, output_dir: str | os.PathLike, file_size: int = OUTPUT_FILE_SIZE):
         self.output_dir = Path(output_dir)
+        self.file_size = file_size
+        self._growing: GrowingFiles | None = None
+        self._held: dict[str, list[WrittenFiles]] = {}  # written parts of a task whose file is not closed yet
         super().__init__()
 
-    def output_path(self, task_id: str, part: int | None = None) -> Path:
-        """``<task id><suffix>``, or ``<task id>.part-<part><suffix>`` for one part of a streamed task."""
-        return self.output_dir / f"{task_id}{'' if part is None else f'.part-{part:05d}'}{self.suffix}"
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_growing": None, "_held": {}}
+
+    def output_path(self, task_id: str) -> Path:
+        """``<task id><suffix>``: the file of a task read whole."""
+        return self.output_dir / f"{task_id}{self.suffix}"
 
     def keep_removed_in(self, directory: str | os.PathLike) -> None:
         """Write the rows stages dropped (``stages.removed``) under ``directory/<stage>/``."""
         self.removed_dir = Path(directory)
+
+    def roll_at(self, file_size: int) -> None:
+        """Roll a streamed task's file over at ``file_size`` bytes on disk (``--output-file-size``)."""
+        self.file_size = file_size
 
     def _write_removed(self, task: DocumentBatch, name: str) -> None:
         """Before the output, so an output in place means its removed rows are too."""
@@ -192,9 +207,15 @@ class WriterStage(ProcessingStage):
             with replacing(target) as tmp:
                 self.write_table(table, tmp)
 
-    def write_table(self, table: pa.Table, path: Path) -> None:
-        """Write ``table`` at ``path`` (a temporary name; the base syncs it and renames it)."""
+    def open_sink(self, path: Path, schema: pa.Schema) -> TableSink:
+        """An open file at ``path`` that takes tables of ``schema`` one after another."""
         raise NotImplementedError
+
+    def write_table(self, table: pa.Table, path: Path) -> None:
+        """Write ``table`` at ``path`` (a temporary name; the caller syncs it and renames it)."""
+        sink = self.open_sink(path, table.schema)
+        sink.write(table)
+        sink.close()
 
     def rewrite(self, source: Path, target: Path, reader: ReaderStage, rows: Collection[int], *,
                 only: bool = False, added: Mapping[str, Added] | None = None) -> tuple[int, int]:
@@ -215,17 +236,83 @@ class WriterStage(ProcessingStage):
             self.write_table(table, partial)
         return len(chosen), table.num_rows
 
-    def process(self, task: DocumentBatch) -> WrittenFiles:
-        """The batch's file; none for a batch the stages left empty (a file without rows is
-        only a load on the file system's metadata server), its removed rows all the same."""
+    def process(self, task: DocumentBatch) -> WrittenFiles | list[WrittenFiles]:
+        if task.part is not None:
+            return self._append_part(task)
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        final = self.output_path(task.task_id, task.part)
+        final = self.output_path(task.task_id)
         self._write_removed(task, final.name)
         if task.num_rows:
             with replacing(final) as tmp:
                 self.write_table(task.table, tmp)
-        return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[str(final)] if task.num_rows else [],
-                            rows_written=task.num_rows, part=task.part, final=task.final)
+        return self._written(task, [str(final)] if task.num_rows else [])
+
+    @staticmethod
+    def _written(task: DocumentBatch, files: list[str]) -> WrittenFiles:
+        return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=files, rows_written=task.num_rows,
+                            part=task.part, final=task.final)
+
+    def _append_part(self, task: DocumentBatch) -> list[WrittenFiles]:
+        if self._growing is None:
+            self._growing = GrowingFiles(self.suffix, self.open_sink, self.file_size)
+        try:
+            return self._append(self._growing, task)
+        except BaseException:
+            self._abandon(task.task_id)
+            raise
+
+    def _abandon(self, task_id: str) -> None:
+        self._held.pop(task_id, None)
+        if self._growing is not None:
+            self._growing.abandon(task_id)
+
+    def _append(self, growing: GrowingFiles, task: DocumentBatch) -> list[WrittenFiles]:
+        """Removed rows first, then the documents; what closed on the way is handed on."""
+        part, handed = task.part or 0, []
+        removed = task.removed if self.removed_dir is not None else {}
+        for stage, table in removed.items():
+            growing.append((task.task_id, stage), self.removed_dir / stage, part, table)
+        for key in growing.of_task(task.task_id):
+            if key[1] and key[1] not in removed:
+                growing.skip(key, part)
+        output = (task.task_id, "")
+        if task.num_rows:
+            if growing.get(output) is not None and not growing.fits(output, part, task.table):
+                handed += self._close_task(task.task_id)
+            growing.append(output, self.output_dir, part, task.table)
+        else:
+            growing.skip(output, part)
+        self._held.setdefault(task.task_id, []).append(self._written(task, []))
+        if task.final:
+            handed += self._close_task(task.task_id)
+        return handed
+
+    def _close_task(self, task_id: str) -> list[WrittenFiles]:
+        """Put the task's open files in place (removed rows before documents) and hand on the
+        parts they hold, the output file named on the first of them."""
+        growing = self._growing
+        output = growing.get((task_id, "")) if growing is not None else None
+        for key in growing.of_task(task_id) if growing is not None else ():
+            if key[1]:
+                growing.close(key)
+        held = self._held.pop(task_id, [])
+        if output is not None:
+            growing.close((task_id, ""))
+            if held:
+                held[0] = replace(held[0], files=[str(output.final)])
+        return held
+
+    def finish(self) -> list[WrittenFiles]:
+        """At the end of a block of work: every open file in place, its parts handed on (a
+        task's next parts, if any, go on in a file of their own)."""
+        handed: list[WrittenFiles] = []
+        for task_id, held in list(self._held.items()):
+            try:
+                handed += self._close_task(task_id)
+            except Exception as exc:  # noqa: BLE001 - the task fails, the others' files still close
+                self._abandon(task_id)
+                handed.append(held[0].failed(f"{type(exc).__name__}: {exc}", self.stage_name))
+        return handed
 
 
 class FileListWriter(WriterStage):
@@ -240,7 +327,7 @@ class FileListWriter(WriterStage):
     format_name = "file-list"
     suffix = ".files.json"
 
-    def process(self, task: FileGroupTask) -> WrittenFiles:
+    def process(self, task: FileGroupTask) -> WrittenFiles:  # type: ignore[override]
         self.output_dir.mkdir(parents=True, exist_ok=True)
         listing = [{"path": path, "bytes": os.path.getsize(path)} for path in task.files]
         final = self.output_path(task.task_id)

@@ -143,3 +143,72 @@ def test_a_killed_ray_worker_loses_no_task_and_duplicates_none(sample_jsonl, tmp
     final = manifest(out)
     records = read_records(out)
     assert len({r["id"] for r in records}) == len(records) == final.work.rows_out
+
+
+def streamed_run(warcs: Path, out: Path, seconds: float, *extra: str, wait: bool = True):
+    return run(warcs, out, seconds, "--input-file-type", "warc", "--records-per-batch", "4", *extra, wait=wait)
+
+
+def finished_tasks(out: Path) -> set[str]:
+    """Tasks whose last part is on record (the parts before it are recorded before it)."""
+    return {json.loads(line)["t"] for path in CheckpointLayout(out).task_records_dir(0).glob("*.parts/*.jsonl")
+            for line in path.read_text().splitlines() if line.endswith("}") and json.loads(line)["z"]}
+
+
+def rows_by_task(out: Path) -> dict[str, list]:
+    """Each task's documents in file order (files named ``<task>.<first part>.parquet``)."""
+    import pyarrow.parquet as pq
+
+    rows: dict[str, list] = {}
+    for name in sorted(outputs(out)):
+        rows.setdefault(name.split(".")[0], []).extend(pq.read_table(out / name).column("id").to_pylist())
+    return rows
+
+
+def test_a_streamed_task_is_one_file_and_a_kill_mid_file_redoes_that_task_alone(tmp_path):
+    """A WARC's parts are row groups of one file. Killed mid-file (the whole process tree, as a
+    lost node), the run leaves no file under a final name that is not on record; the rerun redoes
+    the unfinished tasks alone, removing the files their earlier attempt had put in place (here
+    it cuts them otherwise: the file size is not pinned), and ends with every document once."""
+    import pyarrow.parquet as pq
+
+    from tests.support.warcs import Page, write_warc
+
+    warcs = tmp_path / "warcs"
+    warcs.mkdir()
+    for index in range(4):
+        write_warc(warcs / f"w{index}.warc.gz",
+                   [Page(f"https://example.com/{index}/{i}", f"<p>page {index} {i} {'word ' * 40}</p>".encode())
+                    for i in range(24)])
+    whole = tmp_path / "whole"
+    done = streamed_run(warcs, whole, 0.0)
+    assert done.returncode == 0, done.stderr
+    assert len(outputs(whole)) == 4 and all(name.endswith(".00000.parquet") for name in outputs(whole))
+    assert {pq.ParquetFile(whole / name).num_row_groups for name in outputs(whole)} == {6}
+    expected = rows_by_task(whole)
+
+    out = tmp_path / "out"
+    part_bytes = min((whole / name).stat().st_size for name in outputs(whole)) // 6
+    driver = streamed_run(warcs, out, 0.4, "--output-file-size", str(4 * part_bytes), wait=False)
+    deadline = time.monotonic() + 120
+    while not (finished_tasks(out) and {name.split(".")[0] for name in outputs(out)} - finished_tasks(out)):
+        assert driver.poll() is None and time.monotonic() < deadline, "a second task's first file was not closed"
+        time.sleep(0.05)
+    for pid in [*descendants(driver.pid), driver.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    driver.wait()
+    finished = finished_tasks(out)
+    in_place = {name.split(".")[0] for name in outputs(out)}
+    assert in_place - finished, "a task had put a file in place before it was finished"
+    assert any(p.name.startswith(".") and ".tmp-" in p.name for p in out.iterdir()), "the kill came mid-file"
+
+    again = streamed_run(warcs, out, 0.0)
+    assert again.returncode == 0, again.stderr
+    kept = len(finished)
+    assert f"resumes: {kept} of 4 task(s) finished in earlier attempts" in again.stderr
+    assert "earlier attempt's" in again.stderr and " removed" in again.stderr
+    assert rows_by_task(out) == expected, "every document once, in order, in each task's files"
+    assert sorted(outputs(out)) == sorted(Path(f).name for f in manifest(out).work.output_files)

@@ -50,6 +50,8 @@ NEVER_PINNED = {
     UrlFilter: {"extra_domains", "extra_urls", "lists_dir"},
     UrlListStage: {"url_lists"},
     DownloadStage: {"retries", "timeout", "backoff_base_s", "backoff_max_s", "max_requests_per_second"},
+    JsonlWriter: {"file_size"},  # where a streamed task's files roll over, not what they hold
+    ParquetWriter: {"file_size"},
 }
 
 

@@ -1,0 +1,150 @@
+"""Output files that grow part by part: the parts of a streamed task become row groups (or
+lines) of one file, rolled over at a size.
+
+A Common Crawl WARC of 40,000 pages streams as 150 parts; a file per part would leave 15
+million small files for a 90,000-WARC snapshot, which a parallel file system's metadata
+server (and a site's inode quota) will not take. So a writer keeps one growing file per task
+in its process, under a hidden temporary name, appends each part in order, and renames it
+to ``<task id>.<first part>.<suffix>`` when the task's final part is in, when the next part
+would take it past the size, or when the block of work it came in ends (its parts may then
+go on in another process). Until the rename nothing under a final name changes, and the
+parts a file holds are handed on (and so recorded) only after it, so a killed task is redone
+whole and leaves no partial file under a final name. Memory is one part: the file's bytes are
+on disk, not held.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import pyarrow as pa
+
+from ..core.atomic import fsync_directory, temporary_sibling
+
+
+class TableSink(Protocol):
+    """An open output file that takes tables one after another (a format's writer)."""
+
+    def accepts(self, table: pa.Table) -> bool:
+        """Whether ``table`` can be appended (a Parquet file holds one schema)."""
+
+    def write(self, table: pa.Table) -> None: ...
+
+    def tell(self) -> int:
+        """Bytes written to disk so far."""
+
+    def closing_bytes(self, table: pa.Table) -> int:
+        """The most the close may still add to the file once ``table`` is appended (a footer)."""
+
+    def close(self) -> None: ...
+
+
+def file_name(task_id: str, first_part: int, suffix: str) -> str:
+    """``<task id>.<first part, 5 digits>.<suffix>``: deterministic, and sorted in part order."""
+    return f"{task_id}.{first_part:05d}{suffix}"
+
+
+@dataclass
+class GrowingFile:
+    """One file being written: where it goes, and the parts it holds so far."""
+
+    final: Path
+    partial: Path
+    sink: TableSink
+    next_part: int
+    table_bytes: int = 0  # Arrow bytes of the rows appended, to estimate the next part's share on disk
+
+    def room_for(self, table: pa.Table, limit: int) -> bool:
+        """Whether ``table`` is likely to fit under ``limit``, at the compression seen so far,
+        with what every part may add at the close; an empty file always takes a part (a part
+        larger than the limit gets a file of its own)."""
+        if not self.table_bytes:
+            return True
+        on_disk = self.sink.tell()
+        expected = table.nbytes * on_disk / self.table_bytes
+        return on_disk + expected + self.sink.closing_bytes(table) <= limit
+
+    def append(self, table: pa.Table) -> None:
+        self.sink.write(table)
+        self.table_bytes += table.nbytes
+
+    def commit(self) -> None:
+        """Complete it: closed, synced, renamed into place."""
+        self.sink.close()
+        with open(self.partial, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(self.partial, self.final)
+        fsync_directory(self.final.parent)
+
+    def abandon(self) -> None:
+        try:
+            self.sink.close()
+        finally:
+            self.partial.unlink(missing_ok=True)
+
+
+class GrowingFiles:
+    """The files one writer process is growing, one per key: (task id, "") for a task's output,
+    (task id, step) for the rows a step removed from it; ``open_sink`` opens a format's sink
+    at a path for a schema."""
+
+    def __init__(self, suffix: str, open_sink: Callable[[Path, pa.Schema], TableSink], limit: int):
+        self.suffix, self.open_sink, self.limit = suffix, open_sink, limit
+        self.files: dict[tuple[str, str], GrowingFile] = {}
+        self.made: set[Path] = set()  # directories known to exist: one mkdir each per process
+
+    def fits(self, key: tuple[str, str], part: int, table: pa.Table) -> bool:
+        """Whether part ``part`` can go on in the key's open file (or none is open): it is the
+        next part, of the file's schema, and likely to fit under the size."""
+        current = self.files.get(key)
+        return current is None or (current.next_part == part and current.sink.accepts(table)
+                                   and current.room_for(table, self.limit))
+
+    def append(self, key: tuple[str, str], directory: Path, part: int, table: pa.Table) -> GrowingFile | None:
+        """Append part ``part`` of task ``key[0]`` to the file of ``key``, in ``directory``;
+        returns the file this closed first (the part was out of order, of another schema, or
+        would not fit), if any."""
+        closed = None if self.fits(key, part, table) else self.close(key)
+        current = self.files.get(key)
+        if current is None:
+            final = directory / file_name(key[0], part, self.suffix)
+            if directory not in self.made:
+                directory.mkdir(parents=True, exist_ok=True)
+                self.made.add(directory)
+            partial = temporary_sibling(final)
+            current = self.files[key] = GrowingFile(final, partial, self.open_sink(partial, table.schema), part)
+        current.append(table)
+        current.next_part = part + 1
+        return closed
+
+    def skip(self, key: tuple[str, str], part: int) -> None:
+        """Part ``part`` has no rows for the key's file: the next part may still continue it."""
+        if key in self.files and self.files[key].next_part == part:
+            self.files[key].next_part = part + 1
+
+    def get(self, key: tuple[str, str]) -> GrowingFile | None:
+        return self.files.get(key)
+
+    def of_task(self, task_id: str) -> list[tuple[str, str]]:
+        return [key for key in self.files if key[0] == task_id]
+
+    def close(self, key: tuple[str, str]) -> GrowingFile:
+        done = self.files.pop(key)
+        try:
+            done.commit()
+        except BaseException:
+            done.partial.unlink(missing_ok=True)
+            raise
+        return done
+
+    def keys(self) -> list[tuple[str, str]]:
+        return list(self.files)
+
+    def abandon(self, task_id: str) -> None:
+        """Drop the task's open files, unnamed: the task failed and is redone whole."""
+        for key in self.of_task(task_id):
+            self.files.pop(key).abandon()

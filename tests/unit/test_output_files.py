@@ -1,0 +1,152 @@
+"""A streamed task's parts are written as row groups (or lines) of one file per task, rolled
+over at a size; a file appears under its final name only complete, and its parts are handed
+on (recorded) only then."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from curator_array.formats import writer_for
+from curator_array.stages.apply import apply_stage
+from curator_array.stages.tasks import DocumentBatch, FailedTask, WrittenFiles
+
+
+def parts_of(task_id: str, tables: list[pa.Table], removed: dict[int, pa.Table] | None = None) -> list[DocumentBatch]:
+    return [DocumentBatch(task_id, {}, table=table, part=number, final=number == len(tables) - 1,
+                          removed={"word_count": removed[number]} if removed and number in removed else {})
+            for number, table in enumerate(tables)]
+
+
+def texts(count: int, start: int = 0) -> pa.Table:
+    return pa.table({"text": [f"document {start + i} " + "words " * (i % 7) for i in range(count)],
+                     "url": [f"https://example.com/{start + i}" for i in range(count)]})
+
+
+def visible(directory) -> list[str]:
+    return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*") if p.is_file())
+
+
+def test_the_parts_of_a_task_are_the_row_groups_of_one_file_handed_on_when_it_is_in_place(tmp_path):
+    writer = writer_for("parquet", tmp_path)
+    tables = [texts(50, 50 * n) for n in range(4)]
+    parts = parts_of("t", tables)
+    outputs = apply_stage(writer, iter(parts))
+    first = next(outputs)  # nothing comes out before the final part: the file is not in place before
+    assert visible(tmp_path) == ["t.00000.parquet"]
+    assert [w.part for w in [first, *outputs]] == [0, 1, 2, 3]
+    written = pq.ParquetFile(tmp_path / "t.00000.parquet")
+    assert written.num_row_groups == 4
+    assert written.read().equals(pa.concat_tables(tables))
+
+
+def test_nothing_is_under_a_final_name_until_the_file_closes(tmp_path):
+    writer = writer_for("parquet", tmp_path)
+    handed = [writer.process(part) for part in parts_of("t", [texts(20), texts(20, 20), texts(20, 40)])[:2]]
+    assert handed == [[], []]
+    [partial] = visible(tmp_path)
+    assert partial.startswith(".t.00000.parquet.tmp-")
+
+
+def test_files_roll_over_at_the_size_and_stay_under_it(tmp_path):
+    rng = random.Random(7)  # text that compresses as text does, not as a repeated phrase
+    tables = [pa.table({"text": [" ".join(f"{rng.getrandbits(24):x}" for _ in range(12)) for _ in range(4000)]})
+              for _ in range(12)]
+    one = tmp_path / "one"
+    sizes = sum(os.path.getsize(f) for f in _written(one, tables, 1 << 30))
+    limit = sizes // 4
+    rolled = _written(tmp_path / "rolled", tables, limit)
+    assert 4 <= len(rolled) <= 6
+    assert all(os.path.getsize(f) <= limit for f in rolled)
+    assert pa.concat_tables([pq.read_table(f) for f in sorted(rolled)]).equals(pa.concat_tables(tables))
+    again = _written(tmp_path / "again", tables, limit)
+    assert [f.name for f in again] == [f.name for f in rolled], "a replay writes the same files"
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(sorted(again), sorted(rolled)))
+
+
+def _written(directory, tables, limit):
+    writer = writer_for("parquet", directory)
+    writer.roll_at(limit)
+    handed = list(apply_stage(writer, iter(parts_of("t", tables))))
+    assert sorted(w.part for w in handed) == list(range(len(tables)))
+    files = [directory / os.path.basename(f) for w in handed for f in w.files]
+    assert sorted(f.name for f in files) == visible(directory)
+    return sorted(files)
+
+
+def test_empty_parts_and_a_task_with_no_rows_left(tmp_path):
+    writer = writer_for("jsonl", tmp_path)
+    empty = texts(0)
+    handed = list(apply_stage(writer, iter(parts_of("t", [empty, texts(3), empty, texts(2, 3), empty]))))
+    assert visible(tmp_path) == ["t.00001.jsonl"]
+    assert [json.loads(line)["url"] for line in (tmp_path / "t.00001.jsonl").read_text().splitlines()] == \
+        [f"https://example.com/{i}" for i in range(5)]
+    assert [w.part for w in handed] == [0, 1, 2, 3, 4] and sum(w.rows_written for w in handed) == 5
+    nothing = list(apply_stage(writer, iter(parts_of("u", [empty, empty]))))
+    assert [w.files for w in nothing] == [[], []] and visible(tmp_path) == ["t.00001.jsonl"]
+
+
+def test_gzip_lines_are_one_stream(tmp_path):
+    writer = writer_for("jsonl.gz", tmp_path)
+    list(apply_stage(writer, iter(parts_of("t", [texts(3), texts(4, 3)]))))
+    lines = gzip.open(tmp_path / "t.00000.jsonl.gz", "rt").read().splitlines()
+    assert [json.loads(line)["url"] for line in lines] == [f"https://example.com/{i}" for i in range(7)]
+
+
+def test_parts_in_another_process_or_order_start_a_file_of_their_own(tmp_path):
+    """The end of a block closes what is open: the task's next parts (an actor pool may take
+    them) begin a file named after their first part."""
+    writer = writer_for("parquet", tmp_path)
+    parts = parts_of("t", [texts(5), texts(5, 5), texts(5, 10), texts(5, 15)])
+    first = list(apply_stage(writer, iter(parts[:2])))
+    assert [w.part for w in first] == [0, 1] and first[0].files and not first[1].files
+    rest = list(apply_stage(writer, iter(parts[3:] + parts[2:3])))
+    assert visible(tmp_path) == ["t.00000.parquet", "t.00002.parquet", "t.00003.parquet"]
+    assert sorted(w.part for w in rest) == [2, 3]
+
+
+def test_removed_rows_follow_the_same_rule_and_are_in_place_first(tmp_path):
+    writer = writer_for("parquet", tmp_path / "out")
+    writer.keep_removed_in(tmp_path / "removed")
+    parts = parts_of("t", [texts(4), texts(4, 4), texts(4, 8)], removed={0: texts(2, 100), 2: texts(1, 200)})
+    handed = list(apply_stage(writer, iter(parts)))
+    assert visible(tmp_path / "removed") == ["word_count/t.00000.parquet"]
+    assert pq.read_table(tmp_path / "removed" / "word_count" / "t.00000.parquet").num_rows == 3
+    assert len([f for w in handed for f in w.files]) == 1
+
+
+def test_a_part_that_fails_to_write_fails_its_task_and_leaves_nothing(tmp_path, monkeypatch):
+    writer = writer_for("parquet", tmp_path)
+    parts = parts_of("t", [texts(5), texts(5, 5)])
+    monkeypatch.setattr(type(writer), "open_sink", _failing_after(type(writer).open_sink, 0))
+    handed = list(apply_stage(writer, iter(parts[:1])))
+    assert handed and all(isinstance(w, FailedTask) for w in handed)
+    assert visible(tmp_path) == []
+
+
+def _failing_after(open_sink, writes: int):
+    def opened(self, path, schema):
+        sink = open_sink(self, path, schema)
+        real, calls = sink.write, []
+
+        def write(table):
+            calls.append(1)
+            if len(calls) > writes:
+                raise OSError(28, "No space left on device")
+            real(table)
+        sink.write = write
+        return sink
+    return opened
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl", "jsonl.gz"])
+def test_a_task_read_whole_is_one_file_named_after_it(tmp_path, fmt):
+    writer = writer_for(fmt, tmp_path)
+    [done] = list(apply_stage(writer, iter([DocumentBatch("t", {}, table=texts(3))])))
+    assert isinstance(done, WrittenFiles) and visible(tmp_path) == [f"t.{fmt}"]

@@ -148,19 +148,23 @@ def start_task_records(layout: CheckpointLayout, attempt: AttemptId, header: Rec
 
 @dataclass(frozen=True)
 class PartRecord:
-    """One output part of a task; a task written whole is its part 0, and final."""
+    """Output parts ``part`` to ``part + parts - 1`` of a task (the parts one file holds); a
+    task written whole is its part 0, and final."""
 
     part: int
     final: bool
     record: TaskRecord
+    parts: int = 1
 
     def to_line(self) -> str:
-        return f'{self.record.to_line()[:-1]},"p":{self.part},"z":{int(self.final)}}}'
+        count = f',"q":{self.parts}' if self.parts != 1 else ""
+        return f'{self.record.to_line()[:-1]},"p":{self.part},"z":{int(self.final)}{count}}}'
 
     @classmethod
     def from_line(cls, line: str, attempt: str) -> PartRecord:
         payload = json.loads(line)
-        return cls(int(payload["p"]), bool(payload["z"]), TaskRecord.from_payload(payload, attempt))
+        return cls(int(payload["p"]), bool(payload["z"]), TaskRecord.from_payload(payload, attempt),
+                   int(payload.get("q", 1)))
 
 
 def _summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
@@ -172,11 +176,18 @@ def _summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
 
 
 def finished_task(parts: Mapping[int, PartRecord]) -> TaskRecord | None:
-    """The task's record when its final part and every part before it are here, else None."""
-    last = next((number for number, part in parts.items() if part.final), None)
-    if last is None or any(number not in parts for number in range(last)):
+    """The task's record when a chain of records by first part covers part 0 to the final
+    part, else None (a record off the chain, from an attempt that cut the parts otherwise,
+    counts for nothing)."""
+    records, number = [], 0
+    while number in parts:
+        part = parts[number]
+        records.append(part.record)
+        if part.final:
+            break
+        number = part.part + part.parts
+    else:
         return None
-    records = [parts[number].record for number in range(last + 1)]
     first = records[0]
     return TaskRecord(first.task_id, tuple(sorted(f for r in records for f in r.files)),
                       sum(r.rows_in for r in records), sum(r.rows_out for r in records),
@@ -194,13 +205,14 @@ class PartRecordLog:
     """
 
     _TOKEN = secrets.token_hex(4)
+    _created: set[Path] = set()  # this process's files: its pid and token make the name its own
 
     def __init__(self, directory: Path):
         self.path = Path(directory) / f"{socket.gethostname()}-{os.getpid()}-{self._TOKEN}.jsonl"
 
     def append(self, part: PartRecord) -> None:
         """Append and sync the line: once this returns, a rerun may skip the part."""
-        created = not self.path.exists()
+        created = self.path not in self._created
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
             data = (part.to_line() + "\n").encode()
@@ -211,6 +223,7 @@ class PartRecordLog:
             os.close(fd)
         if created:
             fsync_directory(self.path.parent)
+            self._created.add(self.path)
 
 
 def read_parts(directory: Path, attempt: str) -> dict[str, TaskRecord]:

@@ -289,18 +289,20 @@ class WriterStage(ProcessingStage):
 
     def _close_task(self, task_id: str) -> list[WrittenFiles]:
         """Put the task's open files in place (removed rows before documents) and hand on the
-        parts they hold, the output file named on the first of them."""
+        parts they hold: one account per run of consecutive parts (one record line and sync
+        per file, not per part), the output file on the run that holds its first part."""
         growing = self._growing
         output = growing.get((task_id, "")) if growing is not None else None
         for key in growing.of_task(task_id) if growing is not None else ():
             if key[1]:
                 growing.close(key)
-        held = self._held.pop(task_id, [])
         if output is not None:
             growing.close((task_id, ""))
-            if held:
-                held[0] = replace(held[0], files=[str(output.final)])
-        return held
+        runs = _consecutive(self._held.pop(task_id, []))
+        if output is not None:
+            runs = [replace(run, files=[str(output.final)]) if run.part <= output.first_part < run.part + run.parts
+                    else run for run in runs]
+        return runs
 
     def finish(self) -> list[WrittenFiles]:
         """At the end of a block of work: every open file in place, its parts handed on (a
@@ -313,6 +315,20 @@ class WriterStage(ProcessingStage):
                 self._abandon(task_id)
                 handed.append(held[0].failed(f"{type(exc).__name__}: {exc}", self.stage_name))
         return handed
+
+
+def _consecutive(held: list[WrittenFiles]) -> list[WrittenFiles]:
+    """``held`` (parts in arrival order) as one account per run of consecutive parts."""
+    runs: list[WrittenFiles] = []
+    for written in sorted(held, key=lambda w: w.part or 0):
+        last = runs[-1] if runs else None
+        if last is not None and (last.part or 0) + last.parts == written.part:
+            runs[-1] = replace(last, counters=last.counters + written.counters,
+                               rows_written=last.rows_written + written.rows_written, final=written.final,
+                               parts=last.parts + written.parts)
+        else:
+            runs.append(written)
+    return runs
 
 
 class FileListWriter(WriterStage):

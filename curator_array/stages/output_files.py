@@ -55,6 +55,7 @@ class GrowingFile:
     final: Path
     partial: Path
     sink: TableSink
+    first_part: int
     next_part: int
     table_bytes: int = 0  # Arrow bytes of the rows appended, to estimate the next part's share on disk
 
@@ -116,7 +117,7 @@ class GrowingFiles:
                 directory.mkdir(parents=True, exist_ok=True)
                 self.made.add(directory)
             partial = temporary_sibling(final)
-            current = self.files[key] = GrowingFile(final, partial, self.open_sink(partial, table.schema), part)
+            current = self.files[key] = GrowingFile(final, partial, self.open_sink(partial, table.schema), part, part)
         current.append(table)
         current.next_part = part + 1
         return closed

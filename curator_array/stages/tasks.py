@@ -115,6 +115,7 @@ class WrittenFiles(Task):
     rows_written: int = 0
     part: int | None = None
     final: bool = True
+    parts: int = 1  # parts ``part`` to ``part + parts - 1``: those one file holds
     checks: tuple[tuple[str, int, int], ...] = ()  # (name under the output dir, size, CRC-32), once recorded
 
 

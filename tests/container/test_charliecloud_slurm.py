@@ -41,6 +41,9 @@ def test_sqsh_array_with_charliecloud(slurm_cluster, sqsh, tmp_path):
     out = tmp_path / "out"
     body = (
         'export USER="${USER:-root}"\n'
+        # ch-run makes its default mount point when it is missing, and two elements that start on
+        # one host at once race to make it ("can't mkdir ... File exists"): it is made here first.
+        'mkdir -p "/var/tmp/${USER}.ch/mnt"\n'
         f"srun --ntasks-per-node=1 ch-run --set-env {sqsh} -- "
         "/opt/curator-array/entrypoints/curator-array-entrypoint --num-cpus 1 "
         f"--object-store-memory {100 * 2**20} --no-progress"

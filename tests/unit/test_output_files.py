@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import random
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,7 +41,9 @@ def test_the_parts_of_a_task_are_the_row_groups_of_one_file_handed_on_when_it_is
     outputs = apply_stage(writer, iter(parts))
     first = next(outputs)  # nothing comes out before the final part: the file is not in place before
     assert visible(tmp_path) == ["t.00000.parquet"]
-    assert [w.part for w in [first, *outputs]] == [0, 1, 2, 3]
+    assert list(outputs) == [], "one account of the four parts: one record line and one sync"
+    assert (first.part, first.parts, first.final, first.rows_written) == (0, 4, True, 200)
+    assert first.files == [str(tmp_path / "t.00000.parquet")]
     written = pq.ParquetFile(tmp_path / "t.00000.parquet")
     assert written.num_row_groups == 4
     assert written.read().equals(pa.concat_tables(tables))
@@ -74,7 +77,8 @@ def _written(directory, tables, limit):
     writer = writer_for("parquet", directory)
     writer.roll_at(limit)
     handed = list(apply_stage(writer, iter(parts_of("t", tables))))
-    assert sorted(w.part for w in handed) == list(range(len(tables)))
+    assert [(w.part, w.parts) for w in handed] == [(int(Path(w.files[0]).name.split(".")[1]), w.parts) for w in handed]
+    assert sum(w.parts for w in handed) == len(tables) and handed[-1].final and not any(w.final for w in handed[:-1])
     files = [directory / os.path.basename(f) for w in handed for f in w.files]
     assert sorted(f.name for f in files) == visible(directory)
     return sorted(files)
@@ -87,9 +91,10 @@ def test_empty_parts_and_a_task_with_no_rows_left(tmp_path):
     assert visible(tmp_path) == ["t.00001.jsonl"]
     assert [json.loads(line)["url"] for line in (tmp_path / "t.00001.jsonl").read_text().splitlines()] == \
         [f"https://example.com/{i}" for i in range(5)]
-    assert [w.part for w in handed] == [0, 1, 2, 3, 4] and sum(w.rows_written for w in handed) == 5
+    assert [(w.part, w.parts, w.files) for w in handed] == [(0, 5, [str(tmp_path / "t.00001.jsonl")])]
+    assert handed[0].rows_written == 5
     nothing = list(apply_stage(writer, iter(parts_of("u", [empty, empty]))))
-    assert [w.files for w in nothing] == [[], []] and visible(tmp_path) == ["t.00001.jsonl"]
+    assert [(w.part, w.parts, w.files) for w in nothing] == [(0, 2, [])] and visible(tmp_path) == ["t.00001.jsonl"]
 
 
 def test_gzip_lines_are_one_stream(tmp_path):
@@ -105,10 +110,10 @@ def test_parts_in_another_process_or_order_start_a_file_of_their_own(tmp_path):
     writer = writer_for("parquet", tmp_path)
     parts = parts_of("t", [texts(5), texts(5, 5), texts(5, 10), texts(5, 15)])
     first = list(apply_stage(writer, iter(parts[:2])))
-    assert [w.part for w in first] == [0, 1] and first[0].files and not first[1].files
+    assert [(w.part, w.parts) for w in first] == [(0, 2)] and first[0].files
     rest = list(apply_stage(writer, iter(parts[3:] + parts[2:3])))
     assert visible(tmp_path) == ["t.00000.parquet", "t.00002.parquet", "t.00003.parquet"]
-    assert sorted(w.part for w in rest) == [2, 3]
+    assert sorted((w.part, w.parts, len(w.files)) for w in rest) == [(2, 1, 1), (3, 1, 1)]
 
 
 def test_removed_rows_follow_the_same_rule_and_are_in_place_first(tmp_path):

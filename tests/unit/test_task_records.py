@@ -14,6 +14,7 @@ from curator_array.core.task_records import (
     TaskRecord,
     count_done,
     file_check,
+    finished_task,
     read_shard_records,
     start_task_records,
     verify,
@@ -157,3 +158,21 @@ def test_status_and_report_show_partial_shards_and_resumed_work(tmp_path, capsys
     assert main(["report", "--checkpoint-path", str(layout.root), "-o", str(report)]) == 0
     page = report.read_text()
     assert "3 of the 4 tasks of complete shards were kept" in page and "3 of 5" in page
+
+
+def test_a_record_of_several_parts_counts_once_and_one_off_the_chain_not_at_all():
+    """A file holds parts ``p`` to ``p + q - 1`` and has one line; the task is finished when a
+    chain of lines from part 0 reaches the final part. A line from an attempt that cut the parts
+    otherwise (parts 3-4 here) is off the chain and counts for nothing."""
+    def part(first, count, final, rows):
+        return PartRecord(first, final, TaskRecord("t", ((f"t.{first:05d}.parquet", rows, rows),), rows, rows, 0),
+                          count)
+
+    line = part(0, 3, False, 30).to_line()
+    back = PartRecord.from_line(line, "a")
+    assert '"q":3' in line and (back.part, back.parts, back.final, back.record.rows_out) == (0, 3, False, 30)
+    assert finished_task({0: part(0, 3, False, 30)}) is None
+    assert finished_task({0: part(0, 3, False, 30), 4: part(4, 2, True, 20)}) is None, "part 3 is missing"
+    done = finished_task({0: part(0, 3, False, 30), 3: part(3, 3, True, 30), 4: part(4, 1, False, 99)})
+    assert done is not None and done.rows_out == 60
+    assert [name for name, _, _ in done.files] == ["t.00000.parquet", "t.00003.parquet"]

@@ -7,7 +7,9 @@ documentation, 100 copies of each of 211 pages under URLs of their own), so a WA
 parts of 256 records, as a Common Crawl WARC streams as 120 to 180. Each engine runs the same
 command once, under ``strace -f`` (every process of the run: the driver, Ray's workers), and
 counts the calls that name a path under the run's output or checkpoint directory (open,
-stat, rename, mkdir, unlink) and every fsync of the tree (an fsync names no path). Imports and
+stat, rename, mkdir, unlink) and every fsync of the tree (an fsync names no path). datatrove
+runs its nearest pipeline (``DATATROVE``) on the same files, its logging dir (completions,
+stats, logs) counted as its checkpoint. Imports and
 Ray's own session files are not the run's storage load, so they are not counted. Prints
 figures; asserts nothing.
 """
@@ -24,12 +26,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from support import CACHE, REPO, baseline_tree, real_page_warcs  # noqa: E402
+from support import CACHE, REPO, baseline_tree, datatrove_fineweb_env, real_page_warcs  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 
 ENGINES = {
     "now": None,
+    "datatrove 0.10.1 (a file per task and writer)": "datatrove",
     "2a6aa7f (a file per part, none for an empty one)": "2a6aa7f",
     "3571c4c (a file per part)": "3571c4c",
 }
@@ -41,6 +44,46 @@ KINDS = {"open": ("openat", "open", "creat"), "stat": ("stat", "lstat", "newfsta
          "rename": ("rename", "renameat", "renameat2"), "mkdir": ("mkdir", "mkdirat"),
          "unlink": ("unlink", "unlinkat", "rmdir"), "fsync": ("fsync", "fdatasync")}
 LINE = re.compile(r"^(?:\[pid\s+\d+\]\s+|\d+\s+)?(\w+)\((.*)")
+
+
+# datatrove's nearest pipeline: its WARC reader, Resiliparse's main text in process (what ours
+# extracts with; datatrove's own Trafilatura would only take longer, not touch other files), the same four
+# quality filters each with an exclusion writer (--keep-removed), a Parquet writer; a task per WARC.
+DATATROVE = """
+import sys
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.extractors.base import BaseExtractor
+from datatrove.pipeline.filters import C4QualityFilter, FineWebQualityFilter, GopherQualityFilter, \\
+    GopherRepetitionFilter
+from datatrove.pipeline.readers import WarcReader
+from datatrove.pipeline.writers import JsonlWriter, ParquetWriter
+
+
+class Resiliparse(BaseExtractor):
+    name = "resiliparse"
+
+    def __init__(self):
+        super().__init__(timeout=10)
+
+    def extract(self, text):
+        from resiliparse.extract.html2text import extract_plain_text
+        return extract_plain_text(text, main_content=True)
+
+    def run(self, data, rank=0, world_size=1):  # in process: the sandbox's fork hangs under -c
+        for doc in data:
+            doc.text = self.extract(doc.text)
+            if doc.text:
+                yield doc
+
+
+source, output, removed, logs = sys.argv[1:5]
+steps = [WarcReader(source, glob_pattern="*.warc.gz"), Resiliparse()]
+for name, step in (("gopher_repetition", GopherRepetitionFilter), ("gopher_quality", GopherQualityFilter),
+                   ("c4_quality", C4QualityFilter), ("fineweb_quality", FineWebQualityFilter)):
+    steps.append(step(exclusion_writer=JsonlWriter(f"{removed}/{name}")))
+steps.append(ParquetWriter(output))
+LocalPipelineExecutor(steps, tasks=2, workers=2, logging_dir=logs).run()
+"""
 
 
 def command(source: Path, output: Path) -> list[str]:
@@ -81,20 +124,28 @@ def main() -> None:
           "--keep-removed; per 10,000 input pages:")
     print(f"  {'engine':52s} {'files':>7s} {'removed':>8s} {'ckpt':>6s} {'open':>6s} {'stat':>6s} {'rename':>7s} "
           f"{'mkdir':>6s} {'unlink':>7s} {'fsync':>6s} {'all':>7s} {'wall s':>7s}")
+
     for label, commit in ENGINES.items():
         output = runs / (commit or "now")
         log = runs / f"{commit or 'now'}.strace"
         env, cwd = None, REPO
-        if commit:
+        if commit == "datatrove":
+            argv, env = [sys.executable, "-c", DATATROVE, str(source), str(output), str(output / ".removed"),
+                         str(output / "logs")], datatrove_fineweb_env(runs / "datatrove-work")
+        else:
+            argv = command(source, output)
+        if commit and commit != "datatrove":
             tree = baseline_tree(commit)  # a run puts its working directory first on the workers' path
             env, cwd = dict(os.environ, PYTHONPATH=str(tree)), tree
         began = time.perf_counter()
-        subprocess.run(["strace", "-f", "-qq", "-e", "trace=" + ",".join(CALLS), "-o", str(log),
-                        *command(source, output)], cwd=cwd, env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["strace", "-f", "-qq", "-e", "trace=" + ",".join(CALLS), "-o", str(log), *argv], cwd=cwd,
+                       env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - began
         files, removed = files_under(output)
-        checkpoint = sum(1 for p in (output / ".nemo_curator_metadata").rglob("*") if p.is_file())
+        records = output / ("logs" if commit == "datatrove" else ".nemo_curator_metadata")
+        checkpoint = sum(1 for p in records.rglob("*") if p.is_file())
+        if commit == "datatrove":
+            files -= checkpoint
         counted = calls_under(log, (str(output),))
         per = 10_000 / pages
         print(f"  {label:52s} {files * per:7.1f} {removed * per:8.1f} {checkpoint * per:6.1f} "

@@ -16,7 +16,8 @@ on disk, not held.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -149,3 +150,24 @@ class GrowingFiles:
         """Drop the task's open files, unnamed: the task failed and is redone whole."""
         for key in self.of_task(task_id):
             self.files.pop(key).abandon()
+
+
+# ``core.atomic.temporary_sibling`` of a growing file: ``.<task id>.<first part><suffix>.tmp-<pid>-<token>``
+_PARTIAL = re.compile(r"^\.(?P<task>.+)\.\d{5}\.[^/]+\.tmp-\d+-[0-9a-f]+$")
+
+
+def remove_partials(directories: Collection[Path], task_ids: Collection[str]) -> int:
+    """Remove the hidden partial files of ``task_ids`` that killed writers left in
+    ``directories`` (each read once), when every one of those tasks is finished; how many."""
+    wanted, removed = set(task_ids), 0
+    for directory in directories:
+        try:
+            entries = list(os.scandir(directory))
+        except FileNotFoundError:
+            continue
+        for entry in entries:
+            match = _PARTIAL.match(entry.name)
+            if match and match.group("task") in wanted:
+                Path(entry.path).unlink(missing_ok=True)
+                removed += 1
+    return removed

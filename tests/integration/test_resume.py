@@ -169,7 +169,8 @@ def test_a_streamed_task_is_one_file_and_a_kill_mid_file_redoes_that_task_alone(
     """A WARC's parts are row groups of one file. Killed mid-file (the whole process tree, as a
     lost node), the run leaves no file under a final name that is not on record; the rerun redoes
     the unfinished tasks alone, removing the files their earlier attempt had put in place (here
-    it cuts them otherwise: the file size is not pinned), and ends with every document once."""
+    it cuts them otherwise: the file size is not pinned), and ends with every document once and
+    no partial file left."""
     import pyarrow.parquet as pq
 
     from tests.support.warcs import Page, write_warc
@@ -211,4 +212,6 @@ def test_a_streamed_task_is_one_file_and_a_kill_mid_file_redoes_that_task_alone(
     assert f"resumes: {kept} of 4 task(s) finished in earlier attempts" in again.stderr
     assert "earlier attempt's" in again.stderr and " removed" in again.stderr
     assert rows_by_task(out) == expected, "every document once, in order, in each task's files"
+    assert not [p.name for p in out.iterdir() if ".tmp-" in p.name], "the killed writer's partial file is gone"
+    assert "partial file(s) that killed writers left removed" in again.stderr
     assert sorted(outputs(out)) == sorted(Path(f).name for f in manifest(out).work.output_files)

@@ -155,3 +155,14 @@ def test_a_task_read_whole_is_one_file_named_after_it(tmp_path, fmt):
     writer = writer_for(fmt, tmp_path)
     [done] = list(apply_stage(writer, iter([DocumentBatch("t", {}, table=texts(3))])))
     assert isinstance(done, WrittenFiles) and visible(tmp_path) == [f"t.{fmt}"]
+
+
+def test_partials_of_finished_tasks_are_removed_and_nothing_else(tmp_path):
+    from curator_array.stages.output_files import remove_partials
+
+    names = [".fg-a.00000.parquet.tmp-12-0a1b2c3d", ".fg-a.00083.parquet.tmp-99-deadbeef", "fg-a.00000.parquet",
+             ".fg-b.00000.parquet.tmp-12-0a1b2c3d", ".fg-a.parquet.tmp-12-0a1b2c3d", ".fg-a.00000.parquet.tmp-x"]
+    for name in names:
+        (tmp_path / name).write_text("")
+    assert remove_partials([tmp_path, tmp_path / "absent"], ["fg-a"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])

@@ -249,10 +249,13 @@ class RunOption:
     def _bounded(self, value: float) -> float:
         low, high = self.minimum, self.maximum
         if low is not None and (value <= low if self.minimum_open else value < low):
-            raise ValueError(f"must be {'above' if self.minimum_open else 'at least'} {low:g}")
+            raise ValueError(f"must be {'above' if self.minimum_open else 'at least'} {self._shown_bound(low)}")
         if high is not None and value > high:
-            raise ValueError(f"must be at most {high:g}")
+            raise ValueError(f"must be at most {self._shown_bound(high)}")
         return value
+
+    def _shown_bound(self, bound: float) -> str:
+        return show_size(int(bound)) if self.kind == "size" else f"{bound:g}"
 
     def show(self, value: Any) -> str:
         """The value as a user would write it in the variable."""

@@ -19,6 +19,7 @@ from typing import Any
 import pyarrow as pa
 import ray
 import ray.data
+from ray.data.context import DEFAULT_TARGET_MAX_BLOCK_SIZE
 
 from ..stages.apply import apply_chain
 from ..stages.base import ProcessingStage, RayStageSpec
@@ -246,7 +247,7 @@ class RayDataExecutor:
         self.progress_bars = sys.stderr.isatty() if progress_bars is None else progress_bars
         self.pool_choices: dict[str, PoolChoice] = {}
 
-    def _configure_context(self, operators: int) -> None:
+    def _configure_context(self, operators: int, streams: bool) -> None:
         """Ray Data's settings for one run of ``operators`` map steps (worker pools).
 
         Ray Data reserves a share of the cluster for each operator, so that none starves
@@ -259,6 +260,11 @@ class RayDataExecutor:
         if not self.progress_bars:
             quiet_progress_notice()
         context.op_resource_reservation_enabled = operators > 1
+        # With a stage that emits tasks in parts, each part is a block of its own, handed on as it
+        # is made: Ray Data would merge a worker's outputs into blocks of up to 128 MiB, and the
+        # driver (its progress line) would hear of a WARC's parts only once the last was written.
+        # Not for tasks read whole: a 400 MB JSONL shard took 20% longer with it.
+        context.target_max_block_size = 1 if streams else DEFAULT_TARGET_MAX_BLOCK_SIZE
         if self.stall_timeout_s is not None:
             context.execution_no_progress_timeout_s = self.stall_timeout_s
 
@@ -313,7 +319,7 @@ class RayDataExecutor:
     def _execute(self, stages: Sequence[ProcessingStage], tasks: Sequence[Task]) -> Iterator[Task]:
         shape = cluster_shape()
         segments = chain_stages(stages)
-        self._configure_context(len(segments))
+        self._configure_context(len(segments), any(getattr(stage, "streams", False) for stage in stages))
         blocks = math.ceil(len(tasks) / tasks_per_block(len(tasks), shape, segments[0][0]))
         dataset = _source_dataset(tasks, blocks)
         pending_budget = None

@@ -92,7 +92,7 @@ class WarcReader(ReaderStage):
                 if row is not None:
                     rows.append(row)
                 if len(rows) >= self.records_per_batch:
-                    yield FileContents(pa.Table.from_pylist(rows, schema=SCHEMA), dict(skipped))
+                    yield FileContents(pa.Table.from_pylist(rows, schema=SCHEMA), dict(skipped), last_good)
                     rows, skipped = [], Counter()
         except OSError as exc:
             raise MalformedRecordError(self._where_broken(path, last_good, exc)) from None

@@ -66,7 +66,8 @@ INPUT_OPTIONS = _with_field_defaults(
               default_text=f"{DEFAULT_FORMAT}; parquet for --pipeline commoncrawl"),
     RunOption("files_per_partition", "Input files per source task.", "int", minimum=1),
     RunOption("output_file_size", "A streamed task's (a WARC's) output files roll over at this size on disk "
-              "(units: K, M, G, T, KiB, ...); its parts are row groups of one file up to there.", "size", minimum=1),
+              "(units: K, M, G, T, KiB, ...); its parts are row groups of one file up to there.", "size",
+              minimum=2**20),
     RunOption("pipeline_ref", "A built-in pipeline, commoncrawl (WARC → Resiliparse text → language → Gopher and "
               "C4 quality → Parquet) or fineweb (FineWeb's recipe: Trafilatura, URL filter, lid.176, Gopher, C4, "
               "FineWeb's line rules), or MODULE:FUNCTION building the stage list (default: read, filters, write).",

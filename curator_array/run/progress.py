@@ -42,13 +42,16 @@ class ProgressReporter:
         self._thread: threading.Thread | None = None
 
     def record(self, result: Task) -> None:
+        """A task is done when its last part is written (or it failed); what it read counts as
+        each part is appended (``PartShown``), not only when its file is in place."""
         with self._lock:
-            if isinstance(result, (WrittenFiles, FailedTask)):
+            if isinstance(result, FailedTask) or (isinstance(result, WrittenFiles) and result.final):
                 self.done.add(result.task_id)
             if isinstance(result, FailedTask):
                 self.failed.add(result.task_id)
-            self.rows += result.counters.rows_read
-            self.bytes += result.counters.bytes_read
+            if not (isinstance(result, WrittenFiles) and result.shown):
+                self.rows += result.counters.rows_read
+                self.bytes += result.counters.bytes_read
 
     def line(self, word: str = "progress") -> str:
         with self._lock:

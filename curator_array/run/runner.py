@@ -29,7 +29,7 @@ from ..core.sharding import ShardConfig
 from ..core.task_records import RecordHeader, attempt_shares, start_task_records
 from ..slurm.jobenv import JobEnvironment
 from ..stages.output_files import remove_partials
-from ..stages.tasks import FailedTask, Task, TaskCounters, WrittenFiles
+from ..stages.tasks import FailedTask, PartShown, Task, TaskCounters, WrittenFiles
 from .prepare import PreparedShard, output_root
 from .progress import ProgressReporter
 from .recording import RecordParts, TaskCompletion, relative_to
@@ -81,6 +81,7 @@ def run_prepared(
     failures: list[FailedTask] = []
     failed_path: Path | None = None
     written: list[WrittenFiles] = []
+    shown: list[PartShown] = []  # the writer's time and rows of parts whose files closed later
     root = output_root(prepared.pipeline)
     finished = TaskCompletion(root, str(attempt))
     stray = 0
@@ -95,7 +96,7 @@ def run_prepared(
         for result in execute(stages, prepared.tasks):
             timeline.mark("first_result", once=True)
             progress.record(result)
-            stray += _record_result(result, failures, written)
+            stray += _record_result(result, failures, written, shown)
             if recording:
                 began_recording = time.perf_counter()
                 finished.add(result)
@@ -131,7 +132,7 @@ def run_prepared(
         ray_nodes=tuple(nodes),
         timeline_s=timeline.as_dict(),
         attempts=_attempt_shares(prepared, finished, str(attempt)),
-        stages=stage_times(written, stages),
+        stages=stage_times([*written, *shown], stages),
     )
     return ShardOutcome("completed", shard, manifest_path=manifest.write(layout), work=work, recording_s=recording_s)
 
@@ -150,7 +151,7 @@ def _remove_partials(prepared: PreparedShard, written: Sequence[WrittenFiles]) -
         logger.info("shard %d: %d partial file(s) that killed writers left removed", prepared.shard.shard_index, removed)
 
 
-def stage_times(written: Iterable[WrittenFiles], stages: Sequence) -> tuple[StageTime, ...]:
+def stage_times(written: Iterable[Task], stages: Sequence) -> tuple[StageTime, ...]:
     """Where this attempt's time went, per stage and node, in the pipeline's order."""
     totals: dict[tuple[str, str], StageTime] = {}
     for result in written:
@@ -167,11 +168,14 @@ def _attempt_shares(prepared: PreparedShard, finished: TaskCompletion, attempt: 
     return tuple(shares.values())
 
 
-def _record_result(result: Task, failures: list[FailedTask], written: list[WrittenFiles]) -> int:
+def _record_result(result: Task, failures: list[FailedTask], written: list[WrittenFiles], shown: list[PartShown]) -> int:
     """File one result; returns 1 for a result that is neither written nor failed."""
     if isinstance(result, FailedTask):
         failures.append(result)
         logger.error("task %s failed in stage %s: %s", result.task_id, result.stage, result.reason)
+        return 0
+    if isinstance(result, PartShown):
+        shown.append(result)
         return 0
     if isinstance(result, WrittenFiles):
         written.append(result)

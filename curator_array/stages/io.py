@@ -24,7 +24,7 @@ from ..core.errors import ConfigError
 from .base import ProcessingStage
 from .defaults import MALFORMED_POLICIES, OUTPUT_FILE_SIZE
 from .output_files import GrowingFiles, TableSink
-from .tasks import DocumentBatch, FileGroupTask, Task, TaskCounters, WrittenFiles
+from .tasks import DocumentBatch, FileGroupTask, PartShown, Task, TaskCounters, WrittenFiles
 
 
 class MalformedRecordError(ValueError):
@@ -41,6 +41,7 @@ class FileContents:
 
     table: pa.Table
     skipped: dict[str, int] = field(default_factory=dict)
+    consumed: int | None = None  # a streamed part: bytes of the file read up to its end (None: all)
 
 
 def concat_tables(tables: list[pa.Table]) -> pa.Table:
@@ -138,10 +139,12 @@ class ReaderStage(ProcessingStage):
         for path in task.files:
             part_metadata = {**metadata, "source_file": source_name(task, path)}
             try:
-                size = os.path.getsize(path)
+                size, counted = os.path.getsize(path), 0
                 for contents in self.read_parts(path):
-                    counters = TaskCounters(rows_read=contents.table.num_rows, bytes_read=size, skipped=contents.skipped)
-                    size = 0  # a file's bytes count once, with its first part
+                    upto = size if contents.consumed is None else min(contents.consumed, size)
+                    counters = TaskCounters(rows_read=contents.table.num_rows, bytes_read=max(upto - counted, 0),
+                                            skipped=contents.skipped)
+                    counted = max(counted, upto)  # a file's bytes count once, part by part as it is read
                     if held is not None:
                         yield held
                     held = DocumentBatch(task.task_id, part_metadata, counters, table=contents.table, part=part,
@@ -236,7 +239,7 @@ class WriterStage(ProcessingStage):
             self.write_table(table, partial)
         return len(chosen), table.num_rows
 
-    def process(self, task: DocumentBatch) -> WrittenFiles | list[WrittenFiles]:
+    def process(self, task: DocumentBatch) -> WrittenFiles | list[Task]:
         if task.part is not None:
             return self._append_part(task)
         self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -252,7 +255,7 @@ class WriterStage(ProcessingStage):
         return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=files, rows_written=task.num_rows,
                             part=task.part, final=task.final)
 
-    def _append_part(self, task: DocumentBatch) -> list[WrittenFiles]:
+    def _append_part(self, task: DocumentBatch) -> list[Task]:
         if self._growing is None:
             self._growing = GrowingFiles(self.suffix, self.open_sink, self.file_size)
         try:
@@ -266,8 +269,9 @@ class WriterStage(ProcessingStage):
         if self._growing is not None:
             self._growing.abandon(task_id)
 
-    def _append(self, growing: GrowingFiles, task: DocumentBatch) -> list[WrittenFiles]:
-        """Removed rows first, then the documents; what closed on the way is handed on."""
+    def _append(self, growing: GrowingFiles, task: DocumentBatch) -> list[Task]:
+        """Removed rows first, then the documents; what closed on the way is handed on, after
+        the part's ``PartShown``."""
         part, handed = task.part or 0, []
         removed = task.removed if self.removed_dir is not None else {}
         for stage, table in removed.items():
@@ -282,10 +286,11 @@ class WriterStage(ProcessingStage):
             growing.append(output, self.output_dir, part, task.table)
         else:
             growing.skip(output, part)
-        self._held.setdefault(task.task_id, []).append(self._written(task, []))
+        self._held.setdefault(task.task_id, []).append(replace(self._written(task, []), shown=True))
         if task.final:
             handed += self._close_task(task.task_id)
-        return handed
+        read = TaskCounters(rows_read=task.counters.rows_read, bytes_read=task.counters.bytes_read)
+        return [PartShown(task.task_id, dict(task.metadata), read, part=part), *handed]
 
     def _close_task(self, task_id: str) -> list[WrittenFiles]:
         """Put the task's open files in place (removed rows before documents) and hand on the

@@ -116,7 +116,17 @@ class WrittenFiles(Task):
     part: int | None = None
     final: bool = True
     parts: int = 1  # parts ``part`` to ``part + parts - 1``: those one file holds
+    shown: bool = False  # its counters reached the progress line already, part by part (``PartShown``)
     checks: tuple[tuple[str, int, int], ...] = ()  # (name under the output dir, size, CRC-32), once recorded
+
+
+@dataclass
+class PartShown(Task):
+    """A part a writer appended to a file that is not in place yet: what it read, for the
+    progress line while its task runs (a WARC takes minutes). Its counters come again, for the
+    record, with the ``WrittenFiles`` of its file, marked ``shown``."""
+
+    part: int = 0
 
 
 @dataclass

@@ -16,11 +16,18 @@ import pytest
 
 from curator_array.formats import writer_for
 from curator_array.stages.apply import apply_stage
-from curator_array.stages.tasks import DocumentBatch, FailedTask, WrittenFiles
+from curator_array.stages.tasks import (
+    DocumentBatch,
+    FailedTask,
+    PartShown,
+    TaskCounters,
+    WrittenFiles,
+)
 
 
 def parts_of(task_id: str, tables: list[pa.Table], removed: dict[int, pa.Table] | None = None) -> list[DocumentBatch]:
-    return [DocumentBatch(task_id, {}, table=table, part=number, final=number == len(tables) - 1,
+    return [DocumentBatch(task_id, {}, TaskCounters(rows_read=table.num_rows), table=table, part=number,
+                          final=number == len(tables) - 1,
                           removed={"word_count": removed[number]} if removed and number in removed else {})
             for number, table in enumerate(tables)]
 
@@ -28,6 +35,11 @@ def parts_of(task_id: str, tables: list[pa.Table], removed: dict[int, pa.Table] 
 def texts(count: int, start: int = 0) -> pa.Table:
     return pa.table({"text": [f"document {start + i} " + "words " * (i % 7) for i in range(count)],
                      "url": [f"https://example.com/{start + i}" for i in range(count)]})
+
+
+def written(outputs) -> list:
+    """The writer's outputs but the ``PartShown`` it sends for the progress line."""
+    return [output for output in outputs if not isinstance(output, PartShown)]
 
 
 def visible(directory) -> list[str]:
@@ -39,9 +51,12 @@ def test_the_parts_of_a_task_are_the_row_groups_of_one_file_handed_on_when_it_is
     tables = [texts(50, 50 * n) for n in range(4)]
     parts = parts_of("t", tables)
     outputs = apply_stage(writer, iter(parts))
-    first = next(outputs)  # nothing comes out before the final part: the file is not in place before
+    shown = [next(outputs) for _ in parts]  # what each part read, for the progress line, as it goes in
+    assert [(type(s), s.part, s.counters.rows_read) for s in shown] == [(PartShown, n, 50) for n in range(4)]
+    first = next(outputs)  # the written parts come once the file is in place
     assert visible(tmp_path) == ["t.00000.parquet"]
     assert list(outputs) == [], "one account of the four parts: one record line and one sync"
+    assert first.shown and first.counters.rows_read == 200, "counted by the progress line already, and recorded"
     assert (first.part, first.parts, first.final, first.rows_written) == (0, 4, True, 200)
     assert first.files == [str(tmp_path / "t.00000.parquet")]
     written = pq.ParquetFile(tmp_path / "t.00000.parquet")
@@ -52,7 +67,7 @@ def test_the_parts_of_a_task_are_the_row_groups_of_one_file_handed_on_when_it_is
 def test_nothing_is_under_a_final_name_until_the_file_closes(tmp_path):
     writer = writer_for("parquet", tmp_path)
     handed = [writer.process(part) for part in parts_of("t", [texts(20), texts(20, 20), texts(20, 40)])[:2]]
-    assert handed == [[], []]
+    assert [[type(output) for output in outputs] for outputs in handed] == [[PartShown], [PartShown]]
     [partial] = visible(tmp_path)
     assert partial.startswith(".t.00000.parquet.tmp-")
 
@@ -76,7 +91,7 @@ def test_files_roll_over_at_the_size_and_stay_under_it(tmp_path):
 def _written(directory, tables, limit):
     writer = writer_for("parquet", directory)
     writer.roll_at(limit)
-    handed = list(apply_stage(writer, iter(parts_of("t", tables))))
+    handed = written(apply_stage(writer, iter(parts_of("t", tables))))
     assert [(w.part, w.parts) for w in handed] == [(int(Path(w.files[0]).name.split(".")[1]), w.parts) for w in handed]
     assert sum(w.parts for w in handed) == len(tables) and handed[-1].final and not any(w.final for w in handed[:-1])
     files = [directory / os.path.basename(f) for w in handed for f in w.files]
@@ -87,13 +102,13 @@ def _written(directory, tables, limit):
 def test_empty_parts_and_a_task_with_no_rows_left(tmp_path):
     writer = writer_for("jsonl", tmp_path)
     empty = texts(0)
-    handed = list(apply_stage(writer, iter(parts_of("t", [empty, texts(3), empty, texts(2, 3), empty]))))
+    handed = written(apply_stage(writer, iter(parts_of("t", [empty, texts(3), empty, texts(2, 3), empty]))))
     assert visible(tmp_path) == ["t.00001.jsonl"]
     assert [json.loads(line)["url"] for line in (tmp_path / "t.00001.jsonl").read_text().splitlines()] == \
         [f"https://example.com/{i}" for i in range(5)]
     assert [(w.part, w.parts, w.files) for w in handed] == [(0, 5, [str(tmp_path / "t.00001.jsonl")])]
     assert handed[0].rows_written == 5
-    nothing = list(apply_stage(writer, iter(parts_of("u", [empty, empty]))))
+    nothing = written(apply_stage(writer, iter(parts_of("u", [empty, empty]))))
     assert [(w.part, w.parts, w.files) for w in nothing] == [(0, 2, [])] and visible(tmp_path) == ["t.00001.jsonl"]
 
 
@@ -109,9 +124,9 @@ def test_parts_in_another_process_or_order_start_a_file_of_their_own(tmp_path):
     them) begin a file named after their first part."""
     writer = writer_for("parquet", tmp_path)
     parts = parts_of("t", [texts(5), texts(5, 5), texts(5, 10), texts(5, 15)])
-    first = list(apply_stage(writer, iter(parts[:2])))
+    first = written(apply_stage(writer, iter(parts[:2])))
     assert [(w.part, w.parts) for w in first] == [(0, 2)] and first[0].files
-    rest = list(apply_stage(writer, iter(parts[3:] + parts[2:3])))
+    rest = written(apply_stage(writer, iter(parts[3:] + parts[2:3])))
     assert visible(tmp_path) == ["t.00000.parquet", "t.00002.parquet", "t.00003.parquet"]
     assert sorted((w.part, w.parts, len(w.files)) for w in rest) == [(2, 1, 1), (3, 1, 1)]
 
@@ -120,7 +135,7 @@ def test_removed_rows_follow_the_same_rule_and_are_in_place_first(tmp_path):
     writer = writer_for("parquet", tmp_path / "out")
     writer.keep_removed_in(tmp_path / "removed")
     parts = parts_of("t", [texts(4), texts(4, 4), texts(4, 8)], removed={0: texts(2, 100), 2: texts(1, 200)})
-    handed = list(apply_stage(writer, iter(parts)))
+    handed = written(apply_stage(writer, iter(parts)))
     assert visible(tmp_path / "removed") == ["word_count/t.00000.parquet"]
     assert pq.read_table(tmp_path / "removed" / "word_count" / "t.00000.parquet").num_rows == 3
     assert len([f for w in handed for f in w.files]) == 1
@@ -130,7 +145,7 @@ def test_a_part_that_fails_to_write_fails_its_task_and_leaves_nothing(tmp_path, 
     writer = writer_for("parquet", tmp_path)
     parts = parts_of("t", [texts(5), texts(5, 5)])
     monkeypatch.setattr(type(writer), "open_sink", _failing_after(type(writer).open_sink, 0))
-    handed = list(apply_stage(writer, iter(parts[:1])))
+    handed = written(apply_stage(writer, iter(parts[:1])))
     assert handed and all(isinstance(w, FailedTask) for w in handed)
     assert visible(tmp_path) == []
 

@@ -64,3 +64,23 @@ def test_interval_zero_is_silent_and_clock_text():
     with ProgressReporter(3, interval_s=0, emit=lines.append) as progress:
         assert not progress.maybe_report()
     assert lines == [] and clock_text(3725) == "1:02:05"
+
+
+def test_a_streamed_task_counts_as_its_parts_go_in_and_is_done_at_its_last():
+    """A WARC's parts reach the progress line as they are appended (``PartShown``), long before
+    its file is in place; the written parts then count no rows twice, and the task is done only
+    with its final part."""
+    from curator_array.stages.tasks import PartShown
+
+    clock = FakeClock()
+    progress = ProgressReporter(total_tasks=1, total_bytes=3_000_000, interval_s=30, clock=clock, emit=lambda _: None)
+    clock.now += 30
+    for part in range(2):
+        progress.record(PartShown("w", counters=TaskCounters(rows_read=256, bytes_read=1_000_000), part=part))
+    assert progress.line() == "progress: 0/1 tasks, 17 rows/s, 0.1 MB/s, elapsed 0:00:30, ETA 0:00:15"
+    progress.record(WrittenFiles("w", counters=TaskCounters(rows_read=512, bytes_read=2_000_000), files=["x"],
+                                 rows_written=500, part=0, parts=2, final=False, shown=True))
+    assert progress.line().startswith("progress: 0/1 tasks, 17 rows/s"), "not done, no row counted twice"
+    progress.record(PartShown("w", counters=TaskCounters(rows_read=100, bytes_read=1_000_000), part=2))
+    progress.record(WrittenFiles("w", counters=TaskCounters(rows_read=100), files=["y"], part=2, final=True, shown=True))
+    assert progress.line().startswith("progress: 1/1 tasks, 20 rows/s")

@@ -156,6 +156,12 @@ def finished_tasks(out: Path) -> set[str]:
             for line in path.read_text().splitlines() if line.endswith("}") and json.loads(line)["z"]}
 
 
+def tasks_with_files_on_record(out: Path) -> set[str]:
+    """Tasks with a file in place and on record (a file is renamed first, then recorded)."""
+    return {json.loads(line)["t"] for path in CheckpointLayout(out).task_records_dir(0).glob("*.parts/*.jsonl")
+            for line in path.read_text().splitlines() if line.endswith("}") and json.loads(line)["f"]}
+
+
 def rows_by_task(out: Path) -> dict[str, list]:
     """Each task's documents in file order (files named ``<task>.<first part>.parquet``)."""
     import pyarrow.parquet as pq
@@ -193,8 +199,8 @@ def test_a_streamed_task_is_one_file_and_a_kill_mid_file_redoes_that_task_alone(
     out = tmp_path / "out"
     driver = streamed_run(warcs, out, 0.4, "--output-file-size", "1MiB", wait=False)  # 2 or 3 parts a file
     deadline = time.monotonic() + 120
-    while not (finished_tasks(out) and {name.split(".")[0] for name in outputs(out)} - finished_tasks(out)):
-        assert driver.poll() is None and time.monotonic() < deadline, "a second task's first file was not closed"
+    while not (finished_tasks(out) and tasks_with_files_on_record(out) - finished_tasks(out)):
+        assert driver.poll() is None and time.monotonic() < deadline, "a second task's first file was not recorded"
         time.sleep(0.05)
     for pid in [*descendants(driver.pid), driver.pid]:
         try:

@@ -44,11 +44,17 @@ def replacing(path: Path) -> Iterator[Path]:
     tmp = temporary_sibling(path)
     try:
         yield tmp
-        with open(tmp, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        put_in_place(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def put_in_place(partial: Path, path: Path) -> None:
+    """Sync ``partial`` (a complete ``temporary_sibling`` of ``path``), rename it to ``path``
+    and sync the rename."""
+    with open(partial, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(partial, path)
     fsync_directory(path.parent)
 
 

@@ -24,7 +24,7 @@ from typing import Protocol
 
 import pyarrow as pa
 
-from ..core.atomic import fsync_directory, temporary_sibling
+from ..core.atomic import put_in_place, temporary_sibling
 
 
 class TableSink(Protocol):
@@ -77,10 +77,7 @@ class GrowingFile:
     def commit(self) -> None:
         """Complete it: closed, synced, renamed into place."""
         self.sink.close()
-        with open(self.partial, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(self.partial, self.final)
-        fsync_directory(self.final.parent)
+        put_in_place(self.partial, self.final)
 
     def abandon(self) -> None:
         try:
@@ -106,11 +103,12 @@ class GrowingFiles:
         return current is None or (current.next_part == part and current.sink.accepts(table)
                                    and current.room_for(table, self.limit))
 
-    def append(self, key: tuple[str, str], directory: Path, part: int, table: pa.Table) -> GrowingFile | None:
+    def append(self, key: tuple[str, str], directory: Path, part: int, table: pa.Table) -> None:
         """Append part ``part`` of task ``key[0]`` to the file of ``key``, in ``directory``;
-        returns the file this closed first (the part was out of order, of another schema, or
-        would not fit), if any."""
-        closed = None if self.fits(key, part, table) else self.close(key)
+        the open file is put in place first when the part cannot go on in it (out of order,
+        of another schema, or it would not fit)."""
+        if not self.fits(key, part, table):
+            self.close(key)
         current = self.files.get(key)
         if current is None:
             final = directory / file_name(key[0], part, self.suffix)
@@ -121,7 +119,6 @@ class GrowingFiles:
             current = self.files[key] = GrowingFile(final, partial, self.open_sink(partial, table.schema), part, part)
         current.append(table)
         current.next_part = part + 1
-        return closed
 
     def skip(self, key: tuple[str, str], part: int) -> None:
         """Part ``part`` has no rows for the key's file: the next part may still continue it."""
@@ -142,9 +139,6 @@ class GrowingFiles:
             done.partial.unlink(missing_ok=True)
             raise
         return done
-
-    def keys(self) -> list[tuple[str, str]]:
-        return list(self.files)
 
     def abandon(self, task_id: str) -> None:
         """Drop the task's open files, unnamed: the task failed and is redone whole."""

@@ -12,9 +12,11 @@ the first copy of each cluster (ours: the smallest ``file#row``; datatrove: the 
 
 Both sides use 2 processes at a time: our phases run their elements 2 at once (2 shards,
 2 buckets); datatrove runs 8 signature tasks, 14 bucket tasks and 8 filter tasks on 2
-workers. Prints wall time of each phase and in all, the ratio, the peak memory of each
-phase (its largest element), precision and recall on the planted copies and the Jaccard
-agreement of the removed ids, overall and cluster by cluster. Asserts nothing.
+workers. A bare loop of rensa's Rust MinHash (``rensa_loop``, ``Pool(2)``) over the same
+curated files gives the signatures work its yardstick. Prints wall time of each phase and
+in all, the ratios, the peak memory of each phase (its largest element), precision and
+recall on the planted copies and the Jaccard agreement of the removed ids, overall and
+cluster by cluster. Asserts nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import gzip
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +33,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rensa_loop import bare, ensure_rensa  # noqa: E402
 from support import CACHE, REPO, curator, wait_peak  # noqa: E402
 
 sys.path.insert(0, str(REPO))
@@ -176,6 +180,15 @@ def run_datatrove(curated: Path, work: Path) -> dict:
     return {"timing": timing, "peaks": peaks, "removed": removed}
 
 
+def element_rates(logs: Path) -> list[tuple[int, float]]:
+    """Each signatures element's documents and seconds, as its log's last line reports them."""
+    found = []
+    for log in sorted(logs.glob("signatures-*.log")):
+        match = re.search(r"complete in ([0-9.]+)s: documents (\d+)", log.read_text())
+        found.append((int(match.group(2)), float(match.group(1))))
+    return found
+
+
 def planted_groups(planted: dict[str, str]) -> dict[str, set[str]]:
     """Each planted original with its copies."""
     groups: dict[str, set[str]] = {}
@@ -210,8 +223,11 @@ def main() -> None:
     ensure_reference_site()
     work = CACHE / "dedup-work"
     shutil.rmtree(work, ignore_errors=True)
+    ensure_rensa()
     ours = run_ours(work / "ours")
-    theirs = run_datatrove(work / "ours" / "out" / ".curated", work / "datatrove")
+    curated = work / "ours" / "out" / ".curated"
+    rensa = bare(sorted(str(path) for path in curated.glob("*.jsonl")), WORKERS)
+    theirs = run_datatrove(curated, work / "datatrove")
     print(f"corpus: {DOCS:,} documents in {FILES} JSONL files, {len(planted):,} planted copies (half exact, half ~1% "
           f"edited); curator-array's curation phase (2 shards, not compared) {ours['curation']:.1f}s")
     for label, result in (("curator-array --dedup fuzzy", ours), ("datatrove MinHash, 4 stages", theirs)):
@@ -221,7 +237,16 @@ def main() -> None:
         print(f"  {label:<29}{total:>7.1f}s  removed {len(result['removed']):,}: "
               f"{quality(result['removed'], planted)}\n    per phase (wall / peak RSS of its largest process): {phases}")
     wall_ours, wall_theirs = sum(ours["timing"].values()), sum(theirs["timing"].values())
-    print(f"ratio datatrove / curator-array wall time = {wall_theirs / wall_ours:.2f}x")
+    signatures = ours["timing"]["signatures"]
+    print(f"signatures work alone, 2 cores: curator-array {signatures:.1f}s, bare rensa loop {rensa:.1f}s "
+          f"(ours {rensa / signatures:.2f}x its speed), datatrove {theirs['timing']['signatures']:.1f}s")
+    elements = element_rates(work / "ours" / "logs")
+    per_core = sum(documents for documents, _ in elements) / sum(seconds for _, seconds in elements)
+    print(f"  per core (the shards' files are not split evenly, the rensa pool's are): ours "
+          f"{per_core:,.0f} documents/s ({', '.join(f'{d:,} in {s:.1f}s' for d, s in elements)}, process start "
+          f"not counted), rensa {DOCS / rensa / WORKERS:,.0f} (its pool's start counted): "
+          f"{per_core / (DOCS / rensa / WORKERS):.2f}x")
+    print(f"all phases: ratio datatrove / curator-array wall time = {wall_theirs / wall_ours:.2f}x")
     mine, their = ours["removed"], theirs["removed"]
     print(f"agreement of removed ids (Jaccard) = {len(mine & their) / max(1, len(mine | their)):.4f}; "
           f"{by_cluster(mine, their, planted)}")

@@ -22,7 +22,9 @@ import numpy as np
 from ..core.atomic import replacing, temporary_sibling
 from ..core.errors import CorruptCheckpointError
 
-MAGIC = b"CABANDS1"
+MAGIC = b"CABANDS2"
+EARLIER_MAGIC = b"CABANDS1"  # before the MinHash hash functions became a * x + b mod 2^32
+EARLIER_MINHASH = "its MinHash keys were made by an earlier release, whose hash functions differ from this one's"
 HEADER = len(MAGIC) + 4 + 4 + 8
 
 
@@ -100,9 +102,11 @@ class BandFileWriter:
 
 
 class BandFile:
-    """A band file's layout, checked when opened; ``share`` reads one bucket's rows of one band."""
+    """A band file's layout, checked when opened; ``share`` reads one bucket's rows of one band.
+    An earlier release's file is read only with ``minhash`` False: its exact-dedup keys are
+    this release's, its MinHash keys are not."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, minhash: bool = True):
         self.path = Path(path)
         try:
             size = self.path.stat().st_size
@@ -110,7 +114,9 @@ class BandFile:
                 header = handle.read(HEADER)
         except OSError as exc:
             raise self._corrupt(f"cannot read it ({exc.strerror})") from None
-        if len(header) < HEADER or header[:len(MAGIC)] != MAGIC:
+        if minhash and header[:len(EARLIER_MAGIC)] == EARLIER_MAGIC:
+            raise self._corrupt(EARLIER_MINHASH)
+        if len(header) < HEADER or header[:len(MAGIC)] not in (MAGIC, EARLIER_MAGIC):
             raise self._corrupt("not a band-key file")
         self.buckets, self.bands = (int(x) for x in np.frombuffer(header, "<u4", 2, len(MAGIC)))
         self.row_count = int(np.frombuffer(header, "<u8", 1, len(MAGIC) + 8)[0])

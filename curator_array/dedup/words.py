@@ -26,10 +26,14 @@ WHITESPACE = r"[\s\p{Z}\x{0b}\x{1c}-\x{1f}\x{85}]+"
 
 def simplify(texts: pa.Array) -> pa.Array:
     """Texts as near-duplicate detection compares them (FineWeb's normalisation)."""
+    return fold_diacritics(pc.utf8_trim_whitespace(pc.replace_substring_regex(_unpunctuated(texts), WHITESPACE, " ")))
+
+
+def _unpunctuated(texts: pa.Array) -> pa.Array:
+    """Lower case, numbers as 0, punctuation and symbols as spaces."""
     text = pc.utf8_lower(pc.fill_null(texts, ""))
     text = pc.replace_substring_regex(text, r"\p{Nd}+(?:[.,٫]\p{Nd}+)*", "0")
-    text = pc.replace_substring_regex(text, r"[\p{P}\p{S}]", " ")
-    return fold_diacritics(pc.utf8_trim_whitespace(pc.replace_substring_regex(text, WHITESPACE, " ")))
+    return pc.replace_substring_regex(text, r"[\p{P}\p{S}]", " ")
 
 
 def fold_diacritics(text: pa.Array) -> pa.Array:
@@ -76,15 +80,16 @@ def words(texts: pa.Array, segmenters: Sequence[tuple[str, str]] | None = None) 
     text has no punctuation left). Scripts without a segmenter (``none``) count each
     character as a word.
     """
-    simplified = simplify(texts)
     if segmenters is None or all(kind == SPACED for kind, _ in segmenters):
-        split = pc.split_pattern(simplified, " ")
+        # Arrow's whitespace is str.isspace's, so splitting at it finds the words of the
+        # simplified text without its whitespace pass, the costliest of the normalisation.
+        split = pc.utf8_split_whitespace(fold_diacritics(_unpunctuated(texts)))
         flat = pc.list_flatten(split)
         parents = pc.list_parent_indices(split).to_numpy(zero_copy_only=False)
         keep = pc.not_equal(flat, "").to_numpy(zero_copy_only=False)
         return flat.filter(pa.array(keep)), parents[keep]
     split = []
-    for text, (kind, language) in zip(simplified.to_pylist(), segmenters):
+    for text, (kind, language) in zip(simplify(texts).to_pylist(), segmenters):
         if kind == SPACED:
             split.append([word for word in text.split(" ") if word])
         elif kind in SEGMENTERS and kind != NONE:

@@ -124,6 +124,11 @@ def test_removed_documents_can_be_kept_for_an_audit(corpus, tmp_path):
         assert json.loads((out / ".curated" / file).read_text().splitlines()[int(row)])["id"] == kept_id, \
             "and where it is (its row of the curated file)"
         assert record == originals[record["id"]], "every field, as curated"
+    audit = out / ".removed" / "dedup"
+    first = {**visible(out), **{f"audit/{name}": data for name, data in visible(audit).items()}}
+    run(inputs, out, "--dedup", "fuzzy", "--dedup-keep-removed", "--phase", "removal", "--force", "--num-cpus", "2")
+    assert {**visible(out), **{f"audit/{name}": data for name, data in visible(audit).items()}} == first, \
+        "the removal over two worker processes writes the same bytes as over one"
 
 
 def test_exact_mode_and_verified_pairs(corpus, tmp_path):

@@ -31,7 +31,7 @@ def test_planted_duplicates_are_found_and_distinct_pages_kept():
     texts, original_of = planted()
     settings = MinHashSettings()
     rows = signatures(pa.array(texts), settings)
-    assert rows.shape == (len(texts), 112) and rows.dtype == np.uint64
+    assert rows.shape == (len(texts), 112) and rows.dtype == np.uint32
     pairs = np.array(sorted(candidate_pairs(band_keys(rows, settings))), dtype=np.uint64)
     clusters = components_of(pairs[:, 0], pairs[:, 1])
     removed = set(clusters.nodes[~clusters.kept].tolist())
@@ -81,7 +81,48 @@ def test_simplify_and_short_texts():
     assert simplify(pa.array(["  Héllo,  WORLD!\n 3.14 and 42 "])).to_pylist() == ["hello world 0 and 0"]
     rows = signatures(pa.array(["two words", "Two, words!", "", "other words"]))
     assert (rows[0] == rows[1]).all(), "texts shorter than an n-gram still match"
-    assert (rows[2] == np.uint64((1 << 61) - 1)).all() and not (rows[0] == rows[3]).all()
+    assert (rows[2] == np.iinfo(np.uint32).max).all() and not (rows[0] == rows[3]).all()
+
+
+def test_words_split_at_every_space_python_knows_as_the_simplified_text_does():
+    """Words are found by splitting at Arrow's whitespace, skipping the whitespace pass of
+    ``simplify``: the same words for every code point ``str.isspace`` calls a space."""
+    from curator_array.dedup.words import words
+
+    spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]
+    texts = [f"{space}Crème{space}{space}brûlée, 3.5 kg!{space}" for space in spaces]
+    texts += ["".join(spaces) + "a" + "".join(spaces) + "b", "", None, "\u0301 lone mark", "¿Qué?—sí…"]
+    flat, parents = words(pa.array(texts, pa.string()))
+    found = defaultdict(list)
+    for word, parent in zip(flat.to_pylist(), parents.tolist()):
+        found[parent].append(word)
+    expected = {i: [w for w in text.split(" ") if w] for i, text in enumerate(simplify(pa.array(texts, pa.string())).to_pylist())
+                if text.strip()}
+    assert dict(found) == expected
+    assert found[0] == ["creme", "brulee", "0", "kg"]
+
+
+def test_the_share_of_equal_minhash_values_estimates_the_jaccard_similarity():
+    """Each hash function is a permutation of the shingle keys, so two documents' values are
+    equal about as often as their shingle sets overlap (Jaccard), at every similarity."""
+    from curator_array.dedup.minhash import jaccard, shingles
+
+    generator = random.Random(7)
+    words_ = vocabulary(generator, 2000)
+    base = [generator.choice(words_) for _ in range(400)]
+    texts = [" ".join(base)]
+    for edits in (4, 20, 60, 120, 200, 300):
+        copy = list(base)
+        for position in generator.sample(range(len(copy)), edits):
+            copy[position] = generator.choice(words_)
+        texts.append(" ".join(copy))
+    settings = MinHashSettings(bands=64, rows=8)  # 512 values: an error of about 0.02
+    rows = signatures(pa.array(texts), settings)
+    values, owners = shingles(pa.array(texts), settings)
+    for other in range(1, len(texts)):
+        truth = jaccard(values[owners == 0], values[owners == other])
+        estimate = float((rows[0] == rows[other]).mean())
+        assert abs(estimate - truth) < 0.07, (other, truth, estimate)
 
 
 def test_the_kept_copy_is_the_smallest_identity_whatever_the_order():
@@ -295,8 +336,28 @@ def test_an_earlier_releases_parquet_signatures_are_read_like_band_files(tmp_pat
     for buckets, bucket in ((4, 1), (3, 2)):  # bucketed the same way, and another way
         for band in (0, 13):
             new = open_signatures(tmp_path / "shard_0.bands").share(bucket, buckets, band)
-            old = open_signatures(tmp_path / "shard_0.parquet").share(bucket, buckets, band)
+            old = open_signatures(tmp_path / "shard_0.parquet", minhash=False).share(bucket, buckets, band)
             assert sorted(zip(*(a.tolist() for a in new))) == sorted(zip(*(a.tolist() for a in old))) != []
+
+
+def test_an_earlier_releases_minhash_keys_are_refused_and_its_exact_keys_read(tmp_path):
+    """The MinHash hash functions changed (a * x + b mod 2^32): band keys made before cannot
+    meet this release's, so a fuzzy run refuses them by name; exact keys did not change."""
+    from curator_array.core.errors import CorruptCheckpointError
+    from curator_array.dedup.bandfile import EARLIER_MAGIC, MAGIC, BandFile, BandFileWriter
+    from curator_array.run.phases.buckets import open_signatures
+
+    path = tmp_path / "shard_0.bands"
+    with BandFileWriter(path, 2, 1, flush_rows=100) as writer:
+        writer.add(band_rows_of(2, 50, bands=1))
+    now = BandFile(path, minhash=False).share(1, 2, 0)
+    path.write_bytes(EARLIER_MAGIC + path.read_bytes()[len(MAGIC):])
+    for older in (path, tmp_path / "shard_0.parquet"):
+        with pytest.raises(CorruptCheckpointError, match=f"{older.name}: its MinHash keys were made by an earlier "
+                                                         "release.*: rerun its signatures element"):
+            open_signatures(older)
+    earlier = BandFile(path, minhash=False).share(1, 2, 0)
+    assert [a.tolist() for a in earlier] == [a.tolist() for a in now] != [[], []]
 
 
 def test_a_buckets_element_finds_its_pairs_without_importing_pyarrow(tmp_path):

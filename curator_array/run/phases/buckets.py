@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.counts import Counts
+from ...core.errors import CorruptCheckpointError
 from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
 from ..lifecycle import refuse_beyond_memory
@@ -56,7 +57,7 @@ class Buckets(Phase):
         files: list[tuple[Path, int | None]] = [(signatures_file(context.layout, s), None) for s in context.run.shards]
         files += against_signature_files(dedup)
         bands = dedup.minhash.bands if dedup.fuzzy else 1
-        (first, second), held = bucket_pairs(files, index, buckets, bands, context.tick)
+        (first, second), held = bucket_pairs(files, index, buckets, bands, context.tick, dedup.fuzzy is not None)
         candidates = len(first)
         if dedup.verify and candidates:
             from ...dedup.lsh import confirmed_pairs
@@ -75,7 +76,7 @@ def refuse_a_band_beyond_memory(documents: int, buckets: int, limit_mb: float | 
 
 
 def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int, buckets: int, bands: int,
-                 tick=lambda done, total: None) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+                 tick=lambda done, total: None, minhash: bool = True) -> tuple[tuple[np.ndarray, np.ndarray], int]:
     """The candidate pairs of one bucket, and how many band keys it held, a band at a time;
     a signature file may come with the source its documents take (an earlier run's, for
     ``--dedup-against``). Each file is checked once, before any band is read."""
@@ -84,7 +85,7 @@ def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int
     from ...dedup.candidates import band_pairs, distinct_pairs
     from ...dedup.keys import with_source
 
-    readers = [(open_signatures(path), source) for path, source in signature_files]
+    readers = [(open_signatures(path, minhash), source) for path, source in signature_files]
     firsts, seconds, held = [], [], 0
     for band in range(bands):
         tick(band, bands)
@@ -101,12 +102,16 @@ def bucket_pairs(signature_files: Iterable[tuple[Path, int | None]], bucket: int
     return distinct_pairs(firsts, seconds), held
 
 
-def open_signatures(path: Path):
+def open_signatures(path: Path, minhash: bool = True):
     """A shard's signature file, read with ``share(bucket, buckets, band)``: a band file, or
-    an earlier release's Parquet file."""
-    from ...dedup.bandfile import BandFile
+    an earlier release's Parquet file (exact dedup only: that release's MinHash differs)."""
+    from ...dedup.bandfile import EARLIER_MINHASH, BandFile
 
-    return LegacySignatures(path) if path.suffix == ".parquet" else BandFile(path)
+    if path.suffix != ".parquet":
+        return BandFile(path, minhash)
+    if minhash:
+        raise CorruptCheckpointError(f"{path}: {EARLIER_MINHASH}: rerun its signatures element")
+    return LegacySignatures(path)
 
 
 class LegacySignatures:

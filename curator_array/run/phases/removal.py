@@ -11,6 +11,7 @@ of the copy kept (``minhash_kept_id``), so a decision can be audited or undone.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,38 +51,64 @@ class Removal(Phase):
     staging_dir = ".deduplicated"
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
+        from ...helpers.parallel import ordered_map
+
+        names = context.input_files(self, index)
+        rows_in = rows_out = 0
+        for done, (read, written) in enumerate(ordered_map(rewrite_file, self._rewrites(context, index), context.cpus)):
+            context.tick(done + 1, len(names))
+            rows_in, rows_out = rows_in + read, rows_out + written
+        return PhaseResult(RemovalCounts(rows_in, rows_out, rows_in - rows_out))
+
+    def _rewrites(self, context: PhaseContext, index: int) -> Iterator[FileRewrite]:
+        """What each of the shard's curated files becomes, made as the workers ask for it."""
         import numpy as np
 
         from ...dedup.keys import files, rows
-        from ...formats import reader_for, writer_for
 
         clustered = clustered_documents(context, index)
         ids, kept, sizes = (clustered[name].to_numpy() for name in ("id", "kept", "size"))
         every = CuratedFiles.of(context.layout, context.run.shards)
-        writer, reader = writer_for(context.output_format, context.output_dir), reader_for(context.output_format)
-        audit = writer_for(context.output_format, context.output_dir / DEDUP_REMOVED_DIR)
         keep_removed = context.settings_of(self).keep_removed
         order = np.argsort(files(ids), kind="stable")
         ids, kept, sizes = ids[order], kept[order], sizes[order]
         file_of = files(ids)
-        rows_in = rows_out = 0
-        names = context.input_files(self, index)
-        for done, relative in enumerate(names):
-            context.tick(done, len(names))
-            file = every.index(relative)
-            start, stop = np.searchsorted(file_of, [file, file + 1])
+        for relative in context.input_files(self, index):
+            start, stop = np.searchsorted(file_of, [every.index(relative), every.index(relative) + 1])
             gone = ids[start:stop] != kept[start:stop]
             row = rows(ids[start:stop])
-            cluster_sizes = dict(zip(row[~gone].tolist(), sizes[start:stop][~gone].tolist()))
-            source, target = context.input_dir(self) / relative, context.written_dir(self) / relative
-            read, written = writer.rewrite(source, target, reader, set(row[gone].tolist()),
-                                           added={CLUSTER_SIZE: (cluster_sizes, 1)})
-            if keep_removed:
-                chosen = kept[start:stop][gone]
-                audit.rewrite(source, context.output_dir / DEDUP_REMOVED_DIR / relative, reader, set(row[gone].tolist()),
-                              only=True, added=kept_fields(context, every, row[gone], chosen))
-            rows_in, rows_out = rows_in + read, rows_out + written
-        return PhaseResult(RemovalCounts(rows_in, rows_out, rows_in - rows_out))
+            audit = (context.output_dir / DEDUP_REMOVED_DIR / relative,
+                     kept_fields(context, every, row[gone], kept[start:stop][gone])) if keep_removed else None
+            yield FileRewrite(context.output_format, context.input_dir(self) / relative,
+                              context.written_dir(self) / relative, frozenset(row[gone].tolist()),
+                              dict(zip(row[~gone].tolist(), sizes[start:stop][~gone].tolist())), audit)
+
+
+@dataclass(frozen=True)
+class FileRewrite:
+    """One curated file without its removed copies (and, for an audit, with them alone): the
+    work of one worker process, so it carries plain values only."""
+
+    output_format: str
+    source: Path
+    target: Path
+    removed: frozenset[int]
+    cluster_sizes: dict[int, int]
+    audit: tuple[Path, dict[str, Added]] | None
+
+
+def rewrite_file(job: FileRewrite) -> tuple[int, int]:
+    """Do ``job``; returns (rows read, rows written)."""
+    from ...formats import reader_for, writer_for
+
+    writer, reader = writer_for(job.output_format, job.target.parent), reader_for(job.output_format)
+    read, written = writer.rewrite(job.source, job.target, reader, job.removed,
+                                   added={CLUSTER_SIZE: (job.cluster_sizes, 1)})
+    if job.audit is not None:
+        target, fields = job.audit
+        writer_for(job.output_format, target.parent).rewrite(job.source, target, reader, job.removed, only=True,
+                                                             added=fields)
+    return read, written
 
 
 def clustered_documents(context: PhaseContext, shard: int) -> pa.Table:

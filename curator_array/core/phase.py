@@ -117,6 +117,7 @@ class Phase:
     ``run_values``: where the checkpoint is, say). ``output_staged`` says that the phase rewrites
     the run's output files: the last such phase of a run writes into the output dir, and
     each writer before it into its hidden ``staging_dir`` there, which the next one reads.
+    ``spreads`` says that its work goes over the element's CPUs (``helpers.parallel``).
     """
 
     name: ClassVar[str]
@@ -131,6 +132,7 @@ class Phase:
     output_staged: ClassVar[bool] = False
     staging_dir: ClassVar[str] = ""
     run_values: ClassVar[tuple[str, ...]] = ()  # run options, not its own, whose values its settings are built with
+    spreads: ClassVar[bool] = False
 
     @property
     def element_noun(self) -> str:

@@ -270,7 +270,8 @@ def run_element(context: PhaseContext, phase: Phase, index: int, force: bool = F
                 f"{phase.name} element {index} cannot start: {missing} of the run in {layout.root} are not "
                 "complete; curator-array status shows what blocks it, curator-array retry what to resubmit")
         startup_log.release()  # past its checks: what it logs now is progress
-        logger.info("%s element %d of %s: starting", phase.name, index, elements)
+        logger.info("%s element %d of %s: starting%s", phase.name, index, elements,
+                    f" over {context.cpus} CPU(s)" if phase.spreads else "")
         context.current, context.started = (phase.name, index), time.monotonic()
         context.last_report = context.started
         result = phase.work(context, index)

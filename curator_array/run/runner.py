@@ -28,7 +28,7 @@ from ..core.records.shard import (
 from ..core.sharding import ShardConfig
 from ..core.task_records import RecordHeader, attempt_shares, start_task_records
 from ..slurm.jobenv import JobEnvironment
-from ..stages.output_files import remove_partials
+from ..stages.output_files import remove_leftovers
 from ..stages.tasks import FailedTask, PartShown, Task, TaskCounters, WrittenFiles
 from .prepare import PreparedShard, output_root
 from .progress import ProgressReporter
@@ -115,7 +115,7 @@ def run_prepared(
     if failures:
         return ShardOutcome("failed", shard, failed_tasks_path=failed_path, failures=failures, work=work,
                             recording_s=recording_s)
-    _remove_partials(prepared, written)
+    _remove_leftovers(prepared, written, work)
     ended_at = utc_now()
     timeline.mark("manifest")
     manifest = CompletionManifest.of(
@@ -137,18 +137,25 @@ def run_prepared(
     return ShardOutcome("completed", shard, manifest_path=manifest.write(layout), work=work, recording_s=recording_s)
 
 
-def _remove_partials(prepared: PreparedShard, written: Sequence[WrittenFiles]) -> None:
-    """Once every task of the shard is finished, the partial files that writers killed in
-    earlier attempts left of its streamed tasks are garbage (up to a file's size each)."""
+def _remove_leftovers(prepared: PreparedShard, written: Sequence[WrittenFiles], work: ShardWork) -> None:
+    """Once every task of the shard is finished, what writers killed in earlier attempts left
+    of its streamed tasks is garbage: partial files (up to a file's size each), and files put
+    in place but never recorded (``output_files.remove_leftovers``)."""
     if not any(result.part is not None for result in written):
         return
     writer = prepared.pipeline.writer
     directories = [writer.output_dir]
     if writer.removed_dir is not None and writer.removed_dir.is_dir():
         directories += [path for path in writer.removed_dir.iterdir() if path.is_dir()]
-    removed = remove_partials(directories, [*(task.task_id for task in prepared.tasks), *prepared.done])
-    if removed:
-        logger.info("shard %d: %d partial file(s) that killed writers left removed", prepared.shard.shard_index, removed)
+    recorded = {Path(name).name for name in work.output_files if Path(name).parent == Path(".")}
+    partials, unrecorded = remove_leftovers(directories, [*(task.task_id for task in prepared.tasks), *prepared.done],
+                                            writer.suffix, recorded)
+    if partials:
+        logger.info("shard %d: %d partial file(s) that killed writers left removed", prepared.shard.shard_index,
+                    partials)
+    for name in unrecorded:
+        logger.warning("shard %d: %s was put in place by a killed attempt and never recorded; its task was written "
+                       "again, so it is removed", prepared.shard.shard_index, name)
 
 
 def stage_times(written: Iterable[Task], stages: Sequence) -> tuple[StageTime, ...]:

@@ -150,11 +150,19 @@ class GrowingFiles:
 _PARTIAL = re.compile(r"^\.(?P<task>.+)\.\d{5}\.[^/]+\.tmp-\d+-[0-9a-f]+$")
 
 
-def remove_partials(directories: Collection[Path], task_ids: Collection[str]) -> int:
-    """Remove the hidden partial files of ``task_ids`` that killed writers left in
-    ``directories`` (each read once), when every one of those tasks is finished; how many."""
-    wanted, removed = set(task_ids), 0
-    for directory in directories:
+def remove_leftovers(directories: Collection[Path], task_ids: Collection[str], suffix: str,
+                     recorded: Collection[str]) -> tuple[int, list[str]]:
+    """Once every task of ``task_ids`` is finished: remove the hidden partial files of those
+    tasks that killed writers left in ``directories`` (each read once), and, in the first of
+    them (the output dir), their files under a final name that no record names (``recorded``:
+    names there). A writer killed between putting a file in place and recording it leaves
+    such a file; the rerun writes the task again and, if it cut the task's parts otherwise
+    (another ``--output-file-size``), under other names, so the file would repeat its
+    documents. Returns how many partial files went, and the names of the unrecorded ones."""
+    wanted, partials, unrecorded = set(task_ids), 0, []
+    final = re.compile(rf"^(?P<task>.+)\.\d{{5}}{re.escape(suffix)}$")
+    kept = set(recorded)
+    for number, directory in enumerate(directories):
         try:
             entries = list(os.scandir(directory))
         except FileNotFoundError:
@@ -163,5 +171,10 @@ def remove_partials(directories: Collection[Path], task_ids: Collection[str]) ->
             match = _PARTIAL.match(entry.name)
             if match and match.group("task") in wanted:
                 Path(entry.path).unlink(missing_ok=True)
-                removed += 1
-    return removed
+                partials += 1
+                continue
+            match = final.match(entry.name) if number == 0 and entry.name not in kept else None
+            if match and match.group("task") in wanted:
+                Path(entry.path).unlink(missing_ok=True)
+                unrecorded.append(entry.name)
+    return partials, sorted(unrecorded)

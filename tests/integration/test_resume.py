@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import time
@@ -212,6 +213,10 @@ def test_a_streamed_task_is_one_file_and_a_kill_mid_file_redoes_that_task_alone(
     in_place = {name.split(".")[0] for name in outputs(out)}
     assert in_place - finished, "a task had put a file in place before it was finished"
     assert any(p.name.startswith(".") and ".tmp-" in p.name for p in out.iterdir()), "the kill came mid-file"
+    # As if the kill had also fallen between a file's rename and its record line: in place, on no record.
+    unfinished = sorted(in_place - finished)[0]
+    unrecorded = f"{unfinished}.00005.parquet"
+    shutil.copy(out / next(name for name in sorted(outputs(out)) if name.startswith(f"{unfinished}.")), out / unrecorded)
 
     again = streamed_run(warcs, out, 0.0)
     assert again.returncode == 0, again.stderr
@@ -221,4 +226,5 @@ def test_a_streamed_task_is_one_file_and_a_kill_mid_file_redoes_that_task_alone(
     assert rows_by_task(out) == expected, "every document once, in order, in each task's files"
     assert not [p.name for p in out.iterdir() if ".tmp-" in p.name], "the killed writer's partial file is gone"
     assert "partial file(s) that killed writers left removed" in again.stderr
+    assert f"{unrecorded} was put in place by a killed attempt and never recorded" in again.stderr
     assert sorted(outputs(out)) == sorted(Path(f).name for f in manifest(out).work.output_files)

@@ -26,7 +26,8 @@ from tests.slurm.test_faults import render_test_site
 from tests.support.planted import write_corpus, write_doubled_corpus
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ray]
-SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
+GRANTED = ["--object-store-memory", str(100 * 2**20), "--no-progress"]  # the CPUs are the site's cpus_per_task
+SMALL = ["--num-cpus", "1", *GRANTED]
 DEDUP = ["--dedup", "fuzzy", "--dedup-buckets", "2"]
 PHASES = ("signatures", "buckets", "clusters", "removal")
 HOLD = "CURATOR_ARRAY_TEST_HOLD_ELEMENT"  # read by tests/support/hold/sitecustomize.py, on the elements' PYTHONPATH
@@ -59,7 +60,7 @@ def planted_run(slurm_cluster, tmp_path_factory):
     write_corpus(inputs)
     sites = root / "sites"
     sites.mkdir()
-    render_test_site(sites)
+    render_test_site(sites, cpus_per_task=2)
     baseline = root / "baseline"
     curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *DEDUP)
     return inputs, sites, visible(baseline)
@@ -67,7 +68,7 @@ def planted_run(slurm_cluster, tmp_path_factory):
 
 def submit_run(inputs: Path, sites: Path, out: Path, env: dict[str, str]) -> list[tuple[str, str, int]]:
     done = curator("submit", "--site", "test-site", "--sites-dir", str(sites), "--total-shards", "3", "--",
-                   "--input-dir", str(inputs), "--output-dir", str(out), *SMALL, *DEDUP, env=env, cwd=sites)
+                   "--input-dir", str(inputs), "--output-dir", str(out), *GRANTED, *DEDUP, env=env, cwd=sites)
     jobs = queued(done.stdout)
     assert [p for _, p, _ in jobs] == ["curation", *PHASES], done.stdout
     return jobs
@@ -103,7 +104,10 @@ def test_an_element_killed_in_each_phase_is_retried_to_the_uninterrupted_output(
     assert retry_fields(out) == ""
     report = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
     assert [p["complete"] for p in report["phases"]] == [3, 2, 1, 3]
-    assert visible(out) == baseline, "the same files, byte for byte, as an uninterrupted run"
+    assert visible(out) == baseline, "the same files, byte for byte, as an uninterrupted run on one CPU"
+    logs = "".join(log.read_text() for log in sites.glob("*.out"))
+    for phase in ("signatures", "removal"):
+        assert f"{phase} element 1 of 0..2: starting over 2 CPU(s)" in logs, f"{phase} spread over cpus_per_task"
 
 
 def test_a_cancelled_phase_blocks_the_later_ones_visibly_and_one_retry_finishes(planted_run, tmp_path):

@@ -265,8 +265,9 @@ def render_test_site(directory: Path, **settings) -> Path:
     from curator_array.run.option_table import job_script_facts
     from curator_array.slurm.sites import load_site, render_site
 
-    lines = ['runtime = "baremetal"', 'partition = "debug"', "cpus_per_task = 1", f'install_dir = "{REPO}"',
-             f'venv = "{REPO / ".venv"}"', *(f"{k} = {json.dumps(v)}" for k, v in settings.items())]
+    settings = {"cpus_per_task": 1, **settings}
+    lines = ['runtime = "baremetal"', 'partition = "debug"', f'install_dir = "{REPO}"', f'venv = "{REPO / ".venv"}"',
+             *(f"{k} = {json.dumps(v)}" for k, v in settings.items())]
     toml = directory / "test-site.toml"
     toml.write_text("\n".join(lines) + "\n")
     script = directory / "test-site.sbatch"

@@ -172,12 +172,20 @@ def test_a_task_read_whole_is_one_file_named_after_it(tmp_path, fmt):
     assert isinstance(done, WrittenFiles) and visible(tmp_path) == [f"t.{fmt}"]
 
 
-def test_partials_of_finished_tasks_are_removed_and_nothing_else(tmp_path):
-    from curator_array.stages.output_files import remove_partials
+def test_partials_and_unrecorded_files_of_finished_tasks_are_removed_and_nothing_else(tmp_path):
+    from curator_array.stages.output_files import remove_leftovers
 
-    names = [".fg-a.00000.parquet.tmp-12-0a1b2c3d", ".fg-a.00083.parquet.tmp-99-deadbeef", "fg-a.00000.parquet",
+    twins = tmp_path / "twins"
+    twins.mkdir()
+    names = [".fg-a.00000.parquet.tmp-12-0a1b2c3d", ".fg-a.00083.parquet.tmp-99-deadbeef", "fg.a.00040.parquet",
+             "fg-a.00000.parquet", "fg.a.00000.parquet", "fg-b.00007.parquet", "fg-a.00000.jsonl", "fg-a.parquet",
              ".fg-b.00000.parquet.tmp-12-0a1b2c3d", ".fg-a.parquet.tmp-12-0a1b2c3d", ".fg-a.00000.parquet.tmp-x"]
     for name in names:
         (tmp_path / name).write_text("")
-    assert remove_partials([tmp_path, tmp_path / "absent"], ["fg-a"]) == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])
+    (twins / "fg-a.00003.parquet").write_text("")  # twins are not recorded: never taken for leftovers
+    (twins / ".fg-a.00003.parquet.tmp-7-00ff").write_text("")
+    removed = remove_leftovers([tmp_path, twins, tmp_path / "absent"], ["fg-a", "fg.a"], ".parquet",
+                               {"fg-a.00000.parquet", "fg.a.00000.parquet"})
+    assert removed == (3, ["fg.a.00040.parquet"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["twins", *names[3:]])
+    assert [p.name for p in twins.iterdir()] == ["fg-a.00003.parquet"]

@@ -49,6 +49,7 @@ class Removal(Phase):
     settings_key = DEDUP
     output_staged = True
     staging_dir = ".deduplicated"
+    spreads = True
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         from ...helpers.parallel import ordered_map

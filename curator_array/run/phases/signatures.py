@@ -81,6 +81,7 @@ class Signatures(Phase):
     settings_key = DEDUP
     settings_type = DedupSettings
     options = DEDUP_OPTIONS
+    spreads = True
 
     def check(self, settings: PhaseSettings) -> None:
         dedup = settings.get(self.settings_key)

@@ -5,7 +5,7 @@ phases' settings with it) and how ``--pipeline NAME|MODULE:FUNCTION`` is loaded;
 ``options`` what a pipeline builder is given; ``filters`` the default pipeline's filters,
 each with its options; ``commoncrawl`` and ``fineweb`` the built-in web pipelines.
 
-May import: core, stages, formats, dedup, tokens, helpers.
+May import: core, stages, formats, dedup, tokens, helpers, storage.
 """
 
 from importlib import import_module

@@ -18,6 +18,7 @@ from ..core.formats import DEFAULT_FORMAT
 from ..core.phase import PhaseSettings
 from ..helpers.allocator import MIMALLOC
 from ..stages import defaults
+from ..storage.s3 import is_s3
 from .filters import FILTERS
 
 # Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
@@ -110,13 +111,17 @@ class PipelineOptions:
 
         if self.url_lists:
             return UrlListStage(self.url_lists, self.files_per_partition, self.crawl_base_url, self.crawl_files)
+        if is_s3(self.input_dir):
+            from ..stages.objects import ObjectPartitioningStage
+
+            return ObjectPartitioningStage(self.input_dir, self.input_file_type, self.files_per_partition)
         return FilePartitioningStage(self.input_dir, self.input_file_type, self.files_per_partition)
 
     def downloads(self) -> list:
-        """The download stage when the inputs are URLs (downloaded files then go to the reader)."""
+        """The download stage when the inputs are URLs or objects (downloaded files then go to the reader)."""
         from ..stages.download import DownloadStage
 
-        if not self.url_lists:
+        if not self.url_lists and not is_s3(self.input_dir):
             return []
         directory = self.download_dir or str(Path(self.output_dir) / DOWNLOADS_DIR)
         return [

@@ -10,5 +10,5 @@ before Ray starts and ``runner`` recording each task and the manifest; ``stoppin
 ``progress`` and ``timeline`` watch it), or an element of a later phase (``lifecycle``:
 inputs checked, work done, manifest written).
 
-May import: core, text, helpers, slurm, stages, formats, pipelines, execution, dedup, tokens, classify, decont.
+May import: core, text, helpers, slurm, stages, formats, pipelines, execution, dedup, tokens, classify, decont, storage.
 """

@@ -24,6 +24,7 @@ from ..core.layout import CheckpointLayout
 from ..core.options import RunOption
 from ..core.records.run import OptionValue, PinnedRequest
 from ..slurm.sites import SITE_ENV_VARIABLE
+from ..storage.s3 import is_s3
 from .option_table import run_options
 from .phases import PHASES
 from .request import RunRequest
@@ -186,7 +187,14 @@ def checkpoint_of(chosen: Mapping[str, OptionValue]) -> CheckpointLayout:
         raise ConfigError("give --input-dir (or INPUT_DIR), --input-urls (or INPUT_URLS), or --crawl (or CRAWL)")
     if not values.get("output_dir"):
         raise ConfigError("give --output-dir (or OUTPUT_DIR)")
-    return CheckpointLayout(values.get("checkpoint_path") or values["output_dir"])
+    checkpoint = values.get("checkpoint_path") or values["output_dir"]
+    if is_s3(checkpoint):
+        raise ConfigError(f"the checkpoint {checkpoint} is in an object store: it must be on a POSIX path, the shared "
+                          "file system of the cluster (--checkpoint-path), as its records are renamed and synced there")
+    if is_s3(values["output_dir"]):
+        raise ConfigError(f"--output-dir {values['output_dir']}: outputs to an object store are not written yet; "
+                          "inputs can be read from one (--input-dir s3://..., s3:// URLs in --input-urls)")
+    return CheckpointLayout(checkpoint)
 
 
 def request_of(chosen: Mapping[str, OptionValue]) -> RunRequest:

@@ -12,7 +12,6 @@ only their own files. Other sources list every time.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,12 +158,12 @@ def _check_inputs(pipeline: Pipeline, layout: CheckpointLayout, shard: ShardConf
                   tasks: list[Task], repair: bool) -> None:
     """This shard's input files as the run recorded them (its listing, then its amendments);
     with --repair, a changed file of a task that has not finished is accepted and recorded."""
-    root = Path(pipeline.source.input_dir)
-    paths = [str(root / p) for p in rows.column("path").to_pylist()]
+    source = pipeline.source
+    paths = [source.location(p) for p in rows.column("path").to_pylist()]
     amended = amended_files(read_amendments(layout))
     recorded = [(path, *amended.get(path, (size, mtime))) for path, size, mtime in zip(
         paths, rows.column("size").to_pylist(), rows.column("mtime_ns").to_pylist())]
-    changed = listings.changed_files(recorded)
+    changed = source.changed_files(recorded)
     if not changed:
         return
     task_of = dict(zip(paths, rows.column("task_id").to_pylist()))
@@ -227,7 +226,7 @@ def _compare_tree(pipeline: Pipeline, layout: CheckpointLayout, run: RunConfig, 
                   relist: bool) -> tuple[Listing, RunConfig]:
     """The input tree against the frozen listing (repairs applied): with ``relist`` new files
     join the run; without, one line says what differs and how to add it."""
-    root = Path(pipeline.source.input_dir)
+    root = pipeline.source.input_dir
     try:
         walked = pipeline.source.snapshot()
     except ConfigError as exc:
@@ -235,7 +234,7 @@ def _compare_tree(pipeline: Pipeline, layout: CheckpointLayout, run: RunConfig, 
             raise
         logger.warning("the input dir holds none of the run's files now (%s); the run keeps to its listing", exc)
         return frozen, run
-    amended = {os.path.relpath(path, root): stat for path, stat in amended_files(read_amendments(layout)).items()}
+    amended = {pipeline.source.relative(path): stat for path, stat in amended_files(read_amendments(layout)).items()}
     changes = frozen.compare(walked, amended)
     if not changes:
         return frozen, run

@@ -147,7 +147,10 @@ def _remove_leftovers(prepared: PreparedShard, written: Sequence[WrittenFiles], 
     directories = [writer.output_dir]
     if writer.removed_dir is not None and writer.removed_dir.is_dir():
         directories += [path for path in writer.removed_dir.iterdir() if path.is_dir()]
-    recorded = {Path(name).name for name in work.output_files if Path(name).parent == Path(".")}
+    root = Path(work.output_dir) if work.output_dir is not None else None
+    where = writer.output_dir.resolve()
+    recorded = {path.name for path in (Path(name) if Path(name).is_absolute() or root is None else root / name
+                                       for name in work.output_files) if path.parent.resolve() == where}
     partials, unrecorded = remove_leftovers(directories, [*(task.task_id for task in prepared.tasks), *prepared.done],
                                             writer.suffix, recorded)
     if partials:

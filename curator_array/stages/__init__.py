@@ -5,7 +5,7 @@ Here: the stage API (``base``, ``tasks``, ``apply``), the sources (``partition``
 classes (``io``), filters, downloads, and the web stages (``web``). Stages know nothing of
 Ray: the executor (``execution``) adapts them, so each can be tested as plain Python.
 
-May import: core, text, tokens, helpers, classify, decont. Never Ray. (text: words and n-grams;
+May import: core, text, tokens, helpers, classify, decont, storage. Never Ray. (text: words and n-grams;
 tokens: the tokenizer; helpers: their allocator; classify: the quality models; decont: the
 eval-set index and its matching.)
 """

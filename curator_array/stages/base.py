@@ -269,17 +269,32 @@ class SourceStage(_Stage):
 
 
 class FreezableSource(SourceStage):
-    """A source whose listing can be frozen with the run: files under ``input_dir``.
+    """A source whose listing can be frozen with the run: files under ``input_dir`` (a
+    directory, or an object store's prefix).
 
     The first start of a run walks the tree once (``snapshot``) and saves the listing in
     the checkpoint; every later start reads it and builds its own tasks from its rows
-    (``tasks_from``), statting only its own files. Other sources list every time.
+    (``tasks_from``), checking only its own files (``changed_files``). Other sources list
+    every time.
     """
 
-    input_dir: Path
+    input_dir: Path | str
 
     def snapshot(self) -> Listing:
         raise NotImplementedError
 
     def tasks_from(self, rows: pa.Table) -> list[Task]:
         raise NotImplementedError
+
+    def location(self, relative: str) -> str:
+        """Where a listed file is (the listing holds paths relative to ``input_dir``)."""
+        return str(Path(self.input_dir) / relative)
+
+    def relative(self, location: str) -> str:
+        return os.path.relpath(location, self.input_dir)
+
+    def changed_files(self, recorded: list[tuple[str, int, int]]) -> list:
+        """Those of ``recorded`` (location, size, mtime) that are gone or differ now."""
+        from .listing import changed_files
+
+        return changed_files(recorded)

@@ -11,7 +11,9 @@ connection between files, which matters when files are small.
 
 Every file is streamed to ``NAME.part`` and renamed when complete (and verified when the
 list gave a size or sha256), so a final name never holds a partial file. A ``.part`` left
-by an interrupted attempt is resumed with ``Range`` when the server supports it.
+by an interrupted attempt is resumed with ``Range`` when the server supports it. An
+``s3://`` URL is read from the object store (``storage.s3``) under the same retries and
+politeness: a store that throttles (503 SlowDown, 429) slows the whole node down.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import requests
 
 from ..core.atomic import fsync_directory
 from ..core.errors import ConfigError
+from ..storage.s3 import StoreError, download, is_s3
 from .base import ProcessingStage, Resources
 from .defaults import (
     DOWNLOAD_CONNECT_TIMEOUT_S,
@@ -99,7 +102,10 @@ class DownloadStage(ProcessingStage):
     """
 
     name = "download"
-    resources = Resources(cpus=0.25)
+    # The workers wait on the network and count no CPU: the node's slots cap them. With a quarter
+    # CPU each, an element of one CPU never read a file: two of them held half of it, and Ray
+    # Data's reservation left the reader, which takes a whole CPU, nothing to run on.
+    resources = Resources(cpus=0.0)
     # How hard and how long to try changes no output byte: not part of the run contract.
     pinned = ()
     session = PerProcess(lambda stage: requests.Session(), key=lambda stage: stage.download_dir)
@@ -198,6 +204,12 @@ class DownloadStage(ProcessingStage):
         return "sha256" not in expected or _sha256_of(path) == str(expected["sha256"]).lower()
 
     def _fetch_once(self, url: str, part: Path) -> None:
+        if is_s3(url):
+            try:
+                download(url, part)
+            except StoreError as exc:
+                raise DownloadError(str(exc), exc.retryable, status=503 if exc.throttled else None) from None
+            return
         if url.startswith("file://"):
             source = urllib.parse.unquote(urllib.parse.urlparse(url).path)
             try:

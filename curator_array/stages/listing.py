@@ -14,6 +14,7 @@ import hashlib
 import io
 import os
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -152,20 +153,28 @@ class ChangedFile:
     now: tuple[int, int] | None
 
 
-def changed_files(files: list[tuple[str, int, int]]) -> list[ChangedFile]:
-    """Stat this element's own files against what the run recorded (cheap: a few per element)."""
+def changed_files(files: list[tuple[str, int, int]],
+                  states: Mapping[str, tuple[int, int] | None] | None = None) -> list[ChangedFile]:
+    """Those of this element's own files (path, size, mtime as the run recorded them) that are
+    gone or differ now: ``states`` gives each one's (size, mtime) now, None when it is gone;
+    without it, a stat of each (cheap: a few per element)."""
     changed = []
     for path, size, mtime_ns in files:
-        try:
-            status = os.stat(path)
-        except FileNotFoundError:
+        now = states[path] if states is not None else _stat(path)
+        if now is None:
             changed.append(ChangedFile(path, f"{path} is gone", None))
-            continue
-        if (status.st_size, status.st_mtime_ns) != (size, mtime_ns):
-            why = (f"{path} (size {size} → {status.st_size})" if status.st_size != size
-                   else f"{path} (modified since the listing was frozen)")
-            changed.append(ChangedFile(path, why, (status.st_size, status.st_mtime_ns)))
+        elif now != (size, mtime_ns):
+            why = f"{path} (size {size} → {now[0]})" if now[0] != size else f"{path} (modified since the listing was frozen)"
+            changed.append(ChangedFile(path, why, now))
     return changed
+
+
+def _stat(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return status.st_size, status.st_mtime_ns
 
 
 def changed_error(changed: list[ChangedFile], repairable: bool) -> CheckpointMismatchError:

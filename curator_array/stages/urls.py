@@ -1,7 +1,9 @@
 """``UrlListStage``: a source that turns URL lists into deterministic download tasks.
 
 A list is a text file with one URL per line, or JSONL with a ``url`` field (and optional
-``sha256``/``size`` to verify against). Several files or a directory of them may be given.
+``sha256``/``size`` to verify against). A URL is http(s)://, file:// or s3://bucket/key; the
+buckets named are checked before any work (one missing, or closed to the credentials, is
+refused). Several files or a directory of them may be given.
 A Common Crawl paths file (``warc.paths`` or ``warc.paths.gz``: one path per line, relative
 to the archive) is a list too: its paths are joined to ``paths_base_url``, and
 ``paths_slice`` takes a slice of each such file (the first 1,000 files of a snapshot).
@@ -20,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError, InputError
+from ..storage.s3 import check_buckets
 from .base import SourceStage
 from .defaults import COMMON_CRAWL_BASE_URL
 from .tasks import Task
 
-URL_SCHEMES = ("http://", "https://", "file://")
+URL_SCHEMES = ("http://", "https://", "file://", "s3://")
+SCHEMES_TEXT = "an http://, https://, file:// or s3:// URL"
 LIST_SUFFIXES = (".txt", ".urls", ".jsonl", ".list", ".paths")
 PATHS_SUFFIXES = (".paths", ".paths.gz")
 
@@ -138,7 +142,7 @@ def read_url_lists(paths: Sequence[str | Path], paths_base_url: str = COMMON_CRA
             else:
                 url = text
             if not url.startswith(URL_SCHEMES):
-                raise InputError(f"{where}: {url!r} is not an http://, https:// or file:// URL")
+                raise InputError(f"{where}: {url!r} is not {SCHEMES_TEXT}")
             entries.append((url, expected, where))
     return entries
 
@@ -153,7 +157,7 @@ class UrlListStage(SourceStage):
         if urls_per_partition < 1:
             raise ConfigError(f"urls per partition must be >= 1, got {urls_per_partition}")
         if not paths_base_url.startswith(URL_SCHEMES):
-            raise ConfigError(f"crawl base URL {paths_base_url!r} is not an http://, https:// or file:// URL")
+            raise ConfigError(f"crawl base URL {paths_base_url!r} is not {SCHEMES_TEXT}")
         self.url_lists = list(url_lists)
         self.urls_per_partition = urls_per_partition
         self.paths_base_url = paths_base_url
@@ -165,6 +169,7 @@ class UrlListStage(SourceStage):
             where = ", ".join(map(str, self.url_lists))
             raise ConfigError(f"no URLs in {where}" + (f" (paths slice {self.paths_slice})"
                                                         if self.paths_slice != str(PathsSlice.parse(None)) else ""))
+        check_buckets(url for url, _, _ in entries)
         seen: dict[str, str] = {}
         for url, _, where in entries:
             if url in seen:

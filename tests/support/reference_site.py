@@ -1,6 +1,7 @@
 """The reference implementations' own environments, pinned, each installed with pip into a
 directory of its own (never into our venv): datatrove with the word segmenters it uses,
-and megatron-core (with PyTorch's CPU build) to read token files as Megatron-LM does."""
+megatron-core (with PyTorch's CPU build) to read token files as Megatron-LM does, and moto's
+S3 server (its boto3 would pin versions our venv does not take)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ PACKAGES = {
                        "tldextract==5.4.0", "pyahocorasick==2.3.1", "fasteners==0.20"),
     # torch 2.13.0's CPU build is a file on this machine kind's disk, which pip takes.
     "megatron-site": ("torch==2.13.0", "megatron-core==0.16.1"),
+    # moto's standalone S3 server, run as its own process (tests.support.s3_server).
+    "moto-site": ("moto[s3,server]==5.2.5",),
 }
 SITE = CACHE / "reference-site"
 

@@ -1,0 +1,57 @@
+"""``ObjectPartitioningStage``: an object store's prefix (``s3://bucket/prefix``) as a run's input.
+
+The prefix is listed like a directory, once, at the run's first start, and frozen with the
+run: the same rows (key relative to the prefix, size, modification time), so the same task
+ids as a copy of those files on a shared disk, and the same shards. Each task is then
+downloaded by the download stage, under the node's download caps and politeness, and read
+from the local copy as any file is. Before an element works, its own objects are checked
+against the listing, as files are.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ..core.errors import ConfigError
+from ..storage import s3
+from .listing import ChangedFile, changed_files
+from .partition import FilePartitioningStage
+from .urls import UrlGroupTask
+
+
+class ObjectPartitioningStage(FilePartitioningStage):
+    name = "object_partitioning"
+    pinned = ("file_type", "files_per_partition")
+
+    def __init__(self, input_dir: str, file_type: str, files_per_partition: int = 1):
+        super().__init__(".", file_type, files_per_partition)
+        self.prefix = s3.S3Url.parse(input_dir)
+        self.input_dir = str(self.prefix)
+
+    def _walk(self) -> tuple[list[str], list[int], list[int]]:
+        found = s3.list_objects(self.input_dir, self._suffixes)
+        if not found:
+            raise ConfigError(f"no {self.file_type} input objects ({', '.join(self._suffixes)}) under {self.input_dir}")
+        return [o.relative for o in found], [o.size for o in found], [o.mtime_ns for o in found]
+
+    def location(self, relative: str) -> str:
+        return self.prefix.join(relative)
+
+    def relative(self, location: str) -> str:
+        return location[len(self.input_dir):].lstrip("/")
+
+    def tasks_from(self, rows: pa.Table) -> list[UrlGroupTask]:
+        """Download tasks, one per group of listed objects, each object's size to verify."""
+        tasks: list[UrlGroupTask] = []
+        for path, size, task_id in zip(rows.column("path").to_pylist(), rows.column("size").to_pylist(),
+                                       rows.column("task_id").to_pylist()):
+            if not tasks or tasks[-1].task_id != task_id:
+                tasks.append(UrlGroupTask(task_id=task_id, metadata={"relative_files": []}))
+            url = self.location(path)
+            tasks[-1].urls.append(url)
+            tasks[-1].expected[url] = {"size": size}
+            tasks[-1].metadata["relative_files"].append(path)
+        return tasks
+
+    def changed_files(self, recorded: list[tuple[str, int, int]]) -> list[ChangedFile]:
+        return changed_files(recorded, s3.object_states(location for location, _, _ in recorded))

@@ -17,7 +17,7 @@ import pytest
 
 from curator_array.core.layout import CheckpointLayout
 from tests.conftest import SAMPLE, curator_cli, need
-from tests.support.s3_server import S3Server
+from tests.support.s3_server import S3Server, ThrottlingProxy
 from tests.support.warcs import write_warc
 from tests.web_pages import pages
 
@@ -105,6 +105,30 @@ def test_a_crawl_is_read_from_the_store_as_from_its_warcs_on_disk(store, tmp_pat
         return {row["url"]: row["text"] for path in sorted(out.glob("*.parquet")) for row in pq.read_table(path).to_pylist()}
 
     assert texts(from_store) == texts(from_disk) and texts(from_disk)
+
+
+def test_a_throttling_store_is_waited_out_by_the_whole_node(store, tmp_path, monkeypatch, caplog):
+    """503 SlowDown past the SDK's own retries: the download stage backs the node off and
+    tries again, as for a crawl's HTTP server, and the object arrives whole."""
+    from curator_array.stages.download import DownloadStage
+    from curator_array.stages.tasks import FileGroupTask
+    from curator_array.stages.urls import UrlGroupTask, url_group_id
+
+    store.upload(SAMPLE / "jsonl", "s3://throttled/in")
+    proxy = ThrottlingProxy(store, refusals=4)  # the SDK tries 3 times, then the stage waits and tries again
+    try:
+        for name, value in proxy.env.items():
+            monkeypatch.setenv(name, value)
+        url = "s3://throttled/in/part-003.jsonl"
+        stage = DownloadStage(tmp_path / "dl", retries=3, backoff_base_s=0.05)
+        with caplog.at_level("WARNING"):
+            result = stage.process(UrlGroupTask(url_group_id([url]), urls=[url]))
+        assert isinstance(result, FileGroupTask), getattr(result, "reason", "")
+        assert Path(result.files[0]).read_bytes() == (SAMPLE / "jsonl" / "part-003.jsonl").read_bytes()
+        assert "the store is throttling requests" in caplog.text
+        assert max(proxy.refused.values()) == 4
+    finally:
+        proxy.stop()
 
 
 def test_url_inputs_run_on_an_element_of_one_cpu(tmp_path):

@@ -73,3 +73,61 @@ class S3Server:
                 out.write(path.read_bytes())
             keys.append(key)
         return keys
+
+
+class ThrottlingProxy:
+    """A loopback proxy in front of ``server`` that answers the first ``refusals`` GETs of each
+    object with 503 SlowDown, as a store shedding load does, and forwards everything else."""
+
+    def __init__(self, server: S3Server, refusals: int):
+        import http.client
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.refused: dict[str, int] = {}
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _forward(self):
+                if self.command == "GET" and proxy.refused.get(self.path, 0) < refusals:
+                    proxy.refused[self.path] = proxy.refused.get(self.path, 0) + 1
+                    body = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code>"
+                            b"<Message>Please reduce your request rate.</Message></Error>")
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                length = int(self.headers.get("Content-Length") or 0)
+                connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+                connection.request(self.command, self.path, self.rfile.read(length) if length else None,
+                                   {k: v for k, v in self.headers.items()})
+                answer = connection.getresponse()
+                data = answer.read()
+                self.send_response(answer.status)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", answer.getheader("Content-Length", "0") if self.command == "HEAD"
+                                 else str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _forward
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**CREDENTIALS, "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{self.port}"}
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

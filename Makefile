@@ -85,6 +85,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_decont.py
 	$(BIN)/python bench/bench_dedup.py
 	$(BIN)/python bench/bench_signatures.py
+	$(BIN)/python bench/bench_signatures_languages.py
 	$(BIN)/python bench/bench_clusters.py
 	$(BIN)/python bench/bench_components.py
 	$(BIN)/python bench/bench_tokenize.py

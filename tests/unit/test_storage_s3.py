@@ -1,0 +1,53 @@
+"""The object-store adapter's pure parts: URLs, the endpoint as the AWS SDKs read it, and one
+line for each way a store refuses (without the SDK's request ids)."""
+
+from __future__ import annotations
+
+import pytest
+
+from curator_array.core.errors import ConfigError
+from curator_array.storage.s3 import S3Url, StoreSettings, is_s3, store_error
+
+
+def test_urls_name_a_bucket_and_a_prefix():
+    url = S3Url.parse("s3://commoncrawl/crawl-data/CC-MAIN-2024-10/")
+    assert (url.bucket, url.key, url.path, str(url)) == (
+        "commoncrawl", "crawl-data/CC-MAIN-2024-10", "commoncrawl/crawl-data/CC-MAIN-2024-10",
+        "s3://commoncrawl/crawl-data/CC-MAIN-2024-10")
+    assert url.join("warc.paths.gz") == "s3://commoncrawl/crawl-data/CC-MAIN-2024-10/warc.paths.gz"
+    assert S3Url.parse("s3://bucket").path == "bucket" and is_s3("s3://b/k") and not is_s3("/data/s3://x")
+    for bad in ("s3:///key", "https://bucket/key"):
+        with pytest.raises(ConfigError):
+            S3Url.parse(bad)
+
+
+def test_the_endpoint_and_region_are_read_as_the_aws_sdks_read_them():
+    assert StoreSettings.from_env({}) == StoreSettings(None, "https", "us-east-1")
+    assert StoreSettings.from_env({"AWS_ENDPOINT_URL": "http://minio:9000/", "AWS_DEFAULT_REGION": "eu-west-1"}) == \
+        StoreSettings("minio:9000", "http", "eu-west-1")
+    both = {"AWS_ENDPOINT_URL": "http://general:1", "AWS_ENDPOINT_URL_S3": "https://s3only:2", "AWS_REGION": "x-1",
+            "AWS_DEFAULT_REGION": "y-2"}
+    assert StoreSettings.from_env(both) == StoreSettings("s3only:2", "https", "x-1"), "the S3 variable first"
+    for bad in ("minio:9000", "ftp://minio", "http://"):
+        with pytest.raises(ConfigError, match="AWS_ENDPOINT_URL_S3=.*is not an http:// or https:// URL"):
+            StoreSettings.from_env({"AWS_ENDPOINT_URL_S3": bad})
+
+
+@pytest.mark.parametrize("text, says, retryable, throttled", [
+    ("When reading information for key 'x' in bucket 'b': AWS Error ACCESS_DENIED during HeadObject operation: "
+     "No response body.", "access denied", False, False),
+    ("AWS Error INVALID_ACCESS_KEY_ID during ListObjectsV2 operation: The AWS Access Key Id you provided does not "
+     "exist in our records. (Request ID: sYUqF9m0)", "access denied", False, False),
+    ("AWS Error NO_SUCH_BUCKET during ListObjectsV2 operation: The specified bucket does not exist "
+     "(Request ID: RC2jXx9D)", "the bucket does not exist", False, False),
+    ("AWS Error SLOW_DOWN during GetObject operation: Please reduce your request rate.", "throttling", True, True),
+    ("AWS Error UNKNOWN (HTTP status 503) during GetObject operation: Unable to parse ExceptionName",
+     "throttling", True, True),
+    ("AWS Error NETWORK_CONNECTION during GetObject operation: curlCode: 7, Couldn't connect to server "
+     "(Request ID: abc)", "curlCode: 7", True, False),
+])
+def test_a_refusal_is_one_line_saying_whether_to_try_again(text, says, retryable, throttled):
+    error = store_error(OSError(text), "s3://b/x")
+    assert says in str(error) and str(error).startswith("s3://b/x: ") and "Request ID" not in str(error)
+    assert (error.retryable, error.throttled) == (retryable, throttled)
+    assert not store_error(FileNotFoundError("gone"), "s3://b/x").retryable

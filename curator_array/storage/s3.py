@@ -28,8 +28,10 @@ SCHEME = "s3://"
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
 CHUNK = 1 << 20
-# What the AWS SDK reports for a store that is shedding load: back off, for the whole node.
-_THROTTLED = re.compile(r"SLOW_DOWN|SlowDown|THROTTL|Throttl|REQUEST_LIMIT|HTTP status (503|429)")
+# What the AWS SDK reports for a store that is shedding load (503 and 429, however it names them):
+# back off, for the whole node.
+_THROTTLED = re.compile(r"SLOW_DOWN|SlowDown|SERVICE_UNAVAILABLE|ServiceUnavailable|THROTTL|Throttl|REQUEST_LIMIT|"
+                        r"HTTP status (503|429)")
 _REFUSED = re.compile(r"ACCESS_DENIED|INVALID_ACCESS_KEY_ID|SIGNATURE_DOES_NOT_MATCH|InvalidAccessKeyId|"
                       r"SignatureDoesNotMatch|AccessDenied|HTTP status 403")
 _NO_BUCKET = re.compile(r"NO_SUCH_BUCKET|NoSuchBucket")

@@ -43,6 +43,7 @@ def test_the_endpoint_and_region_are_read_as_the_aws_sdks_read_them():
     ("AWS Error SLOW_DOWN during GetObject operation: Please reduce your request rate.", "throttling", True, True),
     ("AWS Error UNKNOWN (HTTP status 503) during GetObject operation: Unable to parse ExceptionName",
      "throttling", True, True),
+    ("s3://b/x: AWS Error SERVICE_UNAVAILABLE during GetObject operation: ", "throttling", True, True),
     ("AWS Error NETWORK_CONNECTION during GetObject operation: curlCode: 7, Couldn't connect to server "
      "(Request ID: abc)", "curlCode: 7", True, False),
 ])

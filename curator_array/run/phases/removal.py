@@ -6,7 +6,8 @@ and a rerun writes the same bytes. Every kept document carries its cluster's siz
 (``minhash_cluster_size``, 1 when it has no copy), as FineWeb-2's re-hydration reads it.
 With ``--dedup-keep-removed`` the removed documents go to ``OUTPUT_DIR/.removed/dedup/``,
 every field as curated, with the identity (``minhash_kept``: ``file#row``) and the ``id``
-of the copy kept (``minhash_kept_id``), so a decision can be audited or undone.
+of the copy kept (``minhash_kept_id``), so a decision can be audited or undone. The files
+are rewritten over the element's CPUs, one per worker at a time, in order (``helpers.parallel``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ through the interpreter. It does not read the endpoint variables the AWS SDKs re
 are read here: ``AWS_ENDPOINT_URL_S3``, else ``AWS_ENDPOINT_URL`` (a site's own store, MinIO,
 Ceph). Credentials come from the AWS SDK's standard chain (the ``AWS_*`` variables, the
 shared files, an instance's role); they are never taken as options, so they are never
-logged nor pinned in ``run.json``, and a site's ``[env]`` forwards them into the container.
+logged nor pinned in ``run.json``; the elements get them from the submitting shell's environment.
 
 Everything is built from a Mapping (the environment by default), so it is tested without
 touching ``os.environ``.

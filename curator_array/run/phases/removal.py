@@ -76,7 +76,8 @@ class Removal(Phase):
         ids, kept, sizes = ids[order], kept[order], sizes[order]
         file_of = files(ids)
         for relative in context.input_files(self, index):
-            start, stop = np.searchsorted(file_of, [every.index(relative), every.index(relative) + 1])
+            file = every.index(relative)
+            start, stop = np.searchsorted(file_of, [file, file + 1])
             gone = ids[start:stop] != kept[start:stop]
             row = rows(ids[start:stop])
             audit = (context.output_dir / DEDUP_REMOVED_DIR / relative,

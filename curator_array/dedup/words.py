@@ -31,7 +31,7 @@ def simplify(texts: pa.Array) -> pa.Array:
 
 def _unpunctuated(texts: pa.Array) -> pa.Array:
     """Lower case, numbers as 0, punctuation and symbols as spaces."""
-    text = pc.utf8_lower(pc.fill_null(texts, ""))
+    text = pc.utf8_lower(pc.fill_null(texts, "") if texts.null_count else texts)  # pa.scalar imports pandas
     text = pc.replace_substring_regex(text, r"\p{Nd}+(?:[.,٫]\p{Nd}+)*", "0")
     return pc.replace_substring_regex(text, r"[\p{P}\p{S}]", " ")
 

@@ -68,3 +68,18 @@ def test_a_signatures_file_is_the_same_bytes_with_one_worker_or_two(tmp_path, fu
               for cpus in (1, 2)]
     assert counts == [len(texts)] * 2
     assert (tmp_path / "1.bands").read_bytes() == (tmp_path / "2.bands").read_bytes()
+
+
+def test_workers_are_forked_only_in_a_process_that_never_loaded_ray():
+    """A fork copies a Ray driver's threads in a broken state; without Ray it spares each
+    worker its imports."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\n{}from curator_array.helpers.parallel import start_method, ordered_map\n"
+             "from tests.unit.test_parallel import square\n"
+             "print(start_method(), list(ordered_map(square, range(6), workers=2)))")
+    for preamble, expected in (("", "fork"), ("import ray\n", "spawn")):
+        out = subprocess.run([sys.executable, "-c", probe.format(preamble)], capture_output=True, text=True,
+                             check=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__)))).stdout
+        assert out.split() == [expected, "[0,", "1,", "4,", "9,", "16,", "25]"]

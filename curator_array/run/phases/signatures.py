@@ -128,12 +128,18 @@ class Segmenting:
         self.table = language_rules(context.request.options.quality_settings)
         self.default = default
 
-    def of(self, table: pa.Table) -> list[tuple[str, str]]:
+    def of(self, table: pa.Table) -> list[tuple[str, str]] | None:
+        """Each row's (segmenter, language); None when every row splits at spaces, which
+        spares a list per row in the element and in its workers."""
         from ...stages.columns import row_languages
         from ...stages.web.languages import for_language
+        from ...dedup.words import SPACED
 
         codes = row_languages(table, self.default)
-        return [(for_language(self.table, code).segmenter, code) for code in codes]
+        kinds = {code: for_language(self.table, code).segmenter for code in set(codes)}
+        if all(kind == SPACED for kind in kinds.values()):
+            return None
+        return [(kinds[code], code) for code in codes]
 
 
 def texts_of(table: pa.Table, field: str, path: Path) -> pa.Array:

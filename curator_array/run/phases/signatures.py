@@ -131,9 +131,9 @@ class Segmenting:
     def of(self, table: pa.Table) -> list[tuple[str, str]] | None:
         """Each row's (segmenter, language); None when every row splits at spaces, which
         spares a list per row in the element and in its workers."""
+        from ...dedup.words import SPACED
         from ...stages.columns import row_languages
         from ...stages.web.languages import for_language
-        from ...dedup.words import SPACED
 
         codes = row_languages(table, self.default)
         kinds = {code: for_language(self.table, code).segmenter for code in set(codes)}

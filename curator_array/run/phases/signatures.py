@@ -108,7 +108,7 @@ class Signatures(Phase):
                     ids = identities(every.index(relative), np.arange(row, row + table.num_rows))
                     row += table.num_rows
                     texts_seen = texts_seen or table[field].null_count < table.num_rows
-                    yield ids, texts_of(table, field, path), split.of(table) if split else None
+                    yield ids, texts_of(table, field, path), split.of_batch(table) if split else None
                 if row and not texts_seen:
                     raise CuratorArrayError(f"{path}: no field {field!r} to compare (--text-field names the text field)")
 
@@ -128,18 +128,22 @@ class Segmenting:
         self.table = language_rules(context.request.options.quality_settings)
         self.default = default
 
-    def of(self, table: pa.Table) -> list[tuple[str, str]] | None:
-        """Each row's (segmenter, language); None when every row splits at spaces, which
-        spares a list per row in the element and in its workers."""
-        from ...dedup.words import SPACED
+    def of(self, table: pa.Table) -> list[tuple[str, str]]:
+        """Each row's (segmenter, language)."""
         from ...stages.columns import row_languages
         from ...stages.web.languages import for_language
 
         codes = row_languages(table, self.default)
         kinds = {code: for_language(self.table, code).segmenter for code in set(codes)}
-        if all(kind == SPACED for kind in kinds.values()):
-            return None
         return [(kinds[code], code) for code in codes]
+
+    def of_batch(self, table: pa.Table) -> list[tuple[str, str]] | None:
+        """``of``, or None when every row splits at spaces (as ``minhash.words`` reads None),
+        which spares a list per row in the element and in its workers."""
+        from ...dedup.words import SPACED
+
+        rows = self.of(table)
+        return None if all(kind == SPACED for kind, _ in rows) else rows
 
 
 def texts_of(table: pa.Table, field: str, path: Path) -> pa.Array:

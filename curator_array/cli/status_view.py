@@ -108,6 +108,9 @@ def format_status(status: RunStatus) -> str:
     if skipped:
         lines.append("skipped      " + ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in
                                               skipped.items()) + " (--malformed skip)")
+    edited = {step: count for step, count in status.lines_removed.items() if count}
+    if edited:
+        lines.append("lines removed " + ", ".join(f"{step} {count:,}" for step, count in edited.items()))
     if status.contamination:
         lines += contamination_lines(status.contamination)
     for index, amendment in enumerate(status.amendments):

@@ -38,6 +38,7 @@ class ManifestScan:
     stage_times: dict[tuple[str, str], StageTime] = field(default_factory=dict)  # (stage, node) → summed
     dropped: dict[str, int] = field(default_factory=dict)  # rows dropped, by step and rule
     skipped: dict[str, int] = field(default_factory=dict)  # input records skipped, by kind (malformed lines)
+    lines_removed: dict[str, int] = field(default_factory=dict)  # by line modifier
     contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
 
     def merge(self, other: ManifestScan) -> None:
@@ -50,6 +51,7 @@ class ManifestScan:
         add_stage_times(self.stage_times, other.stage_times.values())
         _add_counts(self.dropped, other.dropped)
         _add_counts(self.skipped, other.skipped)
+        _add_counts(self.lines_removed, other.lines_removed)
         self.contamination = self.contamination + other.contamination
 
     def add(self, manifest: CompletionManifest, keep: bool) -> None:
@@ -63,6 +65,7 @@ class ManifestScan:
         add_stage_times(self.stage_times, manifest.stages)
         _add_counts(self.dropped, manifest.work.rows_dropped_by_stage)
         _add_counts(self.skipped, manifest.work.records_skipped)
+        _add_counts(self.lines_removed, manifest.work.lines_removed)
         self.contamination = self.contamination + manifest.work.contamination
 
 

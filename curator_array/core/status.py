@@ -66,6 +66,7 @@ class RunStatus:
     stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
     dropped: dict[str, int] = field(default_factory=dict)  # the first phase's drops by step and rule
     records_skipped: dict[str, int] = field(default_factory=dict)  # input records skipped (malformed lines)
+    lines_removed: dict[str, int] = field(default_factory=dict)  # by the first phase's line modifiers
     contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
     amendments: list[Amendment] = field(default_factory=list)  # repairs, oldest first (--repair)
     submitted: bool = True  # queued by submit or retry --submit, so resubmitted the same way; False: run by hand
@@ -156,6 +157,7 @@ class RunStatus:
             "final_rows_out": self.final_rows_out,
             "dropped": self.dropped_by_step(),
             "records_skipped": self.records_skipped,
+            "lines_removed": self.lines_removed,
             "contamination": self.contamination.to_json() if self.contamination else None,
             "amendments": [amendment.to_json() for amendment in self.amendments],
             "partial": {str(shard): {"tasks_done": done, "tasks": total, "attempts": attempts}
@@ -230,6 +232,7 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
         amendments=read_amendments(layout),
         dropped=scan.dropped,
         records_skipped=scan.skipped,
+        lines_removed=scan.lines_removed,
         contamination=scan.contamination,
         checkpoint=layout.root,
         shards=run.shards,

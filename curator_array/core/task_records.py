@@ -67,6 +67,7 @@ class TaskRecord:
     attempt: str = ""
     tokens: int = 0
     contamination: Contamination = field(default_factory=Contamination)
+    lines_removed: dict[str, int] = field(default_factory=dict)
 
     def to_line(self) -> str:
         """Compact JSON. An output named after its task (as writers name them) is stored as
@@ -82,6 +83,8 @@ class TaskRecord:
             payload["k"] = self.tokens
         if self.contamination:
             payload["c"] = self.contamination.to_json()
+        if self.lines_removed:
+            payload["l"] = self.lines_removed
         return json.dumps(payload, separators=(",", ":"))
 
     @classmethod
@@ -96,7 +99,7 @@ class TaskRecord:
                       for entry in payload["f"])
         return cls(task_id, files, int(rows_in), int(rows_out), int(bytes_in), dict(payload.get("d", {})),
                    dict(payload.get("s", {})), attempt, int(payload.get("k", 0)),
-                   Contamination.from_json(payload.get("c")))
+                   Contamination.from_json(payload.get("c")), dict(payload.get("l", {})))
 
 
 @dataclass(frozen=True)
@@ -193,7 +196,8 @@ def finished_task(parts: Mapping[int, PartRecord]) -> TaskRecord | None:
                       sum(r.rows_in for r in records), sum(r.rows_out for r in records),
                       sum(r.bytes_in for r in records), _summed(r.dropped for r in records),
                       _summed(r.skipped for r in records), first.attempt, sum(r.tokens for r in records),
-                      sum((r.contamination for r in records), Contamination()))
+                      sum((r.contamination for r in records), Contamination()),
+                      _summed(r.lines_removed for r in records))
 
 
 class PartRecordLog:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import os
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from ..core.records.shard import MALFORMED_LINES
 from ..stages.io import Added, FileContents, MalformedRecordError, ReaderStage, WriterStage
 
 BLOCK_BYTES = 4 << 20  # JSON parsed at once by ``JsonlReader.read_columns``
+logger = logging.getLogger(__name__)
 
 def _open_text(path: str):
     return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
@@ -41,7 +43,31 @@ def _read_slowly(path: str, policy: str) -> FileContents:
                     continue
                 raise MalformedRecordError(f"{path}: line {number}: malformed JSON record ({exc})") from None
             rows.append(record)
-    return FileContents(pa.Table.from_pylist(rows), {MALFORMED_LINES: skipped} if skipped else {})
+    return FileContents(_table_of(rows, path), {MALFORMED_LINES: skipped} if skipped else {})
+
+
+def _table_of(rows: list[dict[str, Any]], path: str) -> pa.Table:
+    """The records as a table. A field whose values are strings in some records and another
+    type in others (a text that is a number) keeps its strings, and the other values become
+    null, so that the filters drop and count those records rather than fail the file; the
+    log names the field and how many values."""
+    try:
+        return pa.Table.from_pylist(rows)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        pass
+    for name in dict.fromkeys(key for row in rows for key in row):
+        values = [row.get(name) for row in rows]
+        if any(isinstance(v, str) for v in values) and any(v is not None and not isinstance(v, str) for v in values):
+            others = 0
+            for row in rows:
+                if name in row and row[name] is not None and not isinstance(row[name], str):
+                    row[name], others = None, others + 1
+            logger.warning("%s: %d value(s) of field %r are not strings where others are: read as null", path,
+                           others, name)
+    try:
+        return pa.Table.from_pylist(rows)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise MalformedRecordError(f"{path}: records whose fields do not share a type ({exc})") from None
 
 
 def read_jsonl(path: str, policy: str = "fail") -> FileContents:

@@ -23,7 +23,8 @@ from .filters import FILTERS
 
 # Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
 BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build",
-                      "fineweb": "curator_array.pipelines.fineweb:build"}
+                      "fineweb": "curator_array.pipelines.fineweb:build",
+                      "dclm": "curator_array.pipelines.dclm:build"}
 # Where the curation phase writes when dedup phases follow (hidden, like the other dot-dirs).
 CURATED_DIR = ".curated"
 DOWNLOADS_DIR = ".downloads"  # under the output dir, unless --download-dir says otherwise

@@ -109,6 +109,7 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         rewritten_by=None if status.last_writer is status.phases[0] else status.last_writer.name,
         contamination=contamination_rows(status), removed_dir=removed_dir(status), amendments=[amendment.describe() for amendment in status.amendments], records_skipped={reason.replace("_", " "): count for reason, count
                                                           in status.records_skipped.items() if count},
+        lines_removed={step: count for step, count in status.lines_removed.items() if count},
         breakdowns={title: {name: show_figure(value) for name, value in values.items()}
                     for state in status.later_phases for title, values in state.totals().breakdowns().items() if values},
     )

@@ -63,14 +63,15 @@ INPUT_OPTIONS = _with_field_defaults(
     RunOption("crawl_files", "Only this slice START:STOP of each paths list, e.g. 0:1000.", metavar="START:STOP"),
     RunOption("input_file_type", "Format of the input files.", "choice", choices=tuple(input_formats())),
     RunOption("output_file_type", "Format of the output files.", "choice", choices=tuple(output_formats()),
-              default_text=f"{DEFAULT_FORMAT}; parquet for --pipeline commoncrawl"),
+              default_text=f"{DEFAULT_FORMAT}; parquet for --pipeline commoncrawl, fineweb and dclm"),
     RunOption("files_per_partition", "Input files per source task.", "int", minimum=1),
     RunOption("output_file_size", "A streamed task's (a WARC's) output files roll over at this size on disk "
               "(units: K, M, G, T, KiB, ...); its parts are row groups of one file up to there.", "size",
               minimum=2**20),
     RunOption("pipeline_ref", "A built-in pipeline, commoncrawl (WARC → Resiliparse text → language → Gopher and "
-              "C4 quality → Parquet) or fineweb (FineWeb's recipe: Trafilatura, URL filter, lid.176, Gopher, C4, "
-              "FineWeb's line rules), or MODULE:FUNCTION building the stage list (default: read, filters, write).",
+              "C4 quality → Parquet), fineweb (FineWeb's recipe: Trafilatura, URL filter, lid.176, Gopher, C4, "
+              "FineWeb's line rules), dclm (DCLM-Baseline's: RefinedWeb's URL, page and line rules as DCLM wrote "
+              "them, lid.176 English; WARC, or JSONL/Parquet with text and url), or MODULE:FUNCTION building the stage list (default: read, filters, write).",
               metavar="|".join([*sorted(BUILT_IN_PIPELINES), "MODULE:FUNCTION"]), flag_name="pipeline",
               old_variables=("CURATOR_PIPELINE",)),
     RunOption("text_field", "Field the filters look at.", group="filters"),
@@ -97,9 +98,9 @@ AFTER_FILTER_OPTIONS = _with_field_defaults(
               "web", pipelines=WEB, default_text=f"all for commoncrawl, {','.join(defaults.FINEWEB_LANGUAGES)} for fineweb"),
     RunOption("min_language_score", "commoncrawl, fineweb: drop documents whose language score is lower.", "float",
               "web", pipelines=WEB, minimum=0, maximum=1, default_text=f"0 for commoncrawl, {defaults.FINEWEB_MIN_SCORE} for fineweb"),
-    RunOption("language_model", "fineweb: a fastText language-ID model file (lid.176.bin, GlotLID) instead of the "
-              "bundled lid.176.ftz; checked, and copied into the checkpoint, at submit.", "file", "web",
-              pipelines=("fineweb",)),
+    RunOption("language_model", "fineweb, dclm: a fastText language-ID model file (lid.176.bin, GlotLID) instead of "
+              "the bundled lid.176.ftz; checked, and copied into the checkpoint, at submit.", "file", "web",
+              pipelines=("fineweb", "dclm")),
     RunOption("extractor", "commoncrawl: HTML → main text extractor (fineweb: trafilatura with FineWeb's settings).",
               "choice", "web", choices=defaults.EXTRACTORS, old_variables=("HTML_EXTRACTOR",),
               pipelines=("commoncrawl",)),
@@ -109,8 +110,9 @@ AFTER_FILTER_OPTIONS = _with_field_defaults(
               minimum=0, minimum_open=True, default_text="1 for fineweb; none (in process) for commoncrawl"),
     RunOption("quality_settings", "commoncrawl, fineweb: a TOML file of quality-filter settings per language, on "
               "top of the built-in table (docs/filters.md).", "file", "web", pipelines=WEB),
-    RunOption("url_blocklist", "fineweb: a site's own block list on top of FineWeb's, one domain or URL a line; "
-              "repeatable; copied into the checkpoint at submit.", "files", "web", pipelines=("fineweb",)),
+    RunOption("url_blocklist", "fineweb, dclm: a site's own block list on top of FineWeb's, one domain (or, for "
+              "fineweb, URL) a line; repeatable; copied into the checkpoint at submit.", "files", "web",
+              pipelines=("fineweb", "dclm")),
     RunOption("records_per_batch", "WARC input: records per part (a reader's memory grows with this, not the file).",
               "int", "web", minimum=1),
 )
@@ -160,7 +162,7 @@ EXECUTION_OPTIONS = _with_field_defaults(
               "checkpoint's metadata dir).", "path", "nodes"),
     RunOption("worker_join_timeout", "Seconds the head waits for every node.", "float", "nodes", minimum=1),
     # what this host (or image) has installed, and how its helper processes run
-    RunOption("blocklists_dir", "fineweb: where FineWeb's URL block lists are installed (`python -m "
+    RunOption("blocklists_dir", "fineweb, dclm: where FineWeb's URL block lists are installed (`python -m "
               "curator_array.stages.web.url_lists DIR` installs them there).", "path", "host",
               default_text="the venv's share/curator-array/url-lists", variable_name="CURATOR_ARRAY_URL_LISTS"),
     RunOption("repair", "Repair the tasks that have not finished: accept their mended input files and a new "

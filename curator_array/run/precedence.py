@@ -141,13 +141,30 @@ def refuse_unused(chosen: OptionValues) -> OptionValues:
     return chosen
 
 
+def for_pipeline(chosen: OptionValues) -> OptionValues:
+    """``chosen`` as the chosen pipeline takes them: options it does not use refused
+    (``refuse_unused``), and the values a built-in pipeline gives options left at their
+    defaults: ``--pipeline dclm`` gives each ``--quality-model`` without a
+    ``--quality-threshold`` DCLM-Baseline's threshold."""
+    from ..core.options import split_named
+    from ..stages.defaults import DCLM_PIPELINE, DCLM_QUALITY_THRESHOLD
+
+    chosen = refuse_unused(chosen)
+    models, thresholds = chosen["quality_model"].value or (), chosen["quality_threshold"]
+    if chosen["pipeline_ref"].value != DCLM_PIPELINE or not models or thresholds.source != DEFAULT:
+        return chosen
+    names = [split_named(model)[0] for model in models]
+    return {**chosen, "quality_threshold": OptionValue(tuple(f"{name}={DCLM_QUALITY_THRESHOLD}" for name in names),
+                                                       f"--pipeline {DCLM_PIPELINE}")}
+
+
 def options_for_start(flags: Mapping[str, Any], environment: Mapping[str, str]) -> OptionValues:
     """What this start runs: its own flags and variables, or, with ``--request``, the pinned request."""
     sources = own_sources(flags, environment)
     own = resolve(sources)
     request_id = own["request"].value
     if not request_id:
-        return refuse_unused(own)
+        return for_pipeline(own)
     checkpoint = own["checkpoint_path"].value or own["output_dir"].value
     if not checkpoint:
         raise ConfigError("--request needs the run's checkpoint: give --checkpoint-path (or CHECKPOINT_PATH)")

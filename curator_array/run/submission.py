@@ -45,8 +45,8 @@ from .precedence import (
     OptionValues,
     Pinned,
     checkpoint_of,
+    for_pipeline,
     own_sources,
-    refuse_unused,
     request_of,
     resolve,
 )
@@ -56,7 +56,7 @@ from .request import RunRequest
 def submission_options(flags: Mapping[str, Any], site: SiteConfig | None, environment: Mapping[str, str]) -> OptionValues:
     """The option values ``submit`` pins: its run flags, the site's ``[env]``, the environment, the defaults."""
     label = f"{SITE} of site_configs/{site.name}.toml" if site else SITE
-    return refuse_unused(resolve(own_sources(flags, environment, site.env if site else None, label)))
+    return for_pipeline(resolve(own_sources(flags, environment, site.env if site else None, label)))
 
 
 def run_request_id(layout: CheckpointLayout) -> str | None:

@@ -33,6 +33,8 @@ COMMON_CRAWL_BASE_URL = "https://data.commoncrawl.org/"
 # FineWeb's language rule: keep these languages when one scores above this (fastText lid.176).
 FINEWEB_LANGUAGES = ("en",)
 FINEWEB_MIN_SCORE = 0.65
+DCLM_PIPELINE = "dclm"
+DCLM_QUALITY_THRESHOLD = 0.018112  # DCLM-Baseline's cut on its fastText classifier (OH-2.5 + ELI5)
 
 # Where the documents a filter dropped go, under the output dir (--keep-removed).
 REMOVED_DIR = layout.REMOVED_DIR

@@ -65,11 +65,7 @@ class FilterStage(ProcessingStage):
         return table, self.keep(text)
 
     def process(self, task: DocumentBatch) -> Task:
-        import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
-
-        from .removed import removed_rows
 
         table = task.table
         if table.num_rows == 0:
@@ -83,9 +79,22 @@ class FilterStage(ProcessingStage):
         if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
             return task.failed(f"field {self.text_field!r} has type {text.type}, expected strings", self.stage_name)
         scored, masks = self.score(table, text)
+        return self.apply_masks(task, scored, masks)
+
+    def apply_masks(self, task: DocumentBatch, scored: pa.Table, masks: Mask | dict[str, Mask],
+                    counters=None) -> Task:
+        """``scored``'s rows that every mask keeps, each drop counted under the first rule
+        that made it (``counters``: the task's, unless the caller added to them)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from .removed import removed_rows
+
+        table = task.table
         if not isinstance(masks, dict):
             masks = {"": masks}
-        counters = task.counters
+        counters = counters or task.counters
         keep = pa.array([True] * table.num_rows)
         reasons: list[str | None] = [None] * table.num_rows if self.keep_removed else []
         for rule, mask in masks.items():

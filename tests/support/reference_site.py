@@ -23,6 +23,8 @@ PACKAGES = {
     "megatron-site": ("torch==2.13.0", "megatron-core==0.16.1"),
     # moto's standalone S3 server, run as its own process (tests.support.s3_server).
     "moto-site": ("moto[s3,server]==5.2.5",),
+    # The Unicode word breaks DCLM's repetition rules read words with.
+    "uniseg-site": ("uniseg==0.10.1",),
 }
 SITE = CACHE / "reference-site"
 

@@ -44,6 +44,7 @@ class ShardWork:
     bytes_in: int = 0
     rows_dropped_by_stage: dict[str, int] = field(default_factory=dict)
     records_skipped: dict[str, int] = field(default_factory=dict)
+    lines_removed: dict[str, int] = field(default_factory=dict)  # by the line modifiers
     tokens: int = 0  # of the documents written, when the run counts them (--tokenize)
     contamination: Contamination = field(default_factory=Contamination)  # with --decontaminate
     output_dir: str | None = None
@@ -67,7 +68,7 @@ class ShardWork:
 
     def to_json(self) -> dict[str, Any]:
         written = plain_fields(self)
-        for name in ("tokens", "tasks_without_output"):  # only a run that counts tokens has them; 0: none
+        for name in ("tokens", "tasks_without_output", "lines_removed"):  # only runs that count them have them
             if not written[name]:
                 del written[name]
         del written["contamination"]

@@ -24,12 +24,20 @@ from ..tasks import DocumentBatch, Task
 from .sandbox import ExtractionSandbox, Outcome, resolve
 
 FINEWEB_EXTRACTOR = "trafilatura-fineweb"
+DCLM_EXTRACTOR = "resiliparse-dclm"
 
 
 def resiliparse_text(html: str) -> str:
     from resiliparse.extract.html2text import extract_plain_text
 
     return extract_plain_text(html, main_content=True, preserve_formatting=True, alt_texts=False, list_bullets=True)
+
+
+def dclm_text(html: str) -> str:
+    """Main content as DCLM-Pool was extracted: resiliparse's own defaults otherwise."""
+    from resiliparse.extract.html2text import extract_plain_text
+
+    return extract_plain_text(html, main_content=True)
 
 
 def trafilatura_text(html: str) -> str:
@@ -64,6 +72,7 @@ def _reference(function) -> str:
 EXTRACT_FUNCTIONS = {
     "resiliparse": ("resiliparse", _reference(resiliparse_text), None),
     "trafilatura": ("trafilatura", _reference(trafilatura_text), None),
+    DCLM_EXTRACTOR: ("resiliparse", _reference(dclm_text), None),
     FINEWEB_EXTRACTOR: ("trafilatura", _reference(fineweb_text), _reference(forget_seen_blocks)),
 }
 

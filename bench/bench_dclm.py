@@ -34,8 +34,8 @@ from support import CACHE, REPO  # noqa: E402
 sys.path.insert(0, str(REPO))
 from tests.support.reference_site import ensure_reference_site, reference_environment  # noqa: E402
 
-INPUT = CACHE / "dclm-input"
-TARGET_BYTES = int(os.environ.get("DCLM_BYTES", 460_000_000))  # about 100,000 documents
+TARGET_BYTES = int(os.environ.get("DCLM_BYTES", 550_000_000))  # about 100,000 documents
+INPUT = CACHE / f"dclm-input-{TARGET_BYTES}"
 FILES = 8
 ROUNDS = int(os.environ.get("ROUNDS", 2))
 WORK = CACHE / "dclm-work"

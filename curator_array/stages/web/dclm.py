@@ -25,8 +25,8 @@ from ..requirements import Requirement, module
 from ..tasks import DocumentBatch, Task
 from .dclm_rules import STEPS, RefinedWebRules
 from .fasttext_language import LABEL_PREFIX, bundled_model, load_model
-from .url_filter import URL_FIELD, _with_extra
-from .url_lists import LISTS_DIR, MANIFEST, UrlLists, install_command, listed
+from .url_filter import URL_FIELD, lists_requirement, with_extra
+from .url_lists import LISTS_DIR, UrlLists, listed
 
 
 class DclmRefinedWebFilter(FilterStage):
@@ -59,16 +59,14 @@ class DclmRefinedWebFilter(FilterStage):
         return self.text_field, self.url_field
 
     def needs(self) -> tuple[Requirement, ...]:
-        return (module("fasttext"), module("tldextract"), module("regex"),
-                Requirement(f"FineWeb's URL lists in {self.installed_lists}", install_command(self.installed_lists),
-                            path=str(self.installed_lists / MANIFEST)))
+        return module("fasttext"), module("tldextract"), module("regex"), lists_requirement(self.installed_lists)
 
     def setup(self) -> None:
         self.rules
 
     def _rules(self) -> RefinedWebRules:
         model = load_model(self.model_path)
-        domains = _with_extra(UrlLists.load(self.installed_lists).domains, self.extra_domains)
+        domains = with_extra(UrlLists.load(self.installed_lists).domains, self.extra_domains)
 
         def language(line: str) -> tuple[str, float]:
             labels, scores = model.predict(line, k=1)

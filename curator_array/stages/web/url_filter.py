@@ -62,7 +62,12 @@ def read_blocklists(paths) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(sorted(domains)), tuple(sorted(urls))
 
 
-def _with_extra(sorted_hashes: np.ndarray, extra: tuple[str, ...]) -> np.ndarray:
+def lists_requirement(directory: Path) -> Requirement:
+    """FineWeb's URL lists installed in ``directory`` (what ``url_lists`` installs)."""
+    return Requirement(f"FineWeb's URL lists in {directory}", install_command(directory), path=str(directory / MANIFEST))
+
+
+def with_extra(sorted_hashes: np.ndarray, extra: tuple[str, ...]) -> np.ndarray:
     return np.sort(np.concatenate([sorted_hashes, hashes(extra)])) if extra else sorted_hashes
 
 
@@ -93,8 +98,7 @@ class UrlFilter(FilterStage):
 
     def needs(self) -> tuple[Requirement, ...]:
         return (module("tldextract"), Requirement("pyahocorasick", WEB_EXTRAS, module="ahocorasick"),
-                Requirement(f"FineWeb's URL lists in {self.installed_lists}", install_command(self.installed_lists),
-                            path=str(self.installed_lists / MANIFEST)))
+                lists_requirement(self.installed_lists))
 
     def setup(self) -> None:
         self.ready
@@ -110,8 +114,8 @@ class UrlFilter(FilterStage):
         subwords.make_automaton()
         return (
             TLDExtract(suffix_list_urls=(), cache_dir=None),
-            _with_extra(lists.domains, self.extra_domains),
-            _with_extra(lists.urls, self.extra_urls),
+            with_extra(lists.domains, self.extra_domains),
+            with_extra(lists.urls, self.extra_urls),
             {normalized(w) for w in lists.banned_words},
             {normalized(w) for w in lists.soft_banned_words},
             subwords,

@@ -1,0 +1,51 @@
+"""``--pipeline dclm`` on the real SLURM cluster: a 4-shard array of DCLM-Pool-shaped JSONL,
+scored by a quality model with DCLM-Baseline's threshold (given by the pipeline, not by a
+flag), writes the files a local one-shard run writes, byte for byte, and counts the same
+drops and removed lines."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import need
+from tests.integration.test_dclm_run import pages
+from tests.slurm.conftest import queued, wait_all
+from tests.slurm.test_dedup_on_slurm import curator
+from tests.slurm.test_faults import render_test_site
+from tests.slurm.test_quality_on_slurm import visible
+from tests.support.quality_corpus import train_model, trainer_installed, write_jsonl
+
+pytestmark = [pytest.mark.slurm, pytest.mark.ray]
+SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
+
+
+def counted(out) -> dict:
+    report = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
+    return {"dropped": report["dropped"], "lines": report["lines_removed"],
+            "threshold": report["options"]["quality_threshold"]}
+
+
+def test_four_shards_write_what_one_shard_writes(slurm_cluster, tmp_path):
+    need(trainer_installed(), "the fastText trainer is not installed (make install does it)")
+    inputs, sites = tmp_path / "in", tmp_path / "sites"
+    documents = [d for d in pages() if isinstance(d["text"], str)]
+    for part in range(4):
+        write_jsonl(inputs / f"part-{part}.jsonl", documents[part::4])
+    sites.mkdir()
+    render_test_site(sites)
+    model = train_model(tmp_path / "model")
+    recipe = ["--pipeline", "dclm", "--input-file-type", "jsonl", "--quality-model", f"hq={model}"]
+    baseline, out = tmp_path / "baseline", tmp_path / "out"
+    curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *recipe)
+    done = curator("submit", "--site", "test-site", "--sites-dir", str(sites), "--total-shards", "4", "--",
+                   "--input-dir", str(inputs), "--output-dir", str(out), *SMALL, *recipe, cwd=sites)
+    jobs = queued(done.stdout)
+    assert [(p, n) for _, p, n in jobs] == [("curation", 4)], done.stdout
+    wait_all(jobs)
+    assert visible(out) == visible(baseline) and visible(out), "the same files, byte for byte"
+    ours, theirs = counted(out), counted(baseline)
+    assert ours["dropped"] == theirs["dropped"] and ours["lines"] == theirs["lines"]
+    assert ours["dropped"]["dclm.language_filter"] > 0 and ours["lines"]
+    assert "0.018112" in json.dumps(ours["threshold"])

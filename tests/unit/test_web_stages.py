@@ -331,7 +331,7 @@ def test_commoncrawl_pipeline_by_name(tmp_path):
     assert fingerprint["stages"][2]["params"]["languages"] == ["de", "en"]
     with pytest.raises(ConfigError, match="reads WARC files"):
         load_pipeline("commoncrawl", PipelineOptions(str(tmp_path), str(tmp_path / "out")))
-    with pytest.raises(ConfigError, match="built-in name \\(commoncrawl, fineweb\\)"):
+    with pytest.raises(ConfigError, match="built-in name \\(commoncrawl, dclm, fineweb\\)"):
         load_pipeline("crawl", options)
 
 

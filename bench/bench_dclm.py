@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import real_text  # noqa: E402
-from support import CACHE, REPO  # noqa: E402
+from support import CACHE, REPO, in_turns  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tests.support.reference_site import ensure_reference_site, reference_environment  # noqa: E402
@@ -125,21 +124,16 @@ def main() -> None:
     documents_count = real_text.write_shard(INPUT, FILES, TARGET_BYTES)
     size = sum(p.stat().st_size for p in INPUT.glob("*.jsonl"))
     WORK.mkdir(parents=True, exist_ok=True)
-    walls: dict[str, list[float]] = {"ours, --pipeline dclm, 2 CPUs": [], "bare Pool(2) loop of our rules": []}
-    engines = dict(zip(walls, (ours, bare)))
-    for _ in range(ROUNDS):
-        for name, engine in engines.items():
-            walls[name].append(engine())
+    turns = in_turns({"ours, --pipeline dclm, 2 CPUs": lambda: (ours(), 0.0),
+                      "bare Pool(2) loop of our rules": lambda: (bare(), 0.0)}, ROUNDS)
     print(f"{documents_count:,} documents, {size / 1e6:,.0f} MB of JSONL in {FILES} files, {os.cpu_count()} CPUs here")
     print("| engine | median wall | rounds | documents/s | MB/s |")
     print("|---|---|---|---|---|")
-    for name, values in walls.items():
-        median = statistics.median(values)
-        print(f"| {name} | {median:.1f} s | {', '.join(f'{v:.1f}' for v in values)} s "
-              f"| {documents_count / median:,.0f} | {size / 1e6 / median:.2f} |")
-    names = list(walls)
-    print(f"ours / bare loop: {statistics.median(walls[names[1]]) / statistics.median(walls[names[0]]):.2f}x "
-          "(goal >= 0.8)")
+    for name, turn in turns.items():
+        print(f"| {name} | {turn.median:.1f} s | {turn} s | {documents_count / turn.median:,.0f} "
+              f"| {size / 1e6 / turn.median:.2f} |")
+    ours_turns, bare_turns = turns.values()
+    print(f"ours / bare loop: {bare_turns.median / ours_turns.median:.2f}x (goal >= 0.8)")
     first = INPUT / "part-000.jsonl"
     word_splitting([json.loads(line) for line in first.open(encoding="utf-8")])
 

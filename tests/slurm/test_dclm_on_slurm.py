@@ -11,8 +11,7 @@ import pytest
 
 from tests.conftest import need
 from tests.integration.test_dclm_run import pages
-from tests.slurm.conftest import queued, wait_all
-from tests.slurm.test_dedup_on_slurm import curator
+from tests.slurm.test_dedup_on_slurm import curator, local_and_array
 from tests.slurm.test_faults import render_test_site
 from tests.slurm.test_quality_on_slurm import visible
 from tests.support.quality_corpus import train_model, trainer_installed, write_jsonl
@@ -37,13 +36,7 @@ def test_four_shards_write_what_one_shard_writes(slurm_cluster, tmp_path):
     render_test_site(sites)
     model = train_model(tmp_path / "model")
     recipe = ["--pipeline", "dclm", "--input-file-type", "jsonl", "--quality-model", f"hq={model}"]
-    baseline, out = tmp_path / "baseline", tmp_path / "out"
-    curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *recipe)
-    done = curator("submit", "--site", "test-site", "--sites-dir", str(sites), "--total-shards", "4", "--",
-                   "--input-dir", str(inputs), "--output-dir", str(out), *SMALL, *recipe, cwd=sites)
-    jobs = queued(done.stdout)
-    assert [(p, n) for _, p, n in jobs] == [("curation", 4)], done.stdout
-    wait_all(jobs)
+    baseline, out = local_and_array(inputs, tmp_path, sites, *SMALL, *recipe)
     assert visible(out) == visible(baseline) and visible(out), "the same files, byte for byte"
     ours, theirs = counted(out), counted(baseline)
     assert ours["dropped"] == theirs["dropped"] and ours["lines"] == theirs["lines"]

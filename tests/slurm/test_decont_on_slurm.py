@@ -8,8 +8,7 @@ import json
 
 import pytest
 
-from tests.slurm.conftest import queued, wait_all
-from tests.slurm.test_dedup_on_slurm import curator
+from tests.slurm.test_dedup_on_slurm import curator, local_and_array
 from tests.slurm.test_faults import render_test_site
 from tests.support.decont_corpus import eval_and_corpus
 from tests.support.quality_corpus import write_jsonl
@@ -32,13 +31,7 @@ def test_four_elements_decontaminate_as_one_shard_does(slurm_cluster, tmp_path):
     sites.mkdir()
     render_test_site(sites)
     decont = ["--decontaminate", str(evals), "--keep-removed"]
-    baseline, out = tmp_path / "baseline", tmp_path / "out"
-    curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *decont)
-    done = curator("submit", "--site", "test-site", "--sites-dir", str(sites), "--total-shards", "4", "--",
-                   "--input-dir", str(inputs), "--output-dir", str(out), *SMALL, *decont, cwd=sites)
-    jobs = queued(done.stdout)
-    assert [(p, n) for _, p, n in jobs] == [("curation", 4)], done.stdout
-    wait_all(jobs)
+    baseline, out = local_and_array(inputs, tmp_path, sites, *SMALL, *decont)
     assert curator("retry", "--checkpoint-path", str(out), "--format", "fields").stdout.strip() == ""
     assert outputs(out) == outputs(baseline), "the same kept and removed documents, file by file"
     assert any(name.startswith(".removed/decontaminate/") for name in outputs(out))

@@ -38,3 +38,18 @@ def test_each_quality_model_without_a_threshold_gets_dclm_baselines(tmp_path):
     other = options_for_start({**base, "pipeline_ref": "fineweb"}, {})
     assert not other["quality_threshold"].value
     assert for_pipeline(options_for_start({"output_dir": str(tmp_path)}, {}))["quality_threshold"].value in ((), None)
+
+
+def test_a_language_model_without_english_is_refused_when_the_pipeline_is_built(tmp_path):
+    from curator_array.classify.training import Hyperparameters, train
+    from tests.conftest import need
+    from tests.support.quality_corpus import trainer_installed
+
+    need(trainer_installed(), "the fastText trainer is not installed (make install does it)")
+    positive, negative = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    positive.write_text('{"text": "good text about the bridge over the river"}\n' * 20)
+    negative.write_text('{"text": "other words of a different kind entirely"}\n' * 20)
+    model = tmp_path / "two-labels.bin"
+    train([str(positive)], [str(negative)], model, settings=Hyperparameters(bucket=1000))
+    with pytest.raises(ConfigError, match="has no label en"):
+        stage_names(tmp_path, input_file_type="jsonl", language_model=str(model))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ...core.errors import ConfigError
 from ..columns import missing_field
 from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
@@ -24,7 +25,7 @@ from ..process_state import PerProcess
 from ..requirements import Requirement, module
 from ..tasks import DocumentBatch, Task
 from .dclm_rules import STEPS, RefinedWebRules
-from .fasttext_language import LABEL_PREFIX, bundled_model, load_model
+from .fasttext_language import LABEL_PREFIX, bundled_model, load_model, model_languages
 from .url_filter import URL_FIELD, lists_requirement, with_extra
 from .url_lists import LISTS_DIR, UrlLists, listed
 
@@ -44,6 +45,9 @@ class DclmRefinedWebFilter(FilterStage):
 
         self.url_field = url_field
         self.model_path = str(model_path or bundled_model())
+        if "en" not in model_languages(load_model(self.model_path)):  # checked when built: at submit
+            raise ConfigError(f"--language-model {self.model_path}: --pipeline dclm keeps English, and this model "
+                              "has no label en (is it a language-ID model, such as lid.176.bin?)")
         self.model_digest = file_digest(Path(self.model_path))
         self.extra_domains = tuple(sorted(set(extra_domains)))
         self.extra_domains_digest = hashlib.sha256("\n".join(self.extra_domains).encode()).hexdigest() \

@@ -10,8 +10,12 @@ counts the calls that name a path under the run's output or checkpoint directory
 stat, rename, mkdir, unlink) and every fsync of the tree (an fsync names no path). datatrove
 runs its nearest pipeline (``DATATROVE``) on the same files, its logging dir (completions,
 stats, logs) counted as its checkpoint. Imports and
-Ray's own session files are not the run's storage load, so they are not counted. Prints
-figures; asserts nothing.
+Ray's own session files are not the run's storage load, so they are not counted.
+
+``WARC_COUNTS=1,2`` runs every engine at each count and prints, beside, what one more WARC
+costs per 10,000 of its pages: the share that grows with a snapshot, without what a shard
+pays once (its run records, listing, manifest). ``ENGINES=now,datatrove`` picks engines by
+their key. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ ENGINES = {
     "2a6aa7f (a file per part, none for an empty one)": "2a6aa7f",
     "3571c4c (a file per part)": "3571c4c",
 }
-WARCS, COPIES = 2, 100
+COPIES = 100
+WARC_COUNTS = tuple(int(n) for n in os.environ.get("WARC_COUNTS", "2").split(","))
+CHOSEN = os.environ.get("ENGINES")
 CALLS = ("openat", "open", "creat", "stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2",
          "rename", "renameat", "renameat2", "mkdir", "mkdirat", "unlink", "unlinkat", "rmdir", "fsync", "fdatasync")
 KINDS = {"open": ("openat", "open", "creat"), "stat": ("stat", "lstat", "newfstatat", "statx", "access", "faccessat",
@@ -112,47 +118,64 @@ def files_under(directory: Path) -> tuple[int, int]:
     return len(outputs), sum(1 for p in outputs if ".removed" in p.parts)
 
 
+def run_engine(label: str, commit: str | None, source: Path, runs: Path) -> tuple[int, int, int, collections.Counter,
+                                                                                float]:
+    """One engine's run under strace: (files, removed files, checkpoint files, calls by kind, wall s)."""
+    output = runs / (commit or "now")
+    log = runs / f"{commit or 'now'}.strace"
+    env, cwd = None, REPO
+    if commit == "datatrove":
+        argv, env = [sys.executable, "-c", DATATROVE, str(source), str(output), str(output / ".removed"),
+                     str(output / "logs")], datatrove_fineweb_env(runs / "datatrove-work")
+    else:
+        argv = command(source, output)
+    if commit and commit != "datatrove":
+        tree = baseline_tree(commit)  # a run puts its working directory first on the workers' path
+        env, cwd = dict(os.environ, PYTHONPATH=str(tree)), tree
+    began = time.perf_counter()
+    subprocess.run(["strace", "-f", "-qq", "-e", "trace=" + ",".join(CALLS), "-o", str(log), *argv], cwd=cwd,
+                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - began
+    files, removed = files_under(output)
+    records = output / ("logs" if commit == "datatrove" else ".nemo_curator_metadata")
+    checkpoint = sum(1 for p in records.rglob("*") if p.is_file())
+    if commit == "datatrove":
+        files -= checkpoint
+    counted = calls_under(log, (str(output),))
+    log.unlink()
+    return files, removed, checkpoint, counted, wall
+
+
 def main() -> None:
     if shutil.which("strace") is None:
         sys.exit("bench_files needs strace (apt-get install strace)")
-    source, pages = real_page_warcs(WARCS, COPIES)
-    runs = CACHE / "files_runs"
-    shutil.rmtree(runs, ignore_errors=True)
-    runs.mkdir(parents=True)
-    print(f"{WARCS} WARCs of {pages // WARCS:,} real pages each ({pages:,} pages, "
-          f"{sum(p.stat().st_size for p in source.glob('*.warc.gz')) / 1e6:,.0f} MB), --pipeline commoncrawl "
-          "--keep-removed; per 10,000 input pages:")
-    print(f"  {'engine':52s} {'files':>7s} {'removed':>8s} {'ckpt':>6s} {'open':>6s} {'stat':>6s} {'rename':>7s} "
-          f"{'mkdir':>6s} {'unlink':>7s} {'fsync':>6s} {'all':>7s} {'wall s':>7s}")
-
-    for label, commit in ENGINES.items():
-        output = runs / (commit or "now")
-        log = runs / f"{commit or 'now'}.strace"
-        env, cwd = None, REPO
-        if commit == "datatrove":
-            argv, env = [sys.executable, "-c", DATATROVE, str(source), str(output), str(output / ".removed"),
-                         str(output / "logs")], datatrove_fineweb_env(runs / "datatrove-work")
-        else:
-            argv = command(source, output)
-        if commit and commit != "datatrove":
-            tree = baseline_tree(commit)  # a run puts its working directory first on the workers' path
-            env, cwd = dict(os.environ, PYTHONPATH=str(tree)), tree
-        began = time.perf_counter()
-        subprocess.run(["strace", "-f", "-qq", "-e", "trace=" + ",".join(CALLS), "-o", str(log), *argv], cwd=cwd,
-                       env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wall = time.perf_counter() - began
-        files, removed = files_under(output)
-        records = output / ("logs" if commit == "datatrove" else ".nemo_curator_metadata")
-        checkpoint = sum(1 for p in records.rglob("*") if p.is_file())
-        if commit == "datatrove":
-            files -= checkpoint
-        counted = calls_under(log, (str(output),))
-        per = 10_000 / pages
-        print(f"  {label:52s} {files * per:7.1f} {removed * per:8.1f} {checkpoint * per:6.1f} "
-              + " ".join(f"{counted[kind] * per:{width}.0f}" for kind, width in
-                         zip(KINDS, (6, 6, 7, 6, 7, 6)))
-              + f" {sum(counted.values()) * per:7.0f} {wall:7.1f}")
-        log.unlink()
+    engines = {label: commit for label, commit in ENGINES.items() if not CHOSEN or (commit or "now") in CHOSEN}
+    totals: dict[tuple[str, int], tuple[int, int]] = {}  # (engine, WARCs) → (calls, pages)
+    for warcs in WARC_COUNTS:
+        source, pages = real_page_warcs(warcs, COPIES)
+        runs = CACHE / "files_runs"
+        shutil.rmtree(runs, ignore_errors=True)
+        runs.mkdir(parents=True)
+        print(f"{warcs} WARC(s) of {pages // warcs:,} real pages each ({pages:,} pages, "
+              f"{sum(p.stat().st_size for p in source.glob('*.warc.gz')) / 1e6:,.0f} MB), --pipeline commoncrawl "
+              "--keep-removed; per 10,000 input pages:")
+        print(f"  {'engine':52s} {'files':>7s} {'removed':>8s} {'ckpt':>6s} {'open':>6s} {'stat':>6s} {'rename':>7s} "
+              f"{'mkdir':>6s} {'unlink':>7s} {'fsync':>6s} {'all':>7s} {'wall s':>7s}")
+        for label, commit in engines.items():
+            files, removed, checkpoint, counted, wall = run_engine(label, commit, source, runs)
+            per = 10_000 / pages
+            totals[label, warcs] = sum(counted.values()), pages
+            print(f"  {label:52s} {files * per:7.1f} {removed * per:8.1f} {checkpoint * per:6.1f} "
+                  + " ".join(f"{counted[kind] * per:{width}.0f}" for kind, width in
+                             zip(KINDS, (6, 6, 7, 6, 7, 6)))
+                  + f" {sum(counted.values()) * per:7.0f} {wall:7.1f}")
+    if len(WARC_COUNTS) > 1:
+        low, high = min(WARC_COUNTS), max(WARC_COUNTS)
+        print(f"one more WARC, per 10,000 of its pages ({low} → {high} WARCs), and what a run pays once:")
+        for label in engines:
+            (calls_low, pages_low), (calls_high, pages_high) = totals[label, low], totals[label, high]
+            marginal = (calls_high - calls_low) / (pages_high - pages_low)
+            print(f"  {label:52s} {marginal * 10_000:7.1f} calls; once {calls_low - marginal * pages_low:7.0f}")
 
 
 if __name__ == "__main__":

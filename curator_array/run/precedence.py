@@ -144,18 +144,20 @@ def refuse_unused(chosen: OptionValues) -> OptionValues:
 def for_pipeline(chosen: OptionValues) -> OptionValues:
     """``chosen`` as the chosen pipeline takes them: options it does not use refused
     (``refuse_unused``), and the values a built-in pipeline gives options left at their
-    defaults: ``--pipeline dclm`` gives each ``--quality-model`` without a
-    ``--quality-threshold`` DCLM-Baseline's threshold."""
+    defaults: its quality threshold (``PIPELINE_QUALITY_THRESHOLDS``; ``--pipeline dclm``:
+    DCLM-Baseline's) for each ``--quality-model`` when no ``--quality-threshold`` is given."""
     from ..core.options import split_named
-    from ..stages.defaults import DCLM_PIPELINE, DCLM_QUALITY_THRESHOLD
+    from ..stages.defaults import PIPELINE_QUALITY_THRESHOLDS
 
     chosen = refuse_unused(chosen)
+    pipeline = chosen["pipeline_ref"].value
     models, thresholds = chosen["quality_model"].value or (), chosen["quality_threshold"]
-    if chosen["pipeline_ref"].value != DCLM_PIPELINE or not models or thresholds.source != DEFAULT:
+    threshold = PIPELINE_QUALITY_THRESHOLDS.get(pipeline)
+    if threshold is None or not models or thresholds.source != DEFAULT:
         return chosen
     names = [split_named(model)[0] for model in models]
-    return {**chosen, "quality_threshold": OptionValue(tuple(f"{name}={DCLM_QUALITY_THRESHOLD}" for name in names),
-                                                       f"--pipeline {DCLM_PIPELINE}")}
+    return {**chosen, "quality_threshold": OptionValue(tuple(f"{name}={threshold}" for name in names),
+                                                       f"--pipeline {pipeline}")}
 
 
 def options_for_start(flags: Mapping[str, Any], environment: Mapping[str, str]) -> OptionValues:

@@ -35,6 +35,8 @@ FINEWEB_LANGUAGES = ("en",)
 FINEWEB_MIN_SCORE = 0.65
 DCLM_PIPELINE = "dclm"
 DCLM_QUALITY_THRESHOLD = 0.018112  # DCLM-Baseline's cut on its fastText classifier (OH-2.5 + ELI5)
+# The threshold a built-in pipeline gives each --quality-model left without --quality-threshold.
+PIPELINE_QUALITY_THRESHOLDS = {DCLM_PIPELINE: DCLM_QUALITY_THRESHOLD}
 
 # Where the documents a filter dropped go, under the output dir (--keep-removed).
 REMOVED_DIR = layout.REMOVED_DIR

@@ -130,11 +130,7 @@ class Segmenting:
 
     def of(self, table: pa.Table) -> list[tuple[str, str]]:
         """Each row's (segmenter, language)."""
-        from ...stages.columns import row_languages
-        from ...stages.web.languages import for_language
-
-        codes = row_languages(table, self.default)
-        kinds = {code: for_language(self.table, code).segmenter for code in set(codes)}
+        codes, kinds = self._kinds(table)
         return [(kinds[code], code) for code in codes]
 
     def of_batch(self, table: pa.Table) -> list[tuple[str, str]] | None:
@@ -142,8 +138,16 @@ class Segmenting:
         which spares a list per row in the element and in its workers."""
         from ...dedup.words import SPACED
 
-        rows = self.of(table)
-        return None if all(kind == SPACED for kind, _ in rows) else rows
+        codes, kinds = self._kinds(table)
+        return None if all(kind == SPACED for kind in kinds.values()) else [(kinds[code], code) for code in codes]
+
+    def _kinds(self, table: pa.Table) -> tuple[list[str], dict[str, str]]:
+        """Each row's language, and the segmenter of each language present."""
+        from ...stages.columns import row_languages
+        from ...stages.web.languages import for_language
+
+        codes = row_languages(table, self.default)
+        return codes, {code: for_language(self.table, code).segmenter for code in set(codes)}
 
 
 def texts_of(table: pa.Table, field: str, path: Path) -> pa.Array:

@@ -11,7 +11,6 @@ once per process.
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter
 from pathlib import Path
 
@@ -26,8 +25,8 @@ from ..requirements import Requirement, module
 from ..tasks import DocumentBatch, Task
 from .dclm_rules import STEPS, RefinedWebRules
 from .fasttext_language import LABEL_PREFIX, bundled_model, load_model, model_languages
-from .url_filter import URL_FIELD, lists_requirement, with_extra
-from .url_lists import LISTS_DIR, UrlLists, listed
+from .url_filter import URL_FIELD, installed_lists, lists_requirement, site_lists_digest, with_extra
+from .url_lists import UrlLists, listed
 
 
 class DclmRefinedWebFilter(FilterStage):
@@ -50,14 +49,13 @@ class DclmRefinedWebFilter(FilterStage):
                               "has no label en (is it a language-ID model, such as lid.176.bin?)")
         self.model_digest = file_digest(Path(self.model_path))
         self.extra_domains = tuple(sorted(set(extra_domains)))
-        self.extra_domains_digest = hashlib.sha256("\n".join(self.extra_domains).encode()).hexdigest() \
-            if self.extra_domains else None
+        self.extra_domains_digest = site_lists_digest(*self.extra_domains)
         self.lists_dir = lists_dir
         super().__init__(text_field)
 
     @property
     def installed_lists(self) -> Path:
-        return Path(self.lists_dir) if self.lists_dir else LISTS_DIR
+        return installed_lists(self.lists_dir)
 
     def reads(self) -> tuple[str, ...]:
         return self.text_field, self.url_field

@@ -62,6 +62,16 @@ def read_blocklists(paths) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(sorted(domains)), tuple(sorted(urls))
 
 
+def installed_lists(lists_dir: str | None) -> Path:
+    """Where FineWeb's lists are installed: ``lists_dir``, else the default."""
+    return Path(lists_dir) if lists_dir else LISTS_DIR
+
+
+def site_lists_digest(*entries: str) -> str | None:
+    """What pins a site's own block list, however long (None: it has none)."""
+    return hashlib.sha256("\n".join(entries).encode()).hexdigest() if any(entries) else None
+
+
 def lists_requirement(directory: Path) -> Requirement:
     """FineWeb's URL lists installed in ``directory`` (what ``url_lists`` installs)."""
     return Requirement(f"FineWeb's URL lists in {directory}", install_command(directory), path=str(directory / MANIFEST))
@@ -86,15 +96,13 @@ class UrlFilter(FilterStage):
                  lists_dir: str | None = None):
         self.soft_word_threshold = soft_word_threshold
         self.extra_domains, self.extra_urls = tuple(sorted(set(extra_domains))), tuple(sorted(set(extra_urls)))
-        self.extra_lists_digest = hashlib.sha256(  # a digest pins a site's lists, however long
-            "\n".join([*self.extra_domains, "", *self.extra_urls]).encode()).hexdigest() \
-            if self.extra_domains or self.extra_urls else None
+        self.extra_lists_digest = site_lists_digest(*self.extra_domains, "", *self.extra_urls)
         self.lists_dir = lists_dir
         super().__init__(url_field)
 
     @property
     def installed_lists(self) -> Path:
-        return Path(self.lists_dir) if self.lists_dir else LISTS_DIR
+        return installed_lists(self.lists_dir)
 
     def needs(self) -> tuple[Requirement, ...]:
         return (module("tldextract"), Requirement("pyahocorasick", WEB_EXTRAS, module="ahocorasick"),

@@ -25,7 +25,7 @@ import os
 import secrets
 import socket
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,26 +294,17 @@ def read_shard_records(layout: CheckpointLayout, shard: ShardConfig, run_id: str
     return found
 
 
-def verify(records: Iterable[TaskRecord], output_dir: str | os.PathLike) -> tuple[dict[str, TaskRecord], dict[str, str]]:
-    """The records whose outputs are all intact, and why each other one is not trusted."""
-    root = Path(output_dir)
+def verify(records: Iterable[TaskRecord],
+           problem_of: Callable[[str, int, int], str | None]) -> tuple[dict[str, TaskRecord], dict[str, str]]:
+    """The records whose outputs are all intact, and why each other one is not trusted;
+    ``problem_of(name, size, crc)`` says what is wrong with one output (``storage.places``)."""
 
-    def problem_of(record: TaskRecord) -> str | None:
-        for name, size, crc in record.files:
-            path = root / name
-            try:
-                actual = path.stat().st_size
-            except FileNotFoundError:
-                return f"{name} is missing"
-            if actual != size:
-                return f"{name} has {actual} bytes, {size} were written"
-            if file_check(path)[1] != crc:
-                return f"{name} changed since it was written (checksum)"
-        return None
+    def problem_of_record(record: TaskRecord) -> str | None:
+        return next(filter(None, (problem_of(name, size, crc) for name, size, crc in record.files)), None)
 
     records = list(records)
     with ThreadPoolExecutor(max_workers=min(8, (os.cpu_count() or 1) * 2)) as pool:
-        problems = list(pool.map(problem_of, records))
+        problems = list(pool.map(problem_of_record, records))
     trusted = {r.task_id: r for r, p in zip(records, problems) if p is None}
     untrusted = {r.task_id: p for r, p in zip(records, problems) if p is not None}
     return trusted, untrusted

@@ -14,6 +14,7 @@ from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import ConfigError
 from ..core.formats import DEFAULT_FORMAT
 from ..core.phase import PhaseSettings
 from ..helpers.allocator import MIMALLOC
@@ -124,6 +125,9 @@ class PipelineOptions:
 
         if not self.url_lists and not is_s3(self.input_dir):
             return []
+        if not self.download_dir and is_s3(self.output_dir):
+            raise ConfigError(f"the output dir {self.output_dir} is in an object store: give download_dir, a path "
+                              "where the downloaded inputs are kept (a run uses CHECKPOINT_PATH/.downloads)")
         directory = self.download_dir or str(Path(self.output_dir) / DOWNLOADS_DIR)
         return [
             DownloadStage(

@@ -23,6 +23,7 @@ from ..stages.base import ProcessingStage, SourceStage
 from ..stages.defaults import REMOVED_DIR
 from ..stages.io import ReaderStage, WriterStage
 from ..stages.requirements import first_missing
+from ..storage.places import joined
 from .options import BUILT_IN_PIPELINES, PipelineOptions
 
 
@@ -118,7 +119,7 @@ class Pipeline:
             for stage in stages:
                 if stage.drops_rows:
                     stage.keep_removed = True
-            stages[-1].keep_removed_in(Path(options.output_dir) / REMOVED_DIR)
+            stages[-1].keep_removed_in(joined(options.output_dir, REMOVED_DIR))
         if options.phases.output_staged and Path(self.writer.output_dir).resolve() != Path(options.written_dir).resolve():
             raise ConfigError(
                 f"the pipeline writes to {self.writer.output_dir}, but the phases after it read {options.written_dir} "

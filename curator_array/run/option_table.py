@@ -83,7 +83,8 @@ AFTER_FILTER_OPTIONS = _with_field_defaults(
     RunOption("keep_removed", "Write every document a filter dropped, with the rule that dropped it, under "
               "OUTPUT_DIR/.removed/<step>/.", "flag", "filters"),
     # downloads
-    RunOption("download_dir", "Where downloads go (shared or node-local; default OUTPUT_DIR/.downloads).", "path",
+    RunOption("download_dir", "Where downloads go (shared or node-local; default OUTPUT_DIR/.downloads, "
+              "CHECKPOINT_PATH/.downloads when OUTPUT_DIR is in an object store).", "path",
               "downloads"),
     RunOption("download_workers_per_node", "Concurrent downloads per node (pool = this x alive nodes).", "float",
               "downloads", minimum=0, minimum_open=True),

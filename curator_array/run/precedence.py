@@ -22,8 +22,11 @@ from typing import Any
 from ..core.errors import ConfigError
 from ..core.layout import CheckpointLayout
 from ..core.options import RunOption
+from ..core.phase import PhaseSettings
 from ..core.records.run import OptionValue, PinnedRequest
+from ..pipelines.options import DOWNLOADS_DIR
 from ..slurm.sites import SITE_ENV_VARIABLE
+from ..storage.places import place_of
 from ..storage.s3 import is_s3
 from .option_table import run_options
 from .phases import PHASES
@@ -210,16 +213,33 @@ def checkpoint_of(chosen: Mapping[str, OptionValue]) -> CheckpointLayout:
     if is_s3(checkpoint):
         raise ConfigError(f"the checkpoint {checkpoint} is in an object store: it must be on a POSIX path, the shared "
                           "file system of the cluster (--checkpoint-path), as its records are renamed and synced there")
-    if is_s3(values["output_dir"]):
-        raise ConfigError(f"--output-dir {values['output_dir']}: outputs to an object store are not written yet; "
-                          "inputs can be read from one (--input-dir s3://..., s3:// URLs in --input-urls)")
     return CheckpointLayout(checkpoint)
 
 
 def request_of(chosen: Mapping[str, OptionValue]) -> RunRequest:
     """The run request the values describe, carrying them (for the run's record of its options)."""
-    checkpoint_of(chosen)
+    layout = checkpoint_of(chosen)
     values = {name: given.value for name, given in chosen.items()}
-    request = RunRequest.from_flags(values, PHASES.settings_from_options(values))
+    phases = PHASES.settings_from_options(values)
+    if is_s3(values["output_dir"]):
+        _check_store_output(values, phases)
+        values["download_dir"] = values.get("download_dir") or str(layout.root / DOWNLOADS_DIR)
+    request = RunRequest.from_flags(values, phases)
     request.pinned = pinned_request(chosen)
     return request
+
+
+def _check_store_output(values: Mapping[str, Any], phases: PhaseSettings) -> None:
+    """Refuse, before anything is written, an output prefix whose bucket is missing or closed
+    to these credentials, and what such a prefix does not take yet: the phases that read the
+    curated files again and rewrite them (they write in place on a POSIX path), and
+    ``--new-run``, which moves the previous run's outputs aside."""
+    later = sorted(phases.by_key)
+    if later:
+        raise ConfigError(f"--output-dir {values['output_dir']}: the later phases of this run ({', '.join(later)}) "
+                          "rewrite the curated files in place and need a POSIX output directory; an object store "
+                          "takes the curation phase's output alone")
+    if values.get("new_run"):
+        raise ConfigError(f"--output-dir {values['output_dir']}: --new-run moves the previous run's outputs aside, "
+                          "which an object store cannot do; give the new run a new prefix")
+    place_of(values["output_dir"]).check("--output-dir")

@@ -47,6 +47,7 @@ from ..stages import listing as listings
 from ..stages.base import FreezableSource
 from ..stages.listing import Listing
 from ..stages.tasks import FailedTask, Task
+from ..storage.places import OutputPlace
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ class PreparedShard:
         return len(self.tasks) + len(self.done)
 
 
-def output_root(pipeline: Pipeline) -> Path:
+def output_root(pipeline: Pipeline) -> str:
     """Where the pipeline's writer puts its files (what task records are relative to)."""
     return pipeline.writer.output_dir
 
@@ -81,7 +82,7 @@ def output_root(pipeline: Pipeline) -> Path:
 def finished_earlier(layout: CheckpointLayout, shard: ShardConfig, run: RunConfig, pipeline: Pipeline,
                      tasks: list[Task]) -> dict[str, TaskRecord]:
     """The shard's tasks that earlier attempts finished and whose outputs are intact."""
-    root = output_root(pipeline)
+    place = pipeline.writer.place
     found = read_shard_records(layout, shard, run.run_id)
     for reason in found.ignored:
         logger.warning("shard %d: task records not used: %s", shard.shard_index, reason)
@@ -90,25 +91,25 @@ def finished_earlier(layout: CheckpointLayout, shard: ShardConfig, run: RunConfi
     if strangers:
         logger.warning("shard %d: %d recorded task(s) are not this shard's tasks (e.g. %s): ignored",
                        shard.shard_index, len(strangers), strangers[0])
-    trusted, untrusted = verify((r for task_id, r in found.tasks.items() if task_id in mine), root)
+    trusted, untrusted = verify((r for task_id, r in found.tasks.items() if task_id in mine), place.problem)
     for task_id, why in untrusted.items():
         logger.warning("task %s was finished by attempt %s but runs again: %s", task_id,
                        found.tasks[task_id].attempt, why)
-    _remove_unfinished_outputs(found.unfinished_files, set(mine) - set(trusted), root)
+    _remove_unfinished_outputs(found.unfinished_files, set(mine) - set(trusted), place)
     if trusted:
         logger.info("shard %d resumes: %d of %d task(s) finished in earlier attempts (%s)", shard.shard_index,
                     len(trusted), len(tasks), ", ".join(found.attempts))
     return trusted
 
 
-def _remove_unfinished_outputs(unfinished: dict[str, set[str]], rerun: set[str], root: Path) -> None:
+def _remove_unfinished_outputs(unfinished: dict[str, set[str]], rerun: set[str], place: OutputPlace) -> None:
     """Files that an earlier attempt put in place for tasks that run again: the rerun writes
     the task whole and may cut it into other files, which must not sit beside these."""
     for task_id in sorted(rerun & set(unfinished)):
+        present = set(place.names())
         for name in sorted(unfinished[task_id]):
-            path = root / name
-            if not Path(name).is_absolute() and path.is_file():
-                path.unlink()
+            if name in present:
+                place.remove(name)
                 logger.info("task %s runs again: its earlier attempt's %s removed", task_id, name)
 
 

@@ -30,6 +30,7 @@ from ..core.task_records import RecordHeader, attempt_shares, start_task_records
 from ..slurm.jobenv import JobEnvironment
 from ..stages.output_files import remove_leftovers
 from ..stages.tasks import FailedTask, PartShown, Task, TaskCounters, WrittenFiles
+from ..storage.s3 import is_s3
 from .prepare import PreparedShard, output_root
 from .progress import ProgressReporter
 from .recording import RecordParts, TaskCompletion, relative_to
@@ -115,7 +116,7 @@ def run_prepared(
     if failures:
         return ShardOutcome("failed", shard, failed_tasks_path=failed_path, failures=failures, work=work,
                             recording_s=recording_s)
-    _remove_leftovers(prepared, written, work)
+    _remove_leftovers(prepared, work)
     ended_at = utc_now()
     timeline.mark("manifest")
     manifest = CompletionManifest.of(
@@ -137,22 +138,14 @@ def run_prepared(
     return ShardOutcome("completed", shard, manifest_path=manifest.write(layout), work=work, recording_s=recording_s)
 
 
-def _remove_leftovers(prepared: PreparedShard, written: Sequence[WrittenFiles], work: ShardWork) -> None:
+def _remove_leftovers(prepared: PreparedShard, work: ShardWork) -> None:
     """Once every task of the shard is finished, what writers killed in earlier attempts left
-    of its streamed tasks is garbage: partial files (up to a file's size each), and files put
-    in place but never recorded (``output_files.remove_leftovers``)."""
-    if not any(result.part is not None for result in written):
-        return
+    of its tasks is garbage: partial files and incomplete uploads (up to a file's size each),
+    and files put in place but never recorded (``output_files.remove_leftovers``)."""
     writer = prepared.pipeline.writer
-    directories = [writer.output_dir]
-    if writer.removed_dir is not None and writer.removed_dir.is_dir():
-        directories += [path for path in writer.removed_dir.iterdir() if path.is_dir()]
-    root = Path(work.output_dir) if work.output_dir is not None else None
-    where = writer.output_dir.resolve()
-    recorded = {path.name for path in (Path(name) if Path(name).is_absolute() or root is None else root / name
-                                       for name in work.output_files) if path.parent.resolve() == where}
-    partials, unrecorded = remove_leftovers(directories, [*(task.task_id for task in prepared.tasks), *prepared.done],
-                                            writer.suffix, recorded)
+    places = [writer.place, *writer.removed_places()]
+    partials, unrecorded = remove_leftovers(places, [*(task.task_id for task in prepared.tasks), *prepared.done],
+                                            writer.suffix, work.output_files)
     if partials:
         logger.info("shard %d: %d partial file(s) that killed writers left removed", prepared.shard.shard_index,
                     partials)
@@ -203,8 +196,9 @@ def _record_result(result: Task, failures: list[FailedTask], written: list[Writt
 
 def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir) -> ShardWork:
     """This attempt's work plus the tasks earlier attempts finished."""
-    root = Path(output_dir).resolve() if output_dir is not None else None
-    files = {relative_to(root, f) for w in written for f in w.files}
+    root = Path(output_dir).resolve() if output_dir is not None and not is_s3(output_dir) else None
+    files = {name for w in written for name, _, _ in w.checks}
+    files |= {relative_to(root, f) for w in written if not w.checks for f in w.files}
     counters = sum((w.counters for w in written), TaskCounters())
     rows_out = sum(w.rows_written for w in written)
     for record in prepared.done.values():

@@ -19,11 +19,12 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from ..core.atomic import dump_json, replacing, write_bytes_atomic
+from ..core.atomic import dump_json, replacing
 from ..core.errors import ConfigError
+from ..storage.places import OutputPlace, place_of
 from .base import ProcessingStage
-from .defaults import MALFORMED_POLICIES, OUTPUT_FILE_SIZE
-from .output_files import GrowingFiles, TableSink
+from .defaults import DOWNLOAD_RETRIES, MALFORMED_POLICIES, OUTPUT_FILE_SIZE
+from .output_files import GrowingFiles, PlacedFile, TableSink, place_file
 from .tasks import DocumentBatch, FileGroupTask, PartShown, Task, TaskCounters, WrittenFiles
 
 
@@ -164,8 +165,8 @@ Added = tuple[Mapping[int, Any], Any]  # a field a rewrite adds: its value by ro
 
 
 class WriterStage(ProcessingStage):
-    """Writes each source task's documents under ``output_dir``, atomically; no file for a
-    task whose documents were all dropped.
+    """Writes each source task's documents under ``output_dir`` (a directory or an ``s3://``
+    prefix: ``storage.places``), atomically; no file for a task whose documents were all dropped.
 
     A task read whole is one file, ``<task id><suffix>``. The parts of a streamed task are
     appended to growing files (``output_files``) of at most ``file_size`` bytes on disk,
@@ -177,10 +178,12 @@ class WriterStage(ProcessingStage):
 
     format_name: ClassVar[str] = ""
     suffix: ClassVar[str] = ""
-    removed_dir: Path | None = None  # where the rows stages dropped go, when the run keeps them
+    removed_dir: str | None = None  # where the rows stages dropped go, when the run keeps them
 
     def __init__(self, output_dir: str | os.PathLike, file_size: int = OUTPUT_FILE_SIZE):
-        self.output_dir = Path(output_dir)
+        self.output_dir = str(output_dir)
+        self.place: OutputPlace = place_of(output_dir, attempts=DOWNLOAD_RETRIES + 1)
+        self.removed_place: OutputPlace | None = None
         self.file_size = file_size
         self._growing: GrowingFiles | None = None
         self._held: dict[str, list[WrittenFiles]] = {}  # written parts of a task whose file is not closed yet
@@ -189,13 +192,18 @@ class WriterStage(ProcessingStage):
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_growing": None, "_held": {}}
 
-    def output_path(self, task_id: str) -> Path:
+    def output_name(self, task_id: str) -> str:
         """``<task id><suffix>``: the file of a task read whole."""
-        return self.output_dir / f"{task_id}{self.suffix}"
+        return f"{task_id}{self.suffix}"
 
     def keep_removed_in(self, directory: str | os.PathLike) -> None:
         """Write the rows stages dropped (``stages.removed``) under ``directory/<stage>/``."""
-        self.removed_dir = Path(directory)
+        self.removed_dir = str(directory)
+        self.removed_place = place_of(directory, attempts=DOWNLOAD_RETRIES + 1)
+
+    def removed_places(self) -> list[OutputPlace]:
+        """Where the rows each step dropped went (none when the run keeps none)."""
+        return self.removed_place.children() if self.removed_place is not None else []
 
     def roll_at(self, file_size: int) -> None:
         """Roll a streamed task's file over at ``file_size`` bytes on disk (``--output-file-size``)."""
@@ -203,12 +211,16 @@ class WriterStage(ProcessingStage):
 
     def _write_removed(self, task: DocumentBatch, name: str) -> None:
         """Before the output, so an output in place means its removed rows are too."""
-        directory = self.removed_dir
-        for stage, table in task.removed.items() if directory is not None else ():
-            target = directory / stage / name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with replacing(target) as tmp:
-                self.write_table(table, tmp)
+        for stage, table in task.removed.items() if self.removed_place is not None else ():
+            self._write_placed(self.removed_place.child(stage), name, table)
+
+    def _write_placed(self, place: OutputPlace, name: str, table: pa.Table) -> PlacedFile:
+        partial = place.new_file(name)
+        try:
+            self.write_table(table, partial)
+            return place_file(place, partial, name)
+        finally:
+            place.discard(partial)
 
     def open_sink(self, path: Path, schema: pa.Schema) -> TableSink:
         """An open file at ``path`` that takes tables of ``schema`` one after another."""
@@ -242,18 +254,16 @@ class WriterStage(ProcessingStage):
     def process(self, task: DocumentBatch) -> WrittenFiles | list[Task]:
         if task.part is not None:
             return self._append_part(task)
-        self.output_dir.mkdir(parents=True, exist_ok=True)
-        final = self.output_path(task.task_id)
-        self._write_removed(task, final.name)
-        if task.num_rows:
-            with replacing(final) as tmp:
-                self.write_table(task.table, tmp)
-        return self._written(task, [str(final)] if task.num_rows else [])
+        name = self.output_name(task.task_id)
+        self._write_removed(task, name)
+        placed = [self._write_placed(self.place, name, task.table)] if task.num_rows else []
+        return self._written(task, placed)
 
     @staticmethod
-    def _written(task: DocumentBatch, files: list[str]) -> WrittenFiles:
-        return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=files, rows_written=task.num_rows,
-                            part=task.part, final=task.final)
+    def _written(task: DocumentBatch, placed: list[PlacedFile]) -> WrittenFiles:
+        return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[p.location for p in placed],
+                            rows_written=task.num_rows, part=task.part, final=task.final,
+                            checks=tuple(p.check for p in placed))
 
     def _append_part(self, task: DocumentBatch) -> list[Task]:
         if self._growing is None:
@@ -275,7 +285,7 @@ class WriterStage(ProcessingStage):
         part, handed = task.part or 0, []
         removed = task.removed if self.removed_dir is not None else {}
         for stage, table in removed.items():
-            growing.append((task.task_id, stage), self.removed_dir / stage, part, table)
+            growing.append((task.task_id, stage), self.removed_place.child(stage), part, table)
         for key in growing.of_task(task.task_id):
             if key[1] and key[1] not in removed:
                 growing.skip(key, part)
@@ -283,7 +293,7 @@ class WriterStage(ProcessingStage):
         if task.num_rows:
             if growing.get(output) is not None and not growing.fits(output, part, task.table):
                 handed += self._close_task(task.task_id)
-            growing.append(output, self.output_dir, part, task.table)
+            growing.append(output, self.place, part, task.table)
         else:
             growing.skip(output, part)
         self._held.setdefault(task.task_id, []).append(replace(self._written(task, []), shown=True))
@@ -301,12 +311,11 @@ class WriterStage(ProcessingStage):
         for key in growing.of_task(task_id) if growing is not None else ():
             if key[1]:
                 growing.close(key)
-        if output is not None:
-            growing.close((task_id, ""))
+        placed = growing.close((task_id, "")) if output is not None else None
         runs = _consecutive(self._held.pop(task_id, []))
         if output is not None:
-            runs = [replace(run, files=[str(output.final)]) if run.part <= output.first_part < run.part + run.parts
-                    else run for run in runs]
+            runs = [replace(run, files=[placed.location], checks=(placed.check,))
+                    if run.part <= output.first_part < run.part + run.parts else run for run in runs]
         return runs
 
     def finish(self) -> list[WrittenFiles]:
@@ -349,9 +358,12 @@ class FileListWriter(WriterStage):
     suffix = ".files.json"
 
     def process(self, task: FileGroupTask) -> WrittenFiles:  # type: ignore[override]
-        self.output_dir.mkdir(parents=True, exist_ok=True)
         listing = [{"path": path, "bytes": os.path.getsize(path)} for path in task.files]
-        final = self.output_path(task.task_id)
-        write_bytes_atomic(final, dump_json({"task_id": task.task_id, "files": listing}))
-        return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[str(final)],
-                            rows_written=len(listing))
+        partial = self.place.new_file(self.output_name(task.task_id))
+        try:
+            partial.write_bytes(dump_json({"task_id": task.task_id, "files": listing}))
+            placed = place_file(self.place, partial, self.output_name(task.task_id))
+        finally:
+            self.place.discard(partial)
+        return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[placed.location],
+                            rows_written=len(listing), checks=(placed.check,))

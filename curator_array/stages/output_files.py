@@ -15,16 +15,16 @@ on disk, not held.
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import pyarrow as pa
 
-from ..core.atomic import put_in_place, temporary_sibling
+from ..core.task_records import file_check
+from ..storage.places import OutputPlace
 
 
 class TableSink(Protocol):
@@ -49,11 +49,27 @@ def file_name(task_id: str, first_part: int, suffix: str) -> str:
     return f"{task_id}.{first_part:05d}{suffix}"
 
 
+@dataclass(frozen=True)
+class PlacedFile:
+    """A file in place: where it is, and the (name, size, CRC-32) its record keeps."""
+
+    location: str
+    check: tuple[str, int, int]
+
+
+def place_file(place: OutputPlace, partial: Path, name: str) -> PlacedFile:
+    """``partial`` (complete, from ``place.new_file(name)``) in place as ``name``; its checksum
+    is taken before, from the local bytes, so no record ever reads an output back."""
+    check = (name, *file_check(partial))
+    return PlacedFile(place.put(partial, name), check)
+
+
 @dataclass
 class GrowingFile:
     """One file being written: where it goes, and the parts it holds so far."""
 
-    final: Path
+    place: OutputPlace
+    name: str
     partial: Path
     sink: TableSink
     first_part: int
@@ -74,16 +90,16 @@ class GrowingFile:
         self.sink.write(table)
         self.table_bytes += table.nbytes
 
-    def commit(self) -> None:
-        """Complete it: closed, synced, renamed into place."""
+    def commit(self) -> PlacedFile:
+        """Complete it: closed, then put in place (synced and renamed, or uploaded)."""
         self.sink.close()
-        put_in_place(self.partial, self.final)
+        return place_file(self.place, self.partial, self.name)
 
     def abandon(self) -> None:
         try:
             self.sink.close()
         finally:
-            self.partial.unlink(missing_ok=True)
+            self.place.discard(self.partial)
 
 
 class GrowingFiles:
@@ -94,7 +110,6 @@ class GrowingFiles:
     def __init__(self, suffix: str, open_sink: Callable[[Path, pa.Schema], TableSink], limit: int):
         self.suffix, self.open_sink, self.limit = suffix, open_sink, limit
         self.files: dict[tuple[str, str], GrowingFile] = {}
-        self.made: set[Path] = set()  # directories known to exist: one mkdir each per process
 
     def fits(self, key: tuple[str, str], part: int, table: pa.Table) -> bool:
         """Whether part ``part`` can go on in the key's open file (or none is open): it is the
@@ -103,20 +118,18 @@ class GrowingFiles:
         return current is None or (current.next_part == part and current.sink.accepts(table)
                                    and current.room_for(table, self.limit))
 
-    def append(self, key: tuple[str, str], directory: Path, part: int, table: pa.Table) -> None:
-        """Append part ``part`` of task ``key[0]`` to the file of ``key``, in ``directory``;
-        the open file is put in place first when the part cannot go on in it (out of order,
-        of another schema, or it would not fit)."""
+    def append(self, key: tuple[str, str], place: OutputPlace, part: int, table: pa.Table) -> None:
+        """Append part ``part`` of task ``key[0]`` to the file of ``key``, in ``place``; the
+        open file is put in place first when the part cannot go on in it (out of order, of
+        another schema, or it would not fit)."""
         if not self.fits(key, part, table):
             self.close(key)
         current = self.files.get(key)
         if current is None:
-            final = directory / file_name(key[0], part, self.suffix)
-            if directory not in self.made:
-                directory.mkdir(parents=True, exist_ok=True)
-                self.made.add(directory)
-            partial = temporary_sibling(final)
-            current = self.files[key] = GrowingFile(final, partial, self.open_sink(partial, table.schema), part, part)
+            name = file_name(key[0], part, self.suffix)
+            partial = place.new_file(name)
+            current = self.files[key] = GrowingFile(place, name, partial, self.open_sink(partial, table.schema),
+                                                    part, part)
         current.append(table)
         current.next_part = part + 1
 
@@ -131,14 +144,13 @@ class GrowingFiles:
     def of_task(self, task_id: str) -> list[tuple[str, str]]:
         return [key for key in self.files if key[0] == task_id]
 
-    def close(self, key: tuple[str, str]) -> GrowingFile:
+    def close(self, key: tuple[str, str]) -> PlacedFile:
         done = self.files.pop(key)
         try:
-            done.commit()
+            return done.commit()
         except BaseException:
-            done.partial.unlink(missing_ok=True)
+            done.place.discard(done.partial)
             raise
-        return done
 
     def abandon(self, task_id: str) -> None:
         """Drop the task's open files, unnamed: the task failed and is redone whole."""
@@ -146,35 +158,26 @@ class GrowingFiles:
             self.files.pop(key).abandon()
 
 
-# ``core.atomic.temporary_sibling`` of a growing file: ``.<task id>.<first part><suffix>.tmp-<pid>-<token>``
-_PARTIAL = re.compile(r"^\.(?P<task>.+)\.\d{5}\.[^/]+\.tmp-\d+-[0-9a-f]+$")
-
-
-def remove_leftovers(directories: Collection[Path], task_ids: Collection[str], suffix: str,
+def remove_leftovers(places: Sequence[OutputPlace], task_ids: Collection[str], suffix: str,
                      recorded: Collection[str]) -> tuple[int, list[str]]:
-    """Once every task of ``task_ids`` is finished: remove the hidden partial files of those
-    tasks that killed writers left in ``directories`` (each read once), and, in the first of
-    them (the output dir), their files under a final name that no record names (``recorded``:
-    names there). A writer killed between putting a file in place and recording it leaves
-    such a file; the rerun writes the task again and, if it cut the task's parts otherwise
-    (another ``--output-file-size``), under other names, so the file would repeat its
-    documents. Returns how many partial files went, and the names of the unrecorded ones."""
-    wanted, partials, unrecorded = set(task_ids), 0, []
-    final = re.compile(rf"^(?P<task>.+)\.\d{{5}}{re.escape(suffix)}$")
-    kept = set(recorded)
-    for number, directory in enumerate(directories):
-        try:
-            entries = list(os.scandir(directory))
-        except FileNotFoundError:
-            continue
-        for entry in entries:
-            match = _PARTIAL.match(entry.name)
-            if match and match.group("task") in wanted:
-                Path(entry.path).unlink(missing_ok=True)
-                partials += 1
-                continue
-            match = final.match(entry.name) if number == 0 and entry.name not in kept else None
-            if match and match.group("task") in wanted:
-                Path(entry.path).unlink(missing_ok=True)
-                unrecorded.append(entry.name)
+    """Once every task of ``task_ids`` is finished: remove what killed writers left of those
+    tasks' files in ``places`` (hidden partial files, incomplete uploads), and, in the first
+    of them (the output dir), their files under a streamed task's final name that no record
+    names (``recorded``: names there). A writer killed between putting a file in place and
+    recording it leaves such a file; the rerun writes the task again and, if it cut the
+    task's parts otherwise (another ``--output-file-size``), under other names, so the file
+    would repeat its documents. Returns how many partials went, and the unrecorded names."""
+    wanted, kept = set(task_ids), set(recorded)
+
+    def owned(name: str, whole: bool = True) -> bool:
+        if not name.endswith(suffix):
+            return False
+        stem = name[:-len(suffix)]
+        streamed = re.fullmatch(r"(.+)\.\d{5}", stem)
+        return (streamed is not None and streamed.group(1) in wanted) or (whole and stem in wanted)
+
+    partials = sum(place.clear_partials(owned) for place in places)
+    unrecorded = [name for name in places[0].names() if name not in kept and owned(name, whole=False)] if places else []
+    for name in unrecorded:
+        places[0].remove(name)
     return partials, sorted(unrecorded)

@@ -55,6 +55,31 @@ class S3Server:
             self.process.terminate()
             self.process.wait(10)
 
+    def client(self):
+        """boto3 on this store, for what pyarrow cannot see (incomplete multipart uploads)."""
+        import boto3
+
+        return boto3.client("s3", endpoint_url=f"http://127.0.0.1:{self.port}", region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def uploads(self, bucket: str) -> list[str]:
+        """Keys of the multipart uploads begun in ``bucket`` and neither completed nor aborted."""
+        return sorted(u["Key"] for u in self.client().list_multipart_uploads(Bucket=bucket).get("Uploads", ()))
+
+    def objects(self, url: str) -> dict[str, bytes]:
+        """Every object under ``s3://bucket/prefix``, by key relative to the prefix (hidden ones too)."""
+        import pyarrow.fs as pafs
+
+        store = self.filesystem()
+        root = url.removeprefix("s3://").rstrip("/")
+        infos = store.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+        found = {}
+        for info in infos:
+            if info.type == pafs.FileType.File:
+                with store.open_input_stream(info.path, compression=None) as stream:
+                    found[info.path[len(root) + 1:]] = stream.read()
+        return found
+
     def filesystem(self):
         import pyarrow.fs as pafs
 
@@ -76,10 +101,13 @@ class S3Server:
 
 
 class ThrottlingProxy:
-    """A loopback proxy in front of ``server`` that answers the first ``refusals`` GETs of each
-    object with 503 SlowDown, as a store shedding load does, and forwards everything else."""
+    """A loopback proxy in front of ``server`` that answers the first ``refusals`` requests of
+    each object by one of ``methods`` with 503 SlowDown, as a store shedding load does, holds
+    each part of a multipart upload ``part_delay_s`` (a slow link: an upload a test can catch
+    in flight), and forwards everything else; with ``max_objects``, only that many objects are refused."""
 
-    def __init__(self, server: S3Server, refusals: int):
+    def __init__(self, server: S3Server, refusals: int, methods: tuple[str, ...] = ("GET",), part_delay_s: float = 0,
+                 max_objects: int | None = None):
         import http.client
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,11 +116,18 @@ class ThrottlingProxy:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # answers boto3's "Expect: 100-continue" at once (else it waits 1 s)
+
             def log_message(self, *args):
                 pass
 
             def _forward(self):
-                if self.command == "GET" and proxy.refused.get(self.path, 0) < refusals:
+                length = int(self.headers.get("Content-Length") or 0)
+                sent = self.rfile.read(length) if length else None  # read even when refused: the connection goes on
+                if "partNumber=" in self.path:
+                    time.sleep(part_delay_s)
+                full = max_objects is not None and self.path not in proxy.refused and len(proxy.refused) >= max_objects
+                if self.command in methods and not full and proxy.refused.get(self.path, 0) < refusals:
                     proxy.refused[self.path] = proxy.refused.get(self.path, 0) + 1
                     body = (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>SlowDown</Code>"
                             b"<Message>Please reduce your request rate.</Message></Error>")
@@ -102,10 +137,9 @@ class ThrottlingProxy:
                     self.end_headers()
                     self.wfile.write(body)
                     return
-                length = int(self.headers.get("Content-Length") or 0)
                 connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-                connection.request(self.command, self.path, self.rfile.read(length) if length else None,
-                                   {k: v for k, v in self.headers.items()})
+                connection.request(self.command, self.path, sent,
+                                   {k: v for k, v in self.headers.items() if k.lower() != "expect"})
                 answer = connection.getresponse()
                 data = answer.read()
                 self.send_response(answer.status)

@@ -174,6 +174,7 @@ def test_a_task_read_whole_is_one_file_named_after_it(tmp_path, fmt):
 
 def test_partials_and_unrecorded_files_of_finished_tasks_are_removed_and_nothing_else(tmp_path):
     from curator_array.stages.output_files import remove_leftovers
+    from curator_array.storage.places import LocalPlace
 
     twins = tmp_path / "twins"
     twins.mkdir()
@@ -184,8 +185,9 @@ def test_partials_and_unrecorded_files_of_finished_tasks_are_removed_and_nothing
         (tmp_path / name).write_text("")
     (twins / "fg-a.00003.parquet").write_text("")  # twins are not recorded: never taken for leftovers
     (twins / ".fg-a.00003.parquet.tmp-7-00ff").write_text("")
-    removed = remove_leftovers([tmp_path, twins, tmp_path / "absent"], ["fg-a", "fg.a"], ".parquet",
-                               {"fg-a.00000.parquet", "fg.a.00000.parquet"})
-    assert removed == (3, ["fg.a.00040.parquet"])
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["twins", *names[3:]])
+    places = [LocalPlace(tmp_path), LocalPlace(twins), LocalPlace(tmp_path / "absent")]
+    removed = remove_leftovers(places, ["fg-a", "fg.a"], ".parquet", {"fg-a.00000.parquet", "fg.a.00000.parquet"})
+    assert removed == (4, ["fg.a.00040.parquet"]), "a whole task's partial goes too; its final name is rewritten"
+    kept = [name for name in names[3:] if name != ".fg-a.parquet.tmp-12-0a1b2c3d"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["twins", *kept])
     assert [p.name for p in twins.iterdir()] == ["fg-a.00003.parquet"]

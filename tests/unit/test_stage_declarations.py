@@ -50,8 +50,9 @@ NEVER_PINNED = {
     UrlFilter: {"extra_domains", "extra_urls", "lists_dir"},
     UrlListStage: {"url_lists"},
     DownloadStage: {"retries", "timeout", "backoff_base_s", "backoff_max_s", "max_requests_per_second"},
-    JsonlWriter: {"file_size"},  # where a streamed task's files roll over, not what they hold
-    ParquetWriter: {"file_size"},
+    # where a streamed task's files roll over and where they go (a path was never pinned), not what they hold
+    JsonlWriter: {"file_size", "output_dir"},
+    ParquetWriter: {"file_size", "output_dir"},
 }
 
 

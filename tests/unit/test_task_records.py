@@ -21,6 +21,7 @@ from curator_array.core.task_records import (
 )
 from curator_array.run.recording import TaskCompletion
 from curator_array.stages.tasks import FailedTask, TaskCounters, WrittenFiles
+from curator_array.storage.places import LocalPlace
 
 SHARD = ShardConfig(3, 8)
 
@@ -90,7 +91,7 @@ def test_only_intact_outputs_are_trusted(tmp_path):
     (tmp_path / "gone.jsonl").unlink()
     (tmp_path / "cut.jsonl").write_bytes(b"hel")
     (tmp_path / "changed.jsonl").write_bytes(b"jello\n")
-    trusted, untrusted = verify([good, gone, cut, changed], tmp_path)
+    trusted, untrusted = verify([good, gone, cut, changed], LocalPlace(tmp_path).problem)
     assert list(trusted) == ["good"]
     assert untrusted == {"gone": "gone.jsonl is missing", "cut": "cut.jsonl has 3 bytes, 6 were written",
                          "changed": "changed.jsonl changed since it was written (checksum)"}

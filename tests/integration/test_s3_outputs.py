@@ -9,10 +9,8 @@ store that cannot take the output stops the run before anything is written, in o
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -23,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLE, curator_cli, need
-from tests.support.s3_server import S3Server, ThrottlingProxy
+from tests.support.s3_server import S3Server, ThrottlingProxy, incompressible_jsonl
 from tests.support.warcs import write_warc
 from tests.web_pages import pages
 
@@ -92,20 +90,9 @@ def test_a_warc_run_from_a_prefix_rolls_its_parts_into_objects(store, tmp_path):
     assert store.objects("s3://outputs/warcs") == expected
 
 
-def write_large_jsonl(directory: Path, files: int, megabytes: int) -> None:
-    """Text that compresses little, so each task's Parquet file is uploaded in several parts."""
-    directory.mkdir()
-    rng = random.Random(7)
-    for number in range(files):
-        with open(directory / f"big-{number}.jsonl", "w") as out:
-            for row in range(megabytes * 256):
-                text = base64.b64encode(rng.randbytes(3000)).decode()
-                out.write(json.dumps({"id": f"{number}-{row}", "text": text}) + "\n")
-
-
 def test_an_element_killed_mid_upload_leaves_no_object_and_its_rerun_aborts_the_upload(store, tmp_path):
     inputs = tmp_path / "big"
-    write_large_jsonl(inputs, files=2, megabytes=12)
+    incompressible_jsonl(inputs, files=2, megabytes=12)
     local = tmp_path / "local"
     curator_cli("run", "--input-dir", str(inputs), "--output-dir", str(local), *SMALL)
     checkpoint = tmp_path / "checkpoint"

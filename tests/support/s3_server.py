@@ -4,7 +4,10 @@ filesystem, as the runs do; ``authenticated`` servers refuse any key they have n
 
 from __future__ import annotations
 
+import base64
+import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -165,3 +168,14 @@ class ThrottlingProxy:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def incompressible_jsonl(directory: Path, files: int, megabytes: int) -> None:
+    """Text that compresses little, so each task's Parquet file is uploaded in several parts."""
+    directory.mkdir()
+    rng = random.Random(7)
+    for number in range(files):
+        with open(directory / f"big-{number}.jsonl", "w") as out:
+            for row in range(megabytes * 256):
+                text = base64.b64encode(rng.randbytes(3000)).decode()
+                out.write(json.dumps({"id": f"{number}-{row}", "text": text}) + "\n")

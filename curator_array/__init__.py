@@ -11,7 +11,8 @@ tested on a login node without Ray, SLURM or a container:
 ``text``        word segmenters per script, word n-gram keys, the language column
 ``helpers``     the helper processes' allocator (mimalloc or the system's), work
                 spread over an element's CPUs in order
-``storage``     object stores (``s3://``): listings and bytes through pyarrow
+``storage``     object stores (``s3://``): listings and bytes through pyarrow, uploads
+                through boto3; where a writer's files go (a directory or a prefix)
 ``tokens``      token files for training: the tokenizer, Megatron's and datatrove's
                 formats, their merge
 ``slurm``       SLURM: its commands, the job environment, shard resolution,

@@ -5,7 +5,7 @@ that names them, their suffixes and their descriptions is ``core.formats`` (plai
 the CLI and the file source need no pyarrow). Here: the classes, loaded by name when a
 pipeline is built.
 
-May import: core, stages.
+May import: core, stages, storage.
 """
 
 from __future__ import annotations

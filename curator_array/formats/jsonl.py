@@ -14,9 +14,9 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 import pyarrow.json as pa_json
 
-from ..core.atomic import replacing
 from ..core.records.shard import MALFORMED_LINES
 from ..stages.io import Added, FileContents, MalformedRecordError, ReaderStage, WriterStage
+from ..storage.places import fetched, placing
 
 BLOCK_BYTES = 4 << 20  # JSON parsed at once by ``JsonlReader.read_columns``
 logger = logging.getLogger(__name__)
@@ -199,15 +199,15 @@ class JsonlWriter(WriterStage):
         """What lines are written to, on top of the file."""
         return raw
 
-    def rewrite(self, source: Path, target: Path, reader, rows: Collection[int], *, only: bool = False,
+    def rewrite(self, source: str | Path, target: str | Path, reader, rows: Collection[int], *, only: bool = False,
                 added: Mapping[str, Added] | None = None) -> tuple[int, int]:
         """Line by line: a written record keeps its bytes, the ``added`` fields appended to its
         object (rows are the non-blank lines, as the reader counts)."""
         read = written = 0
         names = [json.dumps(name, ensure_ascii=False).encode() for name in (added or {})]
         columns = list((added or {}).values())
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with self._read_bytes(source) as lines, replacing(target) as partial, self._open_bytes(partial) as out:
+        with fetched(source) as local, self._read_bytes(local) as lines, placing(target) as partial, \
+                self._open_bytes(partial) as out:
             for line in lines:
                 if not line.strip():
                     continue

@@ -19,6 +19,7 @@ from ..core.formats import DEFAULT_FORMAT
 from ..core.phase import PhaseSettings
 from ..helpers.allocator import MIMALLOC
 from ..stages import defaults
+from ..storage.places import joined
 from ..storage.s3 import is_s3
 from .filters import FILTERS
 
@@ -75,7 +76,7 @@ class PipelineOptions:
     def written_dir(self) -> str:
         """Where the curation phase writes: the output dir, or, when a later phase writes the
         run's output (dedup's removal), a hidden staging dir inside it."""
-        return str(Path(self.output_dir) / CURATED_DIR) if self.phases.output_staged else self.output_dir
+        return joined(self.output_dir, CURATED_DIR) if self.phases.output_staged else self.output_dir
 
     @classmethod
     def field_defaults(cls) -> dict[str, Any]:

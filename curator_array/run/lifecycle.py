@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from ..core.arrays import format_array_expression
@@ -41,6 +40,7 @@ from ..core.run_contract import RunConfig, check_pipeline, read_run_config
 from ..core.sharding import ShardRange
 from ..slurm.job_context import JobContext
 from ..slurm.jobenv import JobEnvironment
+from ..storage.places import joined
 from . import startup_log
 from .request import RunRequest
 from .stopping import ShardStopped, StopController
@@ -135,22 +135,23 @@ class PhaseContext:
         return self.settings.get(phase.settings_key)
 
     @property
-    def staged(self) -> Path:
-        """Where the first phase wrote its files."""
-        return Path(self.request.options.written_dir)
+    def staged(self) -> str:
+        """Where the first phase wrote its files (a directory or an ``s3://`` prefix)."""
+        return self.request.options.written_dir
 
     @property
-    def output_dir(self) -> Path:
-        return Path(self.request.options.output_dir)
+    def output_dir(self) -> str:
+        """The run's output (a directory or an ``s3://`` prefix: ``storage.places``)."""
+        return self.request.options.output_dir
 
-    def written_dir(self, phase: Phase) -> Path:
+    def written_dir(self, phase: Phase) -> str:
         """Where ``phase``, a writer of the run's output, writes: the output dir when no later
         phase rewrites its files, else its hidden staging dir there."""
         if is_last_writer(self.plan, phase):
             return self.output_dir
-        return self.staged if isinstance(phase, RootPhase) else self.output_dir / phase.staging_dir
+        return self.staged if isinstance(phase, RootPhase) else joined(self.output_dir, phase.staging_dir)
 
-    def input_dir(self, phase: Phase) -> Path:
+    def input_dir(self, phase: Phase) -> str:
         """Where the output files ``phase`` reads are: those of the last writer before it."""
         return self.written_dir(writer_before(self.plan, phase))
 

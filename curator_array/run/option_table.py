@@ -51,8 +51,9 @@ def _with_field_defaults(*rows: RunOption) -> tuple[RunOption, ...]:
 
 INPUT_OPTIONS = _with_field_defaults(
     RunOption("input_dir", "Input directory; not needed with --input-urls.", "path"),
-    RunOption("output_dir", "Output directory.", "path", required=True),
-    RunOption("checkpoint_path", "Checkpoint directory of the logical run (default: the output dir).", "path"),
+    RunOption("output_dir", "Output directory, or an s3://bucket/prefix.", "path", required=True),
+    RunOption("checkpoint_path", "Checkpoint directory of the logical run (default: the output dir; a POSIX path, "
+              "needed when the output dir is in an object store).", "path"),
     RunOption("input_urls", "URL list(s) to download first: one URL per line or JSONL with a 'url' field "
               "(optional 'sha256', 'size'); a file or a directory, repeatable. INPUT_DIR is then ignored.",
               "existing-paths"),

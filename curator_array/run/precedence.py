@@ -22,7 +22,6 @@ from typing import Any
 from ..core.errors import ConfigError
 from ..core.layout import CheckpointLayout
 from ..core.options import RunOption
-from ..core.phase import PhaseSettings
 from ..core.records.run import OptionValue, PinnedRequest
 from ..pipelines.options import DOWNLOADS_DIR
 from ..slurm.sites import SITE_ENV_VARIABLE
@@ -222,23 +221,17 @@ def request_of(chosen: Mapping[str, OptionValue]) -> RunRequest:
     values = {name: given.value for name, given in chosen.items()}
     phases = PHASES.settings_from_options(values)
     if is_s3(values["output_dir"]):
-        _check_store_output(values, phases)
+        _check_store_output(values)
         values["download_dir"] = values.get("download_dir") or str(layout.root / DOWNLOADS_DIR)
     request = RunRequest.from_flags(values, phases)
     request.pinned = pinned_request(chosen)
     return request
 
 
-def _check_store_output(values: Mapping[str, Any], phases: PhaseSettings) -> None:
+def _check_store_output(values: Mapping[str, Any]) -> None:
     """Refuse, before anything is written, an output prefix whose bucket is missing or closed
-    to these credentials, and what such a prefix does not take yet: the phases that read the
-    curated files again and rewrite them (they write in place on a POSIX path), and
-    ``--new-run``, which moves the previous run's outputs aside."""
-    later = sorted(phases.by_key)
-    if later:
-        raise ConfigError(f"--output-dir {values['output_dir']}: the later phases of this run ({', '.join(later)}) "
-                          "rewrite the curated files in place and need a POSIX output directory; an object store "
-                          "takes the curation phase's output alone")
+    to these credentials, and ``--new-run``, which would move the previous run's outputs
+    aside (a store has no rename)."""
     if values.get("new_run"):
         raise ConfigError(f"--output-dir {values['output_dir']}: --new-run moves the previous run's outputs aside, "
                           "which an object store cannot do; give the new run a new prefix")

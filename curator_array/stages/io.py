@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
-from ..core.atomic import dump_json, replacing
+from ..core.atomic import dump_json
 from ..core.errors import ConfigError
-from ..storage.places import OutputPlace, place_of
+from ..storage.places import OutputPlace, fetched, place_of, split_location
 from .base import ProcessingStage
 from .defaults import DOWNLOAD_RETRIES, MALFORMED_POLICIES, OUTPUT_FILE_SIZE
 from .output_files import GrowingFiles, PlacedFile, TableSink, place_file
@@ -232,23 +232,23 @@ class WriterStage(ProcessingStage):
         sink.write(table)
         sink.close()
 
-    def rewrite(self, source: Path, target: Path, reader: ReaderStage, rows: Collection[int], *,
+    def rewrite(self, source: str | Path, target: str | Path, reader: ReaderStage, rows: Collection[int], *,
                 only: bool = False, added: Mapping[str, Added] | None = None) -> tuple[int, int]:
-        """``source``, a file this writer wrote, at ``target`` without the rows numbered in
-        ``rows`` (or, with ``only``, with those rows alone), each row written given the fields
-        ``added`` (name → (value by row number, the value of other rows)); returns (rows read,
-        rows written). Rows are numbered as ``reader`` (this format's) numbers them. Atomic,
-        and a rerun writes the same bytes again."""
-        table = reader.read_file(str(source)).table
+        """``source``, a file this writer wrote, at ``target`` (a path or an ``s3://`` URL, as
+        both are) without the rows numbered in ``rows`` (or, with ``only``, with those rows
+        alone), each row written given the fields ``added`` (name → (value by row number, the
+        value of other rows)); returns (rows read, rows written). Rows are numbered as
+        ``reader`` (this format's) numbers them. Atomic, and a rerun writes the same bytes again."""
+        with fetched(source) as local:
+            table = reader.read_file(str(local)).table
         chosen = np.zeros(table.num_rows, dtype=bool)
         chosen[[row for row in rows if row < table.num_rows]] = True
         written = np.flatnonzero(chosen if only else ~chosen)
         table = table.take(pa.array(written))
         for name, (values, default) in (added or {}).items():
             table = table.append_column(name, pa.array([values.get(row, default) for row in written.tolist()]))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with replacing(target) as partial:
-            self.write_table(table, partial)
+        place, name = split_location(target)
+        self._write_placed(place, name, table)
         return len(chosen), table.num_rows
 
     def process(self, task: DocumentBatch) -> WrittenFiles | list[Task]:

@@ -21,7 +21,8 @@ import os
 import re
 import secrets
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -30,7 +31,16 @@ from typing import Protocol
 from ..core.atomic import put_in_place, temporary_sibling
 from ..core.errors import ConfigError
 from ..core.task_records import file_check
-from .s3 import S3Url, StoreError, StoreSettings, check_buckets, filesystem, is_s3, store_error
+from .s3 import (
+    S3Url,
+    StoreError,
+    StoreSettings,
+    check_buckets,
+    download,
+    filesystem,
+    is_s3,
+    store_error,
+)
 
 PART_BYTES = 8 << 20  # a multipart upload's part; files up to this size go in one request
 UPLOAD_THREADS = 4  # parts in flight per file: bounds the memory an upload holds to 32 MiB
@@ -283,6 +293,53 @@ class StorePlace:
         return None if info.size == size else f"{name} has {info.size} bytes, {size} were written"
 
 
+def split_location(location: str | os.PathLike) -> tuple[OutputPlace, str]:
+    """The place a file at ``location`` goes in, and its name there."""
+    if is_s3(location):
+        url = S3Url.parse(str(location))
+        key, _, name = url.key.rpartition("/")
+        return StorePlace(S3Url(url.bucket, key)), name
+    return LocalPlace(Path(location).parent), Path(location).name
+
+
+@contextmanager
+def placing(location: str | os.PathLike) -> Iterator[Path]:
+    """A local path to write the file at ``location`` (a path or an ``s3://`` URL) to, however
+    it is written; when the block ends the file is put in place whole (renamed, or uploaded),
+    and when it raises nothing appears."""
+    place, name = split_location(location)
+    written = place.new_file(name)
+    try:
+        yield written
+        place.put(written, name)
+    finally:
+        place.discard(written)
+
+
+def put_bytes(location: str | os.PathLike, data: bytes) -> None:
+    """A small file at ``location``, in place whole."""
+    with placing(location) as written:
+        written.write_bytes(data)
+
+
+@contextmanager
+def fetched(location: str | os.PathLike) -> Iterator[Path]:
+    """A local path holding the file at ``location`` for the block's length: the file itself,
+    or the object downloaded to the spool (and removed after), for readers that take paths."""
+    if not is_s3(location):
+        yield Path(location)
+        return
+    spool = _spool_dir() / f"{os.getpid()}-{secrets.token_hex(4)}-{str(location).rpartition('/')[2]}"
+    try:
+        try:
+            download(str(location), spool)
+        except StoreError as exc:
+            raise OSError(str(exc)) from None
+        yield spool
+    finally:
+        spool.unlink(missing_ok=True)
+
+
 def joined(location: str | os.PathLike, name: str) -> str:
     """``name`` under ``location``, a directory or an ``s3://`` prefix."""
     return S3Url.parse(str(location)).join(name) if is_s3(location) else str(Path(location) / name)
@@ -295,4 +352,4 @@ def place_of(location: str | os.PathLike, attempts: int = 6) -> LocalPlace | Sto
     return LocalPlace(Path(location))
 
 
-__all__ = ["LocalPlace", "OutputPlace", "StoreError", "StorePlace", "joined", "place_of"]
+__all__ = ["LocalPlace", "OutputPlace", "StoreError", "StorePlace", "fetched", "joined", "place_of", "placing", "put_bytes", "split_location"]

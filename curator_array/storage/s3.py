@@ -27,7 +27,7 @@ from ..core.errors import ConfigError
 SCHEME = "s3://"
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
-CHUNK = 1 << 20
+CHUNK = 16 << 20  # one ranged GET per 16 MiB: a store charges, and a Python server spends, per request
 # What the AWS SDK reports for a store that is shedding load (503 and 429, however it names them):
 # back off, for the whole node.
 _THROTTLED = re.compile(r"SLOW_DOWN|SlowDown|SERVICE_UNAVAILABLE|ServiceUnavailable|THROTTL|Throttl|REQUEST_LIMIT|"

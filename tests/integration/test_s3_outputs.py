@@ -125,18 +125,18 @@ def test_an_element_killed_mid_upload_leaves_no_object_and_its_rerun_aborts_the_
     assert store.objects("s3://outputs/killed") == files_under(local) != {}
 
 
-@pytest.mark.parametrize("problem", ["missing bucket", "refused credentials", "a later phase"])
+@pytest.mark.parametrize("problem", ["missing bucket", "refused credentials", "--new-run"])
 def test_an_output_prefix_the_run_cannot_use_stops_it_before_anything_is_written(store, tmp_path, problem):
     server, output, extra = store, "s3://outputs/refused", []
     expected = {"missing bucket": "--output-dir s3://no-such-bucket/out: s3://no-such-bucket: the bucket does not exist",
                 "refused credentials": "--output-dir s3://outputs/refused: s3://outputs: access denied",
-                "a later phase": "the later phases of this run (dedup) rewrite the curated files in place"}[problem]
+                "--new-run": "--new-run moves the previous run's outputs aside, which an object store cannot do"}[problem]
     if problem == "missing bucket":
         output = "s3://no-such-bucket/out"
     elif problem == "refused credentials":
         server = S3Server(authenticated=True).start()
     else:
-        extra = ["--dedup", "exact"]
+        extra = ["--new-run"]
     try:
         checkpoint = tmp_path / "checkpoint"
         done = curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", output, "--checkpoint-path",
@@ -148,3 +148,23 @@ def test_an_output_prefix_the_run_cannot_use_stops_it_before_anything_is_written
     errors = [line for line in done.stderr.splitlines() if "error" in line.lower()]
     assert len(errors) == 1 and expected in errors[0], done.stderr[-2000:]
     assert not checkpoint.exists(), "nothing is written before the store is reached"
+
+
+def test_the_later_phases_read_and_write_the_prefix_as_a_directory(store, tmp_path):
+    """Dedup (its staged curated files, its removal's rewrites, the removed copies kept) and
+    token files: the same objects under the prefix as files under the directory."""
+    from tests.support.tokenizer import train_tokenizer
+
+    texts = [json.loads(line)["text"] for path in sorted((SAMPLE / "jsonl").glob("*.jsonl"))
+             for line in path.read_text().splitlines()]
+    tokenizer = train_tokenizer(texts, tmp_path / "tokenizer" / "tokenizer.json", vocab_size=2000)
+    chosen = ["--dedup", "exact", "--dedup-keep-removed", "--tokenize", str(tokenizer), "--token-file-size",
+              "200000", "--output-file-type", "jsonl", *SMALL]
+    local = tmp_path / "local"
+    curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *chosen)
+    curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", "s3://outputs/phases",
+                "--checkpoint-path", str(tmp_path / "checkpoint"), *chosen, env=store.env)
+    expected = files_under(local)
+    assert any(name.startswith("tokens/part-") for name in expected) and "tokens/manifest.json" in expected
+    assert any(name.startswith(".removed/dedup/") for name in expected), sorted(expected)
+    assert store.objects("s3://outputs/phases") == expected

@@ -23,7 +23,7 @@ RULES = {
     "slurm": {"core"},
     "classify": {"core"},
     "stages": {"core", "text", "tokens", "helpers", "classify", "decont", "storage"},
-    "formats": {"core", "stages"},
+    "formats": {"core", "stages", "storage"},
     "dedup": {"core", "text"},
     "decont": {"core", "text", "dedup"},
     "pipelines": {"core", "stages", "formats", "dedup", "tokens", "helpers", "storage"},

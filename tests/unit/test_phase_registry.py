@@ -31,6 +31,7 @@ from curator_array.run.prepare import prepare_shard
 from curator_array.run.submission import plan_submit
 from curator_array.stages.filters import FilterStage
 from curator_array.stages.tasks import DocumentBatch
+from curator_array.storage.places import joined, put_bytes
 from tests.conftest import REPO, SAMPLE
 
 
@@ -166,7 +167,8 @@ class Sample(Phase):
 
     def work(self, context, index):
         chosen = curated_files(context.layout, index)[:context.settings_of(self).lines]
-        (context.output_dir / f"sample_{index}.txt").write_text("".join(f"{name}\n" for name in chosen))
+        listing = "".join(f"{name}\n" for name in chosen).encode()
+        put_bytes(joined(context.output_dir, f"sample_{index}.txt"), listing)  # in a directory or under a prefix
         return PhaseResult(AuditCounts(len(chosen)))
 
 

@@ -18,6 +18,7 @@ from ...core.counts import Counts
 from ...core.errors import CorruptCheckpointError
 from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
+from ...storage.places import fetched, joined
 from ..lifecycle import refuse_beyond_memory
 from .layouts import BUCKET, BUCKETS, SIGNATURES, CuratedFiles, pairs_file, signatures_file
 from .signatures import BUCKETS_KEY, DEDUP, Segmenting, against_signature_files, texts_of
@@ -150,8 +151,9 @@ def _read_texts(context: PhaseContext, ids: list[int], language: str) -> dict[in
     for file in np.unique(files(ids)).tolist():
         context.tick()
         wanted = rows(ids[files(ids) == file])
-        path = context.staged / every.paths[file]
-        table = reader.read_file(str(path)).table.take(pa.array(wanted))
+        path = joined(context.staged, every.paths[file])
+        with fetched(path) as local:
+            table = reader.read_file(str(local)).table.take(pa.array(wanted))
         texts.update(zip(identities(file, wanted).tolist(),
                          zip(texts_of(table, context.text_field, path).to_pylist(), split.of(table))))
     return texts

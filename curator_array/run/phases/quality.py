@@ -37,6 +37,7 @@ from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
 from ...stages.defaults import REMOVED_DIR
 from ...stages.defaults import TOKEN_COUNT_FIELD as TOKEN_COUNT
+from ...storage.places import fetched, joined
 from .layouts import CURATION, CUT, REMOVAL, SCORES, SELECTION, TOKENIZE
 
 if TYPE_CHECKING:
@@ -188,11 +189,13 @@ class QualityScores(Phase):
         files = context.input_files(self, index)
         for done, relative in enumerate(files):
             context.tick(done, len(files))
-            for table in reader.read_columns(str(directory / relative), (*names, TOKEN_COUNT)):
-                weights = _column(table, TOKEN_COUNT, directory / relative, required=False)
+            path = joined(directory, relative)
+            with fetched(path) as local:
+                tables = list(reader.read_columns(str(local), (*names, TOKEN_COUNT)))
+            for table in tables:
+                weights = _column(table, TOKEN_COUNT, path, required=False)
                 for name in names:
-                    parts[name].append(ScoreHistogram.of(score_bins(_column(table, name, directory / relative)),
-                                                         weights))
+                    parts[name].append(ScoreHistogram.of(score_bins(_column(table, name, path)), weights))
                 documents, tokens = documents + table.num_rows, tokens + int(weights.sum())
         arrays = {}
         for name, found in parts.items():
@@ -306,15 +309,17 @@ class QualitySelection(Phase):
         source_dir, target_dir = context.input_dir(self), context.written_dir(self)
         reader = reader_for(context.output_format)
         writer = writer_for(context.output_format, target_dir)
-        audit = writer_for(context.output_format, context.output_dir / QUALITY_REMOVED_DIR)
+        audit = writer_for(context.output_format, joined(context.output_dir, QUALITY_REMOVED_DIR))
         width = max(2, len(str((settings.buckets or 1) - 1)))
         written, counts = [], SelectionCounts()
         files = context.input_files(self, index)
         for done, relative in enumerate(files):
             context.tick(done, len(files))
-            source = source_dir / relative
+            source = joined(source_dir, relative)
             bins = {name: [] for name in settings.names}
-            for table in reader.read_columns(str(source), settings.names):
+            with fetched(source) as local:
+                tables = list(reader.read_columns(str(local), settings.names))
+            for table in tables:
                 for name in settings.names:
                     bins[name].append(score_bins(_column(table, name, source)))
             bins = {name: np.concatenate(found) if found else np.zeros(0, np.uint32) for name, found in bins.items()}
@@ -333,14 +338,14 @@ class QualitySelection(Phase):
             if settings.partition_by_bucket:
                 for bucket in np.unique(best[keep]).tolist():
                     name = f"bucket={bucket:0{width}d}/{relative}"
-                    writer.rewrite(source, target_dir / name, reader, set(np.flatnonzero(keep & (best == bucket)).tolist()),
+                    writer.rewrite(source, joined(target_dir, name), reader, set(np.flatnonzero(keep & (best == bucket)).tolist()),
                                    only=True, added=added)
                     written.append(name)
             else:
-                writer.rewrite(source, target_dir / relative, reader, removed, added=added)
+                writer.rewrite(source, joined(target_dir, relative), reader, removed, added=added)
                 written.append(relative)
             if removed and context.request.options.keep_removed:
-                audit.rewrite(source, context.output_dir / QUALITY_REMOVED_DIR / relative, reader, removed, only=True,
+                audit.rewrite(source, joined(context.output_dir, f"{QUALITY_REMOVED_DIR}/{relative}"), reader, removed, only=True,
                               added=added)
             by_bucket = ({f"{b:0{width}d}": int(n) for b, n in zip(*np.unique(best[keep], return_counts=True))}
                          if settings.buckets else {})

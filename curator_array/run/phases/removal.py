@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from ...core.counts import Counts
 from ...core.phase import SHARD, Phase, PhaseResult
 from ...stages.defaults import REMOVED_DIR
+from ...storage.places import fetched, joined
 from .components import shard_labels
 from .layouts import CLUSTERS, COMPONENTS, REMOVAL, CuratedFiles, cluster_file
 from .signatures import DEDUP
@@ -80,10 +81,10 @@ class Removal(Phase):
             start, stop = np.searchsorted(file_of, [file, file + 1])
             gone = ids[start:stop] != kept[start:stop]
             row = rows(ids[start:stop])
-            audit = (context.output_dir / DEDUP_REMOVED_DIR / relative,
+            audit = (joined(context.output_dir, f"{DEDUP_REMOVED_DIR}/{relative}"),
                      kept_fields(context, every, row[gone], kept[start:stop][gone])) if keep_removed else None
-            yield FileRewrite(context.output_format, context.input_dir(self) / relative,
-                              context.written_dir(self) / relative, frozenset(row[gone].tolist()),
+            yield FileRewrite(context.output_format, joined(context.input_dir(self), relative),
+                              joined(context.written_dir(self), relative), frozenset(row[gone].tolist()),
                               dict(zip(row[~gone].tolist(), sizes[start:stop][~gone].tolist())), audit)
 
 
@@ -93,24 +94,23 @@ class FileRewrite:
     work of one worker process, so it carries plain values only."""
 
     output_format: str
-    source: Path
-    target: Path
+    source: str  # a path or an s3:// URL
+    target: str
     removed: frozenset[int]
     cluster_sizes: dict[int, int]
-    audit: tuple[Path, dict[str, Added]] | None
+    audit: tuple[str, dict[str, Added]] | None
 
 
 def rewrite_file(job: FileRewrite) -> tuple[int, int]:
     """Do ``job``; returns (rows read, rows written)."""
     from ...formats import reader_for, writer_for
 
-    writer, reader = writer_for(job.output_format, job.target.parent), reader_for(job.output_format)
+    writer, reader = writer_for(job.output_format, job.target.rpartition("/")[0]), reader_for(job.output_format)
     read, written = writer.rewrite(job.source, job.target, reader, job.removed,
                                    added={CLUSTER_SIZE: (job.cluster_sizes, 1)})
     if job.audit is not None:
         target, fields = job.audit
-        writer_for(job.output_format, target.parent).rewrite(job.source, target, reader, job.removed, only=True,
-                                                             added=fields)
+        writer.rewrite(job.source, target, reader, job.removed, only=True, added=fields)
     return read, written
 
 
@@ -137,7 +137,8 @@ def kept_fields(context: PhaseContext, every: CuratedFiles, removed_rows, kept_i
     ours = kept_ids[sources(kept_ids) == THIS_RUN]
     for file in np.unique(files(ours)).tolist():
         wanted = np.unique(rows(ours[files(ours) == file]))
-        table = reader.read_file(str(context.staged / every.paths[file])).table
+        with fetched(joined(context.staged, every.paths[file])) as local:
+            table = reader.read_file(str(local)).table
         values = table["id"].take(pa.array(wanted)).to_pylist() if "id" in table.column_names else [None] * len(wanted)
         document_ids.update(zip(identities(file, wanted).tolist(), values))
     labels, kept_document_ids = {}, {}

@@ -26,6 +26,7 @@ from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
 from ...core.records.phase import phase_manifests
 from ...core.run_contract import read_run_config
 from ...dedup.settings import MODES, DedupSettings
+from ...storage.places import fetched, joined
 from ...text.language import LANGUAGE_FIELD
 from .layouts import CURATION, SIGNATURES, CuratedFiles, curated_files, signatures_file
 
@@ -103,12 +104,13 @@ class Signatures(Phase):
             files = curated_files(context.layout, index)
             for done, relative in enumerate(files):
                 context.tick(done, len(files))
-                path, row, texts_seen = context.staged / relative, 0, False
-                for table in reader.read_columns(str(path), (field, LANGUAGE_FIELD)):
-                    ids = identities(every.index(relative), np.arange(row, row + table.num_rows))
-                    row += table.num_rows
-                    texts_seen = texts_seen or table[field].null_count < table.num_rows
-                    yield ids, texts_of(table, field, path), split.of_batch(table) if split else None
+                path, row, texts_seen = joined(context.staged, relative), 0, False
+                with fetched(path) as local:  # an object is read from a local copy, a batch at a time
+                    for table in reader.read_columns(str(local), (field, LANGUAGE_FIELD)):
+                        ids = identities(every.index(relative), np.arange(row, row + table.num_rows))
+                        row += table.num_rows
+                        texts_seen = texts_seen or table[field].null_count < table.num_rows
+                        yield ids, texts_of(table, field, path), split.of_batch(table) if split else None
                 if row and not texts_seen:
                     raise CuratorArrayError(f"{path}: no field {field!r} to compare (--text-field names the text field)")
 

@@ -18,6 +18,7 @@ from ...core.counts import Counts, breakdown
 from ...core.errors import ConfigError
 from ...core.options import RunOption
 from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
+from ...storage.places import fetched, joined
 from ...tokens.settings import TOKEN_FORMAT_NAMES, TokenizeSettings
 from ...tokens.tokenizer import fetch_tokenizer
 from .layouts import CURATION, REMOVAL, SELECTION, TOKENIZE, token_file
@@ -112,11 +113,12 @@ def _write_documents(context: PhaseContext, phase: Tokenize, shard: int, encoder
     files, directory = context.input_files(phase, shard), context.input_dir(phase)
     for done, relative in enumerate(files):
         context.tick(done, len(files))
-        table = reader.read_file(str(directory / relative)).table
+        with fetched(joined(directory, relative)) as local:
+            table = reader.read_file(str(local)).table
         if not table.num_rows:
             continue
         if field not in table.column_names:
-            raise ConfigError(f"{directory / relative}: no field {field!r} to tokenize "
+            raise ConfigError(f"{joined(directory, relative)}: no field {field!r} to tokenize "
                               "(--text-field names the text field)")
         texts = pc.fill_null(table[field].cast(pa.string()), "").to_pylist()
         languages = row_languages(table, UNKNOWN_LANGUAGE)

@@ -1,6 +1,7 @@
 """Tokenize, phase 2: one element, the shards' token files merged for training.
 
-It writes ``OUTPUT_DIR/tokens/``: files of at most ``--token-file-size`` bytes of tokens
+It writes ``OUTPUT_DIR/tokens/`` (merged next to the checkpoint, then uploaded, when the
+output dir is an ``s3://`` prefix): files of at most ``--token-file-size`` bytes of tokens
 each (a valid file each, documents never split, in shard order), then ``manifest.json``
 listing each file with its documents and tokens, the tokenizer's digest and the
 end-of-text token: Megatron's ``--data-path`` list and datatrove's readers take the files
@@ -17,6 +18,7 @@ from ...core.atomic import dump_json, write_bytes_atomic
 from ...core.counts import Counts
 from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
+from ...storage.places import LocalPlace, OutputPlace, joined, place_of
 from .layouts import TOKENIZE, TOKENS, token_file
 from .tokenize import tokenizer_of
 
@@ -49,7 +51,8 @@ class TokenFiles(Phase):
 
         settings = context.request.options.phases.get(self.settings_key)
         fmt = TOKEN_FORMATS[settings.format]
-        directory = context.output_dir / DIRECTORY
+        place = place_of(joined(context.output_dir, DIRECTORY))
+        directory = place.directory if isinstance(place, LocalPlace) else self.layout_of(context.layout).data_dir / DIRECTORY
         directory.mkdir(parents=True, exist_ok=True)
         inputs = [token_file(context.layout, shard) for shard in context.elements(TOKENIZE)]
         parts = merge(fmt, inputs, directory, settings.file_size)
@@ -62,5 +65,19 @@ class TokenFiles(Phase):
             "data_path": [str(Path(DIRECTORY) / part.name) for part in parts],
         }
         write_bytes_atomic(directory / MANIFEST, dump_json(manifest))
+        if not isinstance(place, LocalPlace):
+            _upload(directory, place)
         return PhaseResult(TokenFileCounts(len(parts), manifest["documents"], manifest["tokens"],
                                            sum(p.bytes for p in parts)))
+
+
+def _upload(directory: Path, place: OutputPlace) -> None:
+    """The merged files, each uploaded whole, the manifest last (so a manifest names only files
+    that are there); objects of an earlier merge that this one no longer has are removed."""
+    files = sorted(directory.iterdir(), key=lambda path: path.name == MANIFEST)
+    names = {path.name for path in files}
+    for path in files:
+        place.put(path, path.name)
+    for stale in place.names():
+        if stale not in names:
+            place.remove(stale)

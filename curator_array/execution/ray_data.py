@@ -34,6 +34,7 @@ COLUMN = "task"
 HANDED_AT = "handed_at"  # when the process before handed the task over (time.time())
 # Outputs a bounded stage may have started but not seen consumed, per worker of its pool.
 BACKLOG_PER_WORKER = 4
+BUNDLE_BYTES = 64 << 20  # a reader task's share of small downloaded inputs (inputs_per_task)
 
 
 def _encode(tasks: Sequence[Task]) -> pa.Table:
@@ -211,6 +212,24 @@ def tasks_per_block(count: int, shape: ClusterShape, first: ProcessingStage) -> 
     return max(1, count // max(1, int(shape.total_cpus) * BLOCKS_PER_CPU))
 
 
+def inputs_per_task(producer: ProcessingStage, tasks: Sequence[Task], backlog: int, consumers: int) -> int:
+    """How many of a bounded producer's outputs (one per Ray task: a capped download) one Ray
+    task of the next stage takes.
+
+    Ray Data notices a finished task only at its tick (about 0.1 s), and reading a 5 MB object
+    takes less: one object per task left the readers of a 200-object shard idle most of the
+    time (bench_s3). So inputs of known size are taken up to ``BUNDLE_BYTES`` at once, never
+    more than each consumer's share of the producer's ``backlog`` (a bundle waits for outputs
+    the producer may not yet make); inputs of unknown size (a crawl's WARCs, minutes each)
+    stay one per task, so that none waits for another's download.
+    """
+    sizes = [producer.output_bytes(task) for task in tasks]
+    if not sizes or None in sizes:
+        return 1
+    mean = max(1, sum(sizes) // len(sizes))
+    return max(1, min(backlog // max(1, consumers), BUNDLE_BYTES // mean))
+
+
 def cluster_shape() -> ClusterShape:
     alive = [n for n in ray.nodes() if n.get("Alive")]
     head = next((n for n in alive if "node:__internal_head__" in n.get("Resources", {})), None)
@@ -322,17 +341,25 @@ class RayDataExecutor:
         self._configure_context(len(segments), any(getattr(stage, "streams", False) for stage in stages))
         blocks = math.ceil(len(tasks) / tasks_per_block(len(tasks), shape, segments[0][0]))
         dataset = _source_dataset(tasks, blocks)
-        pending_budget = None
+        pending_budget, producer, pending_budget_capacity = None, None, 0
         for segment in segments:
             head, spec = segment[0], segment[0].validate()
             kwargs = self._map_kwargs(head, shape, blocks)
+            if producer is not None and not spec.is_actor_stage:
+                kwargs["batch_size"] = inputs_per_task(producer, tasks, pending_budget_capacity,
+                                                       max(1, int(shape.total_cpus / max(head.resources.cpus, 0.01))))
+                if kwargs["batch_size"] > 1:
+                    logger.info("stage %s: %d of %s's outputs per Ray task (small inputs)", head.stage_name,
+                                kwargs["batch_size"], producer.stage_name)
             worker = "actor" if spec.is_actor_stage else "task"
             for chained in segment[1:]:
                 logger.info("stage %s: runs in the same Ray %s as %s", chained.stage_name, worker, head.stage_name)
             give, pending_budget = pending_budget, None
             take = None
             choice = self.pool_choices[head.stage_name]
+            producer, pending_budget_capacity = None, 0
             if spec.bound_backlog and choice.size:
+                producer, pending_budget_capacity = head, BACKLOG_PER_WORKER * choice.size
                 take = pending_budget = BacklogBudget.remote(BACKLOG_PER_WORKER * choice.size)
                 logger.info("stage %s: at most %d outputs ahead of the next stage", head.stage_name,
                             BACKLOG_PER_WORKER * choice.size)

@@ -235,6 +235,11 @@ class ProcessingStage(_Stage):
     def setup(self) -> None:
         """Called once per worker before processing; override to load per-process state early."""
 
+    def output_bytes(self, task: Task) -> int | None:
+        """The bytes its output for ``task`` will hold, when known before it runs (a download
+        of listed objects); the executor sizes the next stage's share of work by it."""
+        return None
+
     def process(self, task: Task) -> Task | list[Task] | None:
         raise NotImplementedError(f"{type(self).__name__} must implement process()")
 

@@ -152,6 +152,12 @@ class DownloadStage(ProcessingStage):
         """One session per worker, so consecutive files reuse the connection (and its TLS)."""
         self.session
 
+    def output_bytes(self, task: Task) -> int | None:
+        """The listed sizes of the task's files (an object prefix's listing, a URL list's
+        ``size`` fields); None when one is not known (a crawl's paths list has none)."""
+        sizes = [task.expected.get(url, {}).get("size") for url in getattr(task, "urls", ())]
+        return sum(int(size) for size in sizes) if sizes and None not in sizes else None
+
     def process(self, task: UrlGroupTask) -> Task:
         self.download_dir.mkdir(parents=True, exist_ok=True)
         files = []

@@ -87,3 +87,24 @@ def test_a_worker_hands_back_arrow_memory_its_task_freed():
     assert probe.returncode == 0, probe.stderr[-2000:]
     memory = json.loads(probe.stdout.splitlines()[-1])
     assert memory["held"] - memory["after"] > 30, memory
+
+
+def test_small_listed_downloads_are_read_several_per_task_and_unsized_ones_one_each(tmp_path):
+    """A reader task takes small downloaded objects of known size in bundles (up to 64 MiB,
+    within each consumer's share of the download backlog); a crawl's WARCs, of unknown size,
+    and large objects stay one per task."""
+    from curator_array.execution.ray_data import inputs_per_task
+    from curator_array.stages.download import DownloadStage
+    from curator_array.stages.urls import UrlGroupTask
+
+    download = DownloadStage(tmp_path)
+
+    def listed(size):
+        url = f"s3://b/{size}"
+        return UrlGroupTask(url, urls=[url], expected={url: {"size": size}} if size is not None else {})
+
+    assert inputs_per_task(download, [listed(5 << 20)] * 200, backlog=8, consumers=2) == 4
+    assert inputs_per_task(download, [listed(5 << 20)] * 200, backlog=32, consumers=2) == 12
+    assert inputs_per_task(download, [listed(1 << 30)] * 20, backlog=8, consumers=2) == 1
+    assert inputs_per_task(download, [listed(5 << 20), listed(None)], backlog=8, consumers=2) == 1
+    assert inputs_per_task(download, [listed(5 << 20)], backlog=1, consumers=2) == 1

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
-from tests.conftest import SAMPLE, curator_cli, need
-from tests.support.s3_server import S3Server, ThrottlingProxy
+from tests.conftest import SAMPLE, curator_cli
+from tests.support.s3_server import S3Server, ThrottlingProxy, started
 from tests.support.warcs import write_warc
 from tests.web_pages import pages
 
@@ -29,11 +29,7 @@ CRAWL = "CC-TEST-2024-01"
 
 @pytest.fixture(scope="module")
 def store():
-    server = S3Server()
-    try:
-        server.start()
-    except RuntimeError as problem:
-        need(False, str(problem))
+    server = started()
     yield server
     server.stop()
 

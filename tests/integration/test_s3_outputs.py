@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE, curator_cli, need
-from tests.support.s3_server import S3Server, ThrottlingProxy, incompressible_jsonl
+from tests.conftest import SAMPLE, curator_cli
+from tests.support.s3_server import S3Server, ThrottlingProxy, incompressible_jsonl, started
 from tests.support.warcs import write_warc
 from tests.web_pages import pages
 
@@ -32,11 +32,7 @@ SPOOL = Path(tempfile.gettempdir()) / f"curator-array-spool-{os.getuid()}"
 
 @pytest.fixture(scope="module")
 def store():
-    server = S3Server()
-    try:
-        server.start()
-    except RuntimeError as problem:
-        need(False, str(problem))
+    server = started()
     server.filesystem().create_dir("outputs")
     yield server
     server.stop()
@@ -80,13 +76,16 @@ def test_a_warc_run_from_a_prefix_rolls_its_parts_into_objects(store, tmp_path):
         records, _ = pages(f"site{index}.example")
         write_warc(warcs / f"CC-{index:05d}.warc.gz", records)
     store.upload(warcs, "s3://inputs/warcs")
-    chosen = ["--input-file-type", "warc", "--pipeline", "commoncrawl", "--records-per-batch", "2", *SMALL]
+    chosen = ["--input-file-type", "warc", "--pipeline", "commoncrawl", "--records-per-batch", "2", "--keep-removed",
+              *SMALL]
     local = tmp_path / "local"
     curator_cli("run", "--input-dir", str(warcs), "--output-dir", str(local), *chosen)
     curator_cli("run", "--input-dir", "s3://inputs/warcs", "--output-dir", "s3://outputs/warcs",
                 "--checkpoint-path", str(tmp_path / "checkpoint"), *chosen, env=store.env)
     expected = files_under(local)
-    assert len(expected) == 2 and all(name.endswith(".00000.parquet") for name in expected), sorted(expected)
+    documents = [name for name in expected if not name.startswith(".removed/")]
+    assert len(documents) == 2 and all(name.endswith(".00000.parquet") for name in documents), sorted(expected)
+    assert len(expected) > len(documents), "some pages were dropped and kept"
     assert store.objects("s3://outputs/warcs") == expected
 
 

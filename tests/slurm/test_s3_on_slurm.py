@@ -12,11 +12,10 @@ import time
 
 import pytest
 
-from tests.conftest import need
 from tests.slurm.conftest import queued, wait_all
 from tests.slurm.test_dedup_on_slurm import curator
 from tests.slurm.test_faults import render_test_site
-from tests.support.s3_server import S3Server, ThrottlingProxy, incompressible_jsonl
+from tests.support.s3_server import ThrottlingProxy, incompressible_jsonl, started
 
 pytestmark = [pytest.mark.slurm, pytest.mark.ray]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
@@ -24,11 +23,7 @@ SECRET = "s3cr3t-of-the-submitting-shell-9c2e"
 
 
 def test_four_elements_from_a_prefix_to_a_prefix_killed_mid_upload_retry_to_the_local_files(slurm_cluster, tmp_path):
-    server = S3Server()
-    try:
-        server.start()
-    except RuntimeError as problem:
-        need(False, str(problem))
+    server = started()
     proxy = None
     try:
         inputs = tmp_path / "big"

@@ -103,6 +103,18 @@ class S3Server:
         return keys
 
 
+def started() -> S3Server:
+    """A running server; one that cannot start fails the test in CI and skips it elsewhere."""
+    from tests.conftest import need
+
+    server = S3Server()
+    try:
+        server.start()
+    except RuntimeError as problem:
+        need(False, str(problem))
+    return server
+
+
 class ThrottlingProxy:
     """A loopback proxy in front of ``server`` that answers the first ``refusals`` requests of
     each object by one of ``methods`` with 503 SlowDown, as a store shedding load does, holds

@@ -121,10 +121,11 @@ class PipelineOptions:
         return FilePartitioningStage(self.input_dir, self.input_file_type, self.files_per_partition)
 
     def downloads(self) -> list:
-        """The download stage when the inputs are URLs or objects (downloaded files then go to the reader)."""
+        """The download stage when the inputs are URLs (downloaded files then go to the reader);
+        an object prefix's objects are read by the reader itself."""
         from ..stages.download import DownloadStage
 
-        if not self.url_lists and not is_s3(self.input_dir):
+        if not self.url_lists:
             return []
         if not self.download_dir and is_s3(self.output_dir):
             raise ConfigError(f"the output dir {self.output_dir} is in an object store: give download_dir, a path "

@@ -8,11 +8,12 @@ import sys
 from pathlib import Path
 
 from ..core import layout
+from ..storage.places import STORE_ATTEMPTS
 
 # A per-node Ray resource on clusters curator-array starts; each download worker takes one.
 DOWNLOAD_SLOT = "curator_download_slot"
 DOWNLOAD_WORKERS_PER_NODE = 2
-DOWNLOAD_RETRIES = 5
+DOWNLOAD_RETRIES = STORE_ATTEMPTS - 1  # further tries of a URL; an object store's reads and writes get as many
 DOWNLOAD_CONNECT_TIMEOUT_S = 10.0
 DOWNLOAD_READ_TIMEOUT_S = 60.0
 

@@ -23,7 +23,7 @@ from ..core.atomic import dump_json
 from ..core.errors import ConfigError
 from ..storage.places import OutputPlace, fetched, place_of, split_location
 from .base import ProcessingStage
-from .defaults import DOWNLOAD_RETRIES, MALFORMED_POLICIES, OUTPUT_FILE_SIZE
+from .defaults import MALFORMED_POLICIES, OUTPUT_FILE_SIZE
 from .output_files import GrowingFiles, PlacedFile, TableSink, place_file
 from .tasks import DocumentBatch, FileGroupTask, PartShown, Task, TaskCounters, WrittenFiles
 
@@ -112,19 +112,24 @@ class ReaderStage(ProcessingStage):
 
 
     @staticmethod
-    def _reason(path: str, exc: BaseException) -> str:
-        return str(exc) if path in str(exc) else f"{path}: {exc}"
+    def _reason(path: str, exc: BaseException, local: str | None = None) -> str:
+        """One line naming ``path`` (an object read from ``local``, its copy, names the object)."""
+        text = str(exc).replace(local, path) if local else str(exc)
+        return text if path in text else f"{path}: {text}"
 
     def process(self, task: FileGroupTask):
         if self.streams:
             return self._stream(task)
         tables, counters = [], TaskCounters()
         for path in task.files:
+            local = None
             try:
-                contents = self.read_file(path)
-                size = os.path.getsize(path)
+                with fetched(path) as copy:  # an s3:// object from a local copy, a file as it is
+                    local = str(copy)
+                    contents = self.read_file(local)
+                    size = os.path.getsize(local)
             except READ_ERRORS as exc:
-                return task.failed(self._reason(path, exc), self.stage_name)
+                return task.failed(self._reason(path, exc, local), self.stage_name)
             tables.append(contents.table)
             counters = counters + TaskCounters(rows_read=contents.table.num_rows, bytes_read=size,
                                                skipped=contents.skipped)
@@ -139,22 +144,25 @@ class ReaderStage(ProcessingStage):
         part = 0
         for path in task.files:
             part_metadata = {**metadata, "source_file": source_name(task, path)}
+            local = None
             try:
-                size, counted = os.path.getsize(path), 0
-                for contents in self.read_parts(path):
-                    upto = size if contents.consumed is None else min(contents.consumed, size)
-                    counters = TaskCounters(rows_read=contents.table.num_rows, bytes_read=max(upto - counted, 0),
-                                            skipped=contents.skipped)
-                    counted = max(counted, upto)  # a file's bytes count once, part by part as it is read
-                    if held is not None:
-                        yield held
-                    held = DocumentBatch(task.task_id, part_metadata, counters, table=contents.table, part=part,
-                                         final=False)
-                    part += 1
+                with fetched(path) as copy:  # an s3:// object from a local copy, a file as it is
+                    local = str(copy)
+                    size, counted = os.path.getsize(local), 0
+                    for contents in self.read_parts(local):
+                        upto = size if contents.consumed is None else min(contents.consumed, size)
+                        counters = TaskCounters(rows_read=contents.table.num_rows, bytes_read=max(upto - counted, 0),
+                                                skipped=contents.skipped)
+                        counted = max(counted, upto)  # a file's bytes count once, part by part as it is read
+                        if held is not None:
+                            yield held
+                        held = DocumentBatch(task.task_id, part_metadata, counters, table=contents.table, part=part,
+                                             final=False)
+                        part += 1
             except READ_ERRORS as exc:
                 if held is not None:
                     yield held
-                yield task.failed(self._reason(path, exc), self.stage_name)
+                yield task.failed(self._reason(path, exc, local), self.stage_name)
                 return
         if held is None:
             held = DocumentBatch(task.task_id, metadata, task.counters, table=pa.table({}), part=0)
@@ -182,7 +190,7 @@ class WriterStage(ProcessingStage):
 
     def __init__(self, output_dir: str | os.PathLike, file_size: int = OUTPUT_FILE_SIZE):
         self.output_dir = str(output_dir)
-        self.place: OutputPlace = place_of(output_dir, attempts=DOWNLOAD_RETRIES + 1)
+        self.place: OutputPlace = place_of(output_dir)
         self.removed_place: OutputPlace | None = None
         self.file_size = file_size
         self._growing: GrowingFiles | None = None
@@ -199,7 +207,7 @@ class WriterStage(ProcessingStage):
     def keep_removed_in(self, directory: str | os.PathLike) -> None:
         """Write the rows stages dropped (``stages.removed``) under ``directory/<stage>/``."""
         self.removed_dir = str(directory)
-        self.removed_place = place_of(directory, attempts=DOWNLOAD_RETRIES + 1)
+        self.removed_place = place_of(directory)
 
     def removed_places(self) -> list[OutputPlace]:
         """Where the rows each step dropped went (none when the run keeps none)."""

@@ -2,10 +2,11 @@
 
 The prefix is listed like a directory, once, at the run's first start, and frozen with the
 run: the same rows (key relative to the prefix, size, modification time), so the same task
-ids as a copy of those files on a shared disk, and the same shards. Each task is then
-downloaded by the download stage, under the node's download caps and politeness, and read
-from the local copy as any file is. Before an element works, its own objects are checked
-against the listing, as files are.
+ids as a copy of those files on a shared disk, and the same shards. Each task names its
+objects by URL, and the reader reads each from a local copy in ``$TMPDIR`` that it removes
+after (``storage.places.fetched``): a store keeps its objects, so a copy on the shared disk
+would only double the run's footprint there. Before an element works, its own objects are
+checked against the listing, as files are.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ..core.errors import ConfigError
 from ..storage import s3
 from .listing import ChangedFile, changed_files
 from .partition import FilePartitioningStage
-from .urls import UrlGroupTask
+from .tasks import FileGroupTask
 
 
 class ObjectPartitioningStage(FilePartitioningStage):
@@ -40,16 +41,13 @@ class ObjectPartitioningStage(FilePartitioningStage):
     def relative(self, location: str) -> str:
         return location[len(self.input_dir):].lstrip("/")
 
-    def tasks_from(self, rows: pa.Table) -> list[UrlGroupTask]:
-        """Download tasks, one per group of listed objects, each object's size to verify."""
-        tasks: list[UrlGroupTask] = []
-        for path, size, task_id in zip(rows.column("path").to_pylist(), rows.column("size").to_pylist(),
-                                       rows.column("task_id").to_pylist()):
+    def tasks_from(self, rows: pa.Table) -> list[FileGroupTask]:
+        """Tasks for listing rows, consecutive rows of a task together, each object by URL."""
+        tasks: list[FileGroupTask] = []
+        for path, task_id in zip(rows.column("path").to_pylist(), rows.column("task_id").to_pylist()):
             if not tasks or tasks[-1].task_id != task_id:
-                tasks.append(UrlGroupTask(task_id=task_id, metadata={"relative_files": []}))
-            url = self.location(path)
-            tasks[-1].urls.append(url)
-            tasks[-1].expected[url] = {"size": size}
+                tasks.append(FileGroupTask(task_id=task_id, metadata={"relative_files": []}))
+            tasks[-1].files.append(self.location(path))
             tasks[-1].metadata["relative_files"].append(path)
         return tasks
 

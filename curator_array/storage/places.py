@@ -11,8 +11,8 @@ files in a directory.
 Writes to a store go through boto3 (s3transfer), reads through pyarrow (``storage.s3``):
 pyarrow's output stream completes a multipart upload when it is closed, from its destructor
 too, so a writer failing mid-file would publish a truncated object, and it can neither list
-nor abort uploads; boto3 does all three. Its retries (503 SlowDown, 429) back off as
-``StorePlace.attempts`` says: the writer passes the crawl downloads' count.
+nor abort uploads; boto3 does all three. Reads and writes are tried ``STORE_ATTEMPTS`` times
+with backoff (503 SlowDown, 429), the count crawl downloads default to.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from ..core.atomic import put_in_place, temporary_sibling
 from ..core.errors import ConfigError
 from ..core.task_records import file_check
 from .s3 import (
+    STORE_ATTEMPTS,
     S3Url,
     StoreError,
     StoreSettings,
@@ -39,6 +40,7 @@ from .s3 import (
     download,
     filesystem,
     is_s3,
+    retrying,
     store_error,
 )
 
@@ -192,7 +194,7 @@ class StorePlace:
     """A prefix in an S3 store; the store and the keys come from the environment (``storage.s3``)."""
 
     url: S3Url
-    attempts: int = 6
+    attempts: int = STORE_ATTEMPTS
 
     def _key(self, name: str) -> str:
         return f"{self.url.key}/{name}" if self.url.key else name
@@ -323,16 +325,18 @@ def put_bytes(location: str | os.PathLike, data: bytes) -> None:
 
 
 @contextmanager
-def fetched(location: str | os.PathLike) -> Iterator[Path]:
+def fetched(location: str | os.PathLike, attempts: int = STORE_ATTEMPTS) -> Iterator[Path]:
     """A local path holding the file at ``location`` for the block's length: the file itself,
-    or the object downloaded to the spool (and removed after), for readers that take paths."""
+    or the object downloaded to the spool (and removed after), for readers that take paths.
+    A store that throttles or fails is tried ``attempts`` times in all (``s3.retrying``),
+    each try resuming the copy."""
     if not is_s3(location):
         yield Path(location)
         return
     spool = _spool_dir() / f"{os.getpid()}-{secrets.token_hex(4)}-{str(location).rpartition('/')[2]}"
     try:
         try:
-            download(str(location), spool)
+            retrying(lambda: download(str(location), spool), str(location), attempts)
         except StoreError as exc:
             raise OSError(str(exc)) from None
         yield spool
@@ -345,7 +349,7 @@ def joined(location: str | os.PathLike, name: str) -> str:
     return S3Url.parse(str(location)).join(name) if is_s3(location) else str(Path(location) / name)
 
 
-def place_of(location: str | os.PathLike, attempts: int = 6) -> LocalPlace | StorePlace:
+def place_of(location: str | os.PathLike, attempts: int = STORE_ATTEMPTS) -> LocalPlace | StorePlace:
     """The place ``location`` names: an ``s3://`` URL, else a directory."""
     if is_s3(location):
         return StorePlace(S3Url.parse(str(location)), attempts)

@@ -15,18 +15,24 @@ touching ``os.environ``.
 from __future__ import annotations
 
 import os
+import random
 import re
 import shutil
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 from ..core.errors import ConfigError
+
+T = TypeVar("T")
 
 SCHEME = "s3://"
 ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
 REGION_VARIABLES = ("AWS_REGION", "AWS_DEFAULT_REGION")
+STORE_ATTEMPTS = 6  # tries of a read, a listing or a write; a crawl download's default too (stages.defaults)
 CHUNK = 16 << 20  # one ranged GET per 16 MiB: a store charges, and a Python server spends, per request
 # What the AWS SDK reports for a store that is shedding load (503 and 429, however it names them):
 # back off, for the whole node.
@@ -98,6 +104,21 @@ class StoreError(Exception):
         self.retryable, self.throttled = retryable, throttled
 
 
+def retrying(call: Callable[[], T], what: str, attempts: int = STORE_ATTEMPTS) -> T:
+    """``call()``, tried ``attempts`` times in all while the store answers with something
+    worth trying again (throttling, a dropped connection), with the crawl downloads' backoff
+    (0.5 s doubling, at most 30 s, jittered); then its ``StoreError`` about ``what``."""
+    for attempt in range(attempts):
+        try:
+            return call()
+        except (OSError, StoreError) as exc:
+            error = exc if isinstance(exc, StoreError) else store_error(exc, what)
+            if not error.retryable or attempt + 1 == attempts:
+                raise error from None
+        time.sleep(min(30.0, 0.5 * 2 ** attempt) * random.uniform(0.5, 1.5))
+    raise AssertionError("unreachable")
+
+
 def store_error(exc: BaseException, what: str) -> StoreError:
     """One line for ``exc`` about ``what`` (an URL), without the SDK's request ids."""
     text = str(exc)
@@ -145,12 +166,13 @@ def list_objects(prefix: str, suffixes: tuple[str, ...], env: Mapping[str, str] 
     url = S3Url.parse(prefix)
     store = filesystem(env)
     try:
-        bucket = store.get_file_info(url.bucket)
+        bucket = retrying(lambda: store.get_file_info(url.bucket), f"input {url}")
         if bucket.type == pafs.FileType.NotFound:
             raise ConfigError(f"input {url}: the bucket {url.bucket!r} does not exist")
-        infos = store.get_file_info(pafs.FileSelector(url.path, recursive=True, allow_not_found=True))
-    except OSError as exc:
-        raise ConfigError(store_error(exc, f"input {url}").args[0]) from None
+        selector = pafs.FileSelector(url.path, recursive=True, allow_not_found=True)
+        infos = retrying(lambda: store.get_file_info(selector), f"input {url}")
+    except StoreError as exc:
+        raise ConfigError(exc.args[0]) from None
     found = []
     for info in infos:
         relative = info.path[len(url.path):].lstrip("/")

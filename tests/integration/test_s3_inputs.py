@@ -103,6 +103,22 @@ def test_a_crawl_is_read_from_the_store_as_from_its_warcs_on_disk(store, tmp_pat
     assert texts(from_store) == texts(from_disk) and texts(from_disk)
 
 
+def test_a_prefix_is_read_through_a_throttling_store(store, tmp_path):
+    """503 SlowDown past pyarrow's own three tries: the reader tries each object again with
+    backoff, as a crawl download does, and the run ends as on disk."""
+    store.upload(SAMPLE / "jsonl", "s3://throttled-run/in")
+    local, remote = tmp_path / "local", tmp_path / "remote"
+    curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *SMALL)
+    proxy = ThrottlingProxy(store, refusals=4, max_objects=2)
+    try:
+        curator_cli("run", "--input-dir", "s3://throttled-run/in", "--output-dir", str(remote), *SMALL,
+                    env=proxy.env)
+    finally:
+        proxy.stop()
+    assert len(proxy.refused) == 2 and set(proxy.refused.values()) == {4}, proxy.refused
+    assert visible(remote) == visible(local) != {}
+
+
 def test_a_throttling_store_is_waited_out_by_the_whole_node(store, tmp_path, monkeypatch, caplog):
     """503 SlowDown past the SDK's own retries: the download stage backs the node off and
     tries again, as for a crawl's HTTP server, and the object arrives whole."""

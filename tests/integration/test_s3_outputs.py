@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE, curator_cli
+from tests.conftest import SAMPLE, curator_cli, need
 from tests.support.s3_server import S3Server, ThrottlingProxy, incompressible_jsonl, started
 from tests.support.warcs import write_warc
 from tests.web_pages import pages
@@ -150,15 +150,20 @@ def test_an_output_prefix_the_run_cannot_use_stops_it_before_anything_is_written
 
 
 def test_the_later_phases_read_and_write_the_prefix_as_a_directory(store, tmp_path):
-    """Dedup (its staged curated files, its removal's rewrites, the removed copies kept) and
-    token files: the same objects under the prefix as files under the directory."""
+    """Dedup (its staged curated files, its removal's rewrites, the removed copies kept),
+    selection by model (run-wide top fraction, buckets as prefixes) and token files: the same
+    objects under the prefix as files under the directory."""
+    from tests.support.quality_corpus import train_model, trainer_installed
     from tests.support.tokenizer import train_tokenizer
 
+    need(trainer_installed(), "the fastText trainer is not installed (make install does it)")
     texts = [json.loads(line)["text"] for path in sorted((SAMPLE / "jsonl").glob("*.jsonl"))
              for line in path.read_text().splitlines()]
     tokenizer = train_tokenizer(texts, tmp_path / "tokenizer" / "tokenizer.json", vocab_size=2000)
-    chosen = ["--dedup", "exact", "--dedup-keep-removed", "--tokenize", str(tokenizer), "--token-file-size",
-              "200000", "--output-file-type", "jsonl", *SMALL]
+    model = train_model(tmp_path / "model")
+    chosen = ["--dedup", "exact", "--dedup-keep-removed", "--quality-model", f"hq={model}", "--keep-top-fraction",
+              "hq=0.5", "--quality-buckets", "3", "--partition-by-bucket", "--keep-removed", "--tokenize",
+              str(tokenizer), "--token-file-size", "200000", "--output-file-type", "jsonl", *SMALL]
     local = tmp_path / "local"
     curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *chosen)
     curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", "s3://outputs/phases",
@@ -166,4 +171,5 @@ def test_the_later_phases_read_and_write_the_prefix_as_a_directory(store, tmp_pa
     expected = files_under(local)
     assert any(name.startswith("tokens/part-") for name in expected) and "tokens/manifest.json" in expected
     assert any(name.startswith(".removed/dedup/") for name in expected), sorted(expected)
+    assert any(name.startswith("bucket=") for name in expected), sorted(expected)
     assert store.objects("s3://outputs/phases") == expected

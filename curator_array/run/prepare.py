@@ -105,8 +105,9 @@ def finished_earlier(layout: CheckpointLayout, shard: ShardConfig, run: RunConfi
 def _remove_unfinished_outputs(unfinished: dict[str, set[str]], rerun: set[str], place: OutputPlace) -> None:
     """Files that an earlier attempt put in place for tasks that run again: the rerun writes
     the task whole and may cut it into other files, which must not sit beside these."""
-    for task_id in sorted(rerun & set(unfinished)):
-        present = set(place.names())
+    redone = sorted(rerun & set(unfinished))
+    present = set(place.names()) if redone else set()  # one listing, however many tasks
+    for task_id in redone:
         for name in sorted(unfinished[task_id]):
             if name in present:
                 place.remove(name)

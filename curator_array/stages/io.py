@@ -186,12 +186,11 @@ class WriterStage(ProcessingStage):
 
     format_name: ClassVar[str] = ""
     suffix: ClassVar[str] = ""
-    removed_dir: str | None = None  # where the rows stages dropped go, when the run keeps them
 
     def __init__(self, output_dir: str | os.PathLike, file_size: int = OUTPUT_FILE_SIZE):
         self.output_dir = str(output_dir)
         self.place: OutputPlace = place_of(output_dir)
-        self.removed_place: OutputPlace | None = None
+        self.removed_place: OutputPlace | None = None  # where the rows stages dropped go, when the run keeps them
         self.file_size = file_size
         self._growing: GrowingFiles | None = None
         self._held: dict[str, list[WrittenFiles]] = {}  # written parts of a task whose file is not closed yet
@@ -206,7 +205,6 @@ class WriterStage(ProcessingStage):
 
     def keep_removed_in(self, directory: str | os.PathLike) -> None:
         """Write the rows stages dropped (``stages.removed``) under ``directory/<stage>/``."""
-        self.removed_dir = str(directory)
         self.removed_place = place_of(directory)
 
     def removed_places(self) -> list[OutputPlace]:
@@ -291,7 +289,7 @@ class WriterStage(ProcessingStage):
         """Removed rows first, then the documents; what closed on the way is handed on, after
         the part's ``PartShown``."""
         part, handed = task.part or 0, []
-        removed = task.removed if self.removed_dir is not None else {}
+        removed = task.removed if self.removed_place is not None else {}
         for stage, table in removed.items():
             growing.append((task.task_id, stage), self.removed_place.child(stage), part, table)
         for key in growing.of_task(task.task_id):

@@ -24,7 +24,7 @@ from ..core.errors import ConfigError
 from ..storage.places import OutputPlace, fetched, place_of, split_location
 from .base import ProcessingStage
 from .defaults import MALFORMED_POLICIES, OUTPUT_FILE_SIZE
-from .output_files import GrowingFiles, PlacedFile, TableSink, place_file
+from .output_files import GrowingFiles, PlacedFile, TableSink, write_placed
 from .tasks import DocumentBatch, FileGroupTask, PartShown, Task, TaskCounters, WrittenFiles
 
 
@@ -221,12 +221,7 @@ class WriterStage(ProcessingStage):
             self._write_placed(self.removed_place.child(stage), name, table)
 
     def _write_placed(self, place: OutputPlace, name: str, table: pa.Table) -> PlacedFile:
-        partial = place.new_file(name)
-        try:
-            self.write_table(table, partial)
-            return place_file(place, partial, name)
-        finally:
-            place.discard(partial)
+        return write_placed(place, name, lambda partial: self.write_table(table, partial))
 
     def open_sink(self, path: Path, schema: pa.Schema) -> TableSink:
         """An open file at ``path`` that takes tables of ``schema`` one after another."""
@@ -365,11 +360,7 @@ class FileListWriter(WriterStage):
 
     def process(self, task: FileGroupTask) -> WrittenFiles:  # type: ignore[override]
         listing = [{"path": path, "bytes": os.path.getsize(path)} for path in task.files]
-        partial = self.place.new_file(self.output_name(task.task_id))
-        try:
-            partial.write_bytes(dump_json({"task_id": task.task_id, "files": listing}))
-            placed = place_file(self.place, partial, self.output_name(task.task_id))
-        finally:
-            self.place.discard(partial)
+        data = dump_json({"task_id": task.task_id, "files": listing})
+        placed = write_placed(self.place, self.output_name(task.task_id), lambda partial: partial.write_bytes(data))
         return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[placed.location],
                             rows_written=len(listing), checks=(placed.check,))

@@ -64,6 +64,17 @@ def place_file(place: OutputPlace, partial: Path, name: str) -> PlacedFile:
     return PlacedFile(place.put(partial, name), check)
 
 
+def write_placed(place: OutputPlace, name: str, write: Callable[[Path], None]) -> PlacedFile:
+    """The file ``name`` in ``place``, as ``write`` writes it at a local path, put in place
+    whole (nothing appears when ``write`` raises)."""
+    partial = place.new_file(name)
+    try:
+        write(partial)
+        return place_file(place, partial, name)
+    finally:
+        place.discard(partial)
+
+
 @dataclass
 class GrowingFile:
     """One file being written: where it goes, and the parts it holds so far."""

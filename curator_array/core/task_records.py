@@ -209,25 +209,23 @@ class PartRecordLog:
     """
 
     _TOKEN = secrets.token_hex(4)
-    _created: set[Path] = set()  # this process's files: its pid and token make the name its own
+    _open: dict[Path, int] = {}  # this process's files, open: its pid and token make each name its own
 
     def __init__(self, directory: Path):
         self.path = Path(directory) / f"{socket.gethostname()}-{os.getpid()}-{self._TOKEN}.jsonl"
 
     def append(self, part: PartRecord) -> None:
-        """Append and sync the line: once this returns, a rerun may skip the part."""
-        created = self.path not in self._created
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            data = (part.to_line() + "\n").encode()
-            while data:
-                data = data[os.write(fd, data):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        if created:
+        """Append and sync the line: once this returns, a rerun may skip the part. The file
+        stays open for the process's next lines, so a line costs one sync and no open."""
+        fd = self._open.get(self.path)
+        if fd is None:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
             fsync_directory(self.path.parent)
-            self._created.add(self.path)
+            self._open[self.path] = fd
+        data = (part.to_line() + "\n").encode()
+        while data:
+            data = data[os.write(fd, data):]
+        os.fsync(fd)
 
 
 def read_parts(directory: Path, attempt: str) -> dict[str, TaskRecord]:

@@ -180,20 +180,19 @@ class JsonlWriter(WriterStage):
     suffix = ".jsonl"
 
     @contextmanager
-    def _open_bytes(self, path: Path) -> Iterator[BinaryIO]:
-        with open(path, "wb") as handle:
-            yield handle
+    def _packing(self, raw: BinaryIO) -> Iterator[BinaryIO]:
+        """What lines go to on ``raw`` for the block's length; ``raw`` stays open."""
+        yield raw
 
     def _read_bytes(self, path: Path) -> BinaryIO:
         return open(path, "rb")
 
-    def write_table(self, table: pa.Table, path: Path) -> None:
-        with self._open_bytes(path) as raw:
-            _write_lines(raw, table)
+    def write_table(self, table: pa.Table, file: BinaryIO) -> None:
+        with self._packing(file) as lines:
+            _write_lines(lines, table)
 
-    def open_sink(self, path: Path, schema: pa.Schema) -> JsonlSink:
-        raw = open(path, "wb")
-        return JsonlSink(raw, self._packed(raw))
+    def open_sink(self, file: BinaryIO, schema: pa.Schema) -> JsonlSink:
+        return JsonlSink(file, self._packed(file))
 
     def _packed(self, raw: BinaryIO) -> BinaryIO:
         """What lines are written to, on top of the file."""
@@ -207,7 +206,7 @@ class JsonlWriter(WriterStage):
         names = [json.dumps(name, ensure_ascii=False).encode() for name in (added or {})]
         columns = list((added or {}).values())
         with fetched(source) as local, self._read_bytes(local) as lines, placing(target) as partial, \
-                self._open_bytes(partial) as out:
+                self._packing(partial) as out:
             for line in lines:
                 if not line.strip():
                     continue
@@ -231,8 +230,8 @@ class GzipJsonlWriter(JsonlWriter):
     suffix = ".jsonl.gz"
 
     @contextmanager
-    def _open_bytes(self, path: Path) -> Iterator[BinaryIO]:
-        with open(path, "wb") as raw, self._packed(raw) as packed:
+    def _packing(self, raw: BinaryIO) -> Iterator[BinaryIO]:
+        with self._packed(raw) as packed:  # closing the gzip stream leaves ``raw`` open
             yield packed
 
     def _packed(self, raw: BinaryIO) -> BinaryIO:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -54,11 +55,11 @@ class ParquetWriter(WriterStage):
     format_name = "parquet"
     suffix = ".parquet"
 
-    def write_table(self, table: pa.Table, path: Path) -> None:
-        pq.write_table(table, path, compression=COMPRESSION)
+    def write_table(self, table: pa.Table, file: BinaryIO) -> None:
+        pq.write_table(table, file, compression=COMPRESSION)
 
-    def open_sink(self, path: Path, schema: pa.Schema) -> ParquetSink:
-        return ParquetSink(path, schema)
+    def open_sink(self, file: BinaryIO, schema: pa.Schema) -> ParquetSink:
+        return ParquetSink(file, schema)
 
 
 FOOTER_PER_COLUMN, MAX_STATISTICS_BYTES = 256, 4096
@@ -72,22 +73,26 @@ def _variable_width(kind: pa.DataType) -> bool:
 class ParquetSink:
     """A Parquet file that takes tables of one schema as row groups, written as they come."""
 
-    def __init__(self, path: Path, schema: pa.Schema):
-        self.file = pa.OSFile(str(path), "wb")
+    def __init__(self, file: BinaryIO, schema: pa.Schema):
+        self.file = file
         self.schema = schema
         self.writer = pq.ParquetWriter(self.file, schema, compression=COMPRESSION)
         self.row_groups = 0
 
     def _matching(self, table: pa.Table) -> pa.Table | None:
-        """``table`` in the file's schema: as it is, or with its all-null columns typed as the file's."""
+        """``table`` in the file's schema: as it is, or with its all-null columns typed as the
+        file's and the file's columns it lacks (a step that added one dropped none of these
+        rows) as nulls; none when it has a column the file has not."""
         if table.schema.equals(self.schema, check_metadata=False):
             return table
-        if table.schema.names != self.schema.names:
+        theirs = {field.name: field.type for field in table.schema}
+        if len(theirs) != len(table.schema) or not theirs.keys() <= set(self.schema.names):
             return None
-        if any(not pa.types.is_null(ours.type) and ours.type != theirs.type
-               for ours, theirs in zip(table.schema, self.schema)):
+        if any(not pa.types.is_null(theirs[field.name]) and theirs[field.name] != field.type
+               for field in self.schema if field.name in theirs):
             return None
-        return table.cast(self.schema)
+        return pa.table([table.column(field.name).cast(field.type) if field.name in theirs
+                         else pa.nulls(table.num_rows, field.type) for field in self.schema], schema=self.schema)
 
     def accepts(self, table: pa.Table) -> bool:
         return self._matching(table) is not None

@@ -18,7 +18,7 @@
 
 The rows keep FineWeb's columns: text, id, url, date, dump, warc_path, language,
 language_score (and token_count with ``--tokenize``). ``--keep-removed`` writes what each
-step dropped under ``OUTPUT_DIR/.removed/<step>/``.
+step dropped under ``OUTPUT_DIR/.removed/pipeline/`` (the step in ``removed_by``).
 """
 
 from __future__ import annotations

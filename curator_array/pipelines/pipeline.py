@@ -20,7 +20,7 @@ from typing import Any
 from ..core.errors import ConfigError
 from ..core.phase import PhaseSettings
 from ..stages.base import ProcessingStage, SourceStage
-from ..stages.defaults import REMOVED_DIR
+from ..stages.defaults import PIPELINE_REMOVED_DIR
 from ..stages.io import ReaderStage, WriterStage
 from ..stages.requirements import first_missing
 from ..storage.places import joined
@@ -107,7 +107,7 @@ class Pipeline:
         for (pinned with its fingerprint), with ``before_writer`` (what those phases need of
         each document: its token count, say) just before its writer, and, with
         ``--keep-removed``, every stage that drops rows keeping them for the writer to write
-        under ``OUTPUT_DIR/.removed/<step>/``. Its writer must write where the phases look
+        under ``OUTPUT_DIR/.removed/pipeline/``. Its writer must write where the phases look
         (``options.written_dir``)."""
         missing = first_missing([*self.stages, *before_writer])
         if missing:
@@ -119,7 +119,7 @@ class Pipeline:
             for stage in stages:
                 if stage.drops_rows:
                     stage.keep_removed = True
-            stages[-1].keep_removed_in(joined(options.output_dir, REMOVED_DIR))
+            stages[-1].keep_removed_in(joined(options.output_dir, PIPELINE_REMOVED_DIR))
         if options.phases.output_staged and Path(self.writer.output_dir).resolve() != Path(options.written_dir).resolve():
             raise ConfigError(
                 f"the pipeline writes to {self.writer.output_dir}, but the phases after it read {options.written_dir} "

@@ -82,7 +82,7 @@ AFTER_FILTER_OPTIONS = _with_field_defaults(
     RunOption("malformed", "Malformed JSONL lines: fail the task, or skip and count them.", "choice", "filters",
               choices=defaults.MALFORMED_POLICIES, old_variables=("MALFORMED_RECORDS",)),
     RunOption("keep_removed", "Write every document a filter dropped, with the rule that dropped it, under "
-              "OUTPUT_DIR/.removed/<step>/.", "flag", "filters"),
+              "OUTPUT_DIR/.removed/pipeline/.", "flag", "filters"),
     # downloads
     RunOption("download_dir", "Where downloads go (shared or node-local; default OUTPUT_DIR/.downloads, "
               "CHECKPOINT_PATH/.downloads when OUTPUT_DIR is in an object store).", "path",

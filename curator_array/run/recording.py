@@ -25,9 +25,11 @@ def relative_to(root: Path | None, path: str) -> str:
 
 
 def checked(written: WrittenFiles, root: Path) -> WrittenFiles:
-    """``written`` with (name, size, CRC-32) of each of its files, read from disk once."""
+    """``written`` with (name, size, CRC-32) of each of its files, read from disk once (a
+    writer that counted them as it wrote them has handed them on already)."""
     if written.checks or not written.files:
         return written
+    root = root.resolve()
     return replace(written, checks=tuple((relative_to(root, path), *file_check(path)) for path in written.files))
 
 
@@ -53,7 +55,7 @@ class RecordParts(ProcessingStage):
     def process(self, task: Task) -> Task:
         if not isinstance(task, WrittenFiles):
             return task
-        task = checked(task, Path(self.root).resolve())
+        task = checked(task, Path(self.root))
         PartRecordLog(Path(self.directory)).append(part_record(task, self.attempt))
         return task
 

@@ -41,3 +41,4 @@ PIPELINE_QUALITY_THRESHOLDS = {DCLM_PIPELINE: DCLM_QUALITY_THRESHOLD}
 
 # Where the documents a filter dropped go, under the output dir (--keep-removed).
 REMOVED_DIR = layout.REMOVED_DIR
+PIPELINE_REMOVED_DIR = layout.PIPELINE_REMOVED_DIR

@@ -14,7 +14,7 @@ import os
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -169,6 +169,7 @@ class ReaderStage(ProcessingStage):
         yield replace(held, final=True)
 
 
+REMOVED_KEY = "removed"  # a task's growing file of removed rows, beside its output's ("")
 Added = tuple[Mapping[int, Any], Any]  # a field a rewrite adds: its value by row number, and for other rows
 
 
@@ -204,32 +205,39 @@ class WriterStage(ProcessingStage):
         return f"{task_id}{self.suffix}"
 
     def keep_removed_in(self, directory: str | os.PathLike) -> None:
-        """Write the rows stages dropped (``stages.removed``) under ``directory/<stage>/``."""
+        """Write the rows stages dropped (``stages.removed``) under ``directory``, each task's
+        in files of its own named as its output's, every step's rows together."""
         self.removed_place = place_of(directory)
 
     def removed_places(self) -> list[OutputPlace]:
-        """Where the rows each step dropped went (none when the run keeps none)."""
-        return self.removed_place.children() if self.removed_place is not None else []
+        """Where the rows the steps dropped went (none when the run keeps none)."""
+        return [self.removed_place] if self.removed_place is not None else []
 
     def roll_at(self, file_size: int) -> None:
         """Roll a streamed task's file over at ``file_size`` bytes on disk (``--output-file-size``)."""
         self.file_size = file_size
 
-    def _write_removed(self, task: DocumentBatch, name: str) -> None:
-        """Before the output, so an output in place means its removed rows are too."""
-        for stage, table in task.removed.items() if self.removed_place is not None else ():
-            self._write_placed(self.removed_place.child(stage), name, table)
+    def _removed_rows(self, task: DocumentBatch) -> pa.Table | None:
+        """The rows every step dropped from ``task``, in one table, when the run keeps them."""
+        if self.removed_place is None or not task.removed:
+            return None
+        return pa.concat_tables(task.removed.values(), promote_options="permissive")
 
     def _write_placed(self, place: OutputPlace, name: str, table: pa.Table) -> PlacedFile:
         return write_placed(place, name, lambda partial: self.write_table(table, partial))
 
-    def open_sink(self, path: Path, schema: pa.Schema) -> TableSink:
-        """An open file at ``path`` that takes tables of ``schema`` one after another."""
+    def _sync(self) -> None:
+        """Sync the renames of the files put in place so far, before any record names them."""
+        for place in (self.place, *self.removed_places()):
+            place.sync()
+
+    def open_sink(self, file: BinaryIO, schema: pa.Schema) -> TableSink:
+        """A sink on the new ``file`` that takes tables of ``schema`` one after another."""
         raise NotImplementedError
 
-    def write_table(self, table: pa.Table, path: Path) -> None:
-        """Write ``table`` at ``path`` (a temporary name; the caller syncs it and renames it)."""
-        sink = self.open_sink(path, table.schema)
+    def write_table(self, table: pa.Table, file: BinaryIO) -> None:
+        """Write ``table`` to the new ``file`` (the caller closes it and puts it in place)."""
+        sink = self.open_sink(file, table.schema)
         sink.write(table)
         sink.close()
 
@@ -250,14 +258,18 @@ class WriterStage(ProcessingStage):
             table = table.append_column(name, pa.array([values.get(row, default) for row in written.tolist()]))
         place, name = split_location(target)
         self._write_placed(place, name, table)
+        place.sync()
         return len(chosen), table.num_rows
 
     def process(self, task: DocumentBatch) -> WrittenFiles | list[Task]:
         if task.part is not None:
             return self._append_part(task)
         name = self.output_name(task.task_id)
-        self._write_removed(task, name)
+        removed = self._removed_rows(task)
+        if removed is not None:  # before the output, so an output in place means its removed rows are too
+            self._write_placed(self.removed_place, name, removed)
         placed = [self._write_placed(self.place, name, task.table)] if task.num_rows else []
+        self._sync()
         return self._written(task, placed)
 
     @staticmethod
@@ -284,12 +296,11 @@ class WriterStage(ProcessingStage):
         """Removed rows first, then the documents; what closed on the way is handed on, after
         the part's ``PartShown``."""
         part, handed = task.part or 0, []
-        removed = task.removed if self.removed_place is not None else {}
-        for stage, table in removed.items():
-            growing.append((task.task_id, stage), self.removed_place.child(stage), part, table)
-        for key in growing.of_task(task.task_id):
-            if key[1] and key[1] not in removed:
-                growing.skip(key, part)
+        removed = self._removed_rows(task)
+        if removed is not None:
+            growing.append((task.task_id, REMOVED_KEY), self.removed_place, part, removed)
+        else:
+            growing.skip((task.task_id, REMOVED_KEY), part)
         output = (task.task_id, "")
         if task.num_rows:
             if growing.get(output) is not None and not growing.fits(output, part, task.table):
@@ -309,10 +320,13 @@ class WriterStage(ProcessingStage):
         per file, not per part), the output file on the run that holds its first part."""
         growing = self._growing
         output = growing.get((task_id, "")) if growing is not None else None
-        for key in growing.of_task(task_id) if growing is not None else ():
+        keys = growing.of_task(task_id) if growing is not None else []
+        for key in keys:
             if key[1]:
                 growing.close(key)
         placed = growing.close((task_id, "")) if output is not None else None
+        if keys:
+            self._sync()
         runs = _consecutive(self._held.pop(task_id, []))
         if output is not None:
             runs = [replace(run, files=[placed.location], checks=(placed.check,))
@@ -361,6 +375,7 @@ class FileListWriter(WriterStage):
     def process(self, task: FileGroupTask) -> WrittenFiles:  # type: ignore[override]
         listing = [{"path": path, "bytes": os.path.getsize(path)} for path in task.files]
         data = dump_json({"task_id": task.task_id, "files": listing})
-        placed = write_placed(self.place, self.output_name(task.task_id), lambda partial: partial.write_bytes(data))
+        placed = write_placed(self.place, self.output_name(task.task_id), lambda partial: partial.write(data))
+        self.place.sync()
         return WrittenFiles(task.task_id, dict(task.metadata), task.counters, files=[placed.location],
                             rows_written=len(listing), checks=(placed.check,))

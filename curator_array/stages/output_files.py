@@ -18,12 +18,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import pyarrow as pa
 
-from ..core.task_records import file_check
+from ..core.atomic import NewFile
 from ..storage.places import OutputPlace
 
 
@@ -57,16 +56,18 @@ class PlacedFile:
     check: tuple[str, int, int]
 
 
-def place_file(place: OutputPlace, partial: Path, name: str) -> PlacedFile:
-    """``partial`` (complete, from ``place.new_file(name)``) in place as ``name``; its checksum
-    is taken before, from the local bytes, so no record ever reads an output back."""
-    check = (name, *file_check(partial))
+def place_file(place: OutputPlace, partial: NewFile, name: str) -> PlacedFile:
+    """``partial`` (complete, from ``place.new_file(name)``) in place as ``name``, with the
+    checksum counted as it was written, so no record ever reads an output back. The rename
+    is synced by ``place.sync()``, once per task, before the task's record is."""
+    partial.close()
+    check = (name, *partial.check)
     return PlacedFile(place.put(partial, name), check)
 
 
-def write_placed(place: OutputPlace, name: str, write: Callable[[Path], None]) -> PlacedFile:
-    """The file ``name`` in ``place``, as ``write`` writes it at a local path, put in place
-    whole (nothing appears when ``write`` raises)."""
+def write_placed(place: OutputPlace, name: str, write: Callable[[BinaryIO], None]) -> PlacedFile:
+    """The file ``name`` in ``place``, as ``write`` writes it to an open new file, put in
+    place whole (nothing appears when ``write`` raises)."""
     partial = place.new_file(name)
     try:
         write(partial)
@@ -81,7 +82,7 @@ class GrowingFile:
 
     place: OutputPlace
     name: str
-    partial: Path
+    partial: NewFile
     sink: TableSink
     first_part: int
     next_part: int
@@ -118,7 +119,7 @@ class GrowingFiles:
     (task id, step) for the rows a step removed from it; ``open_sink`` opens a format's sink
     at a path for a schema."""
 
-    def __init__(self, suffix: str, open_sink: Callable[[Path, pa.Schema], TableSink], limit: int):
+    def __init__(self, suffix: str, open_sink: Callable[[BinaryIO, pa.Schema], TableSink], limit: int):
         self.suffix, self.open_sink, self.limit = suffix, open_sink, limit
         self.files: dict[tuple[str, str], GrowingFile] = {}
 

@@ -2,11 +2,12 @@
 
 FineWeb wrote what each step dropped next to what it kept, so a reader can see what a rule
 costs. A stage that drops rows hands them to ``removed_rows``; when the stage keeps removed
-rows they travel on the batch, each with the rule that dropped it (``removed_by``), and the
-writer writes them with the batch's own output, under ``<removed dir>/<step>/`` (the rule's
-prefix: ``gopher_quality`` for ``gopher_quality.stop_words``) with the
-output's name: a retried task rewrites them and never adds a second copy. They are not the
-run's output, so no later phase reads them.
+rows they travel on the batch, by step (the rule's prefix: ``gopher_quality`` for
+``gopher_quality.stop_words``), each row with the rule that dropped it (``removed_by``). The
+writer writes every step's rows of a task into the task's own removed files (one file, not
+one per step: each file is metadata work for a parallel file system), with the output's
+names: a retried task rewrites them and never adds a second copy. They are not the run's
+output, so no later phase reads them.
 """
 
 from __future__ import annotations

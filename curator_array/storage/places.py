@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from ..core.atomic import put_in_place, temporary_sibling
+from ..core.atomic import NewFile, temporary_sibling
 from ..core.errors import ConfigError
 from ..core.task_records import file_check
 from .s3 import (
@@ -58,19 +58,19 @@ class OutputPlace(Protocol):
     def child(self, name: str) -> OutputPlace:
         """The place ``name`` under this one (a subdirectory, a longer prefix)."""
 
-    def children(self) -> list[OutputPlace]:
-        """The places directly under this one (subdirectories, longer prefixes)."""
-
     def check(self, what: str) -> None:
         """Refuse (``ConfigError``) a place that cannot be written: before any work."""
 
-    def new_file(self, name: str) -> Path:
-        """A local path to write the bytes of ``name`` to before ``put`` puts them in place."""
+    def new_file(self, name: str) -> NewFile:
+        """A local file, open, to write the bytes of ``name`` to before ``put`` puts them in place."""
 
-    def put(self, written: Path, name: str) -> str:
-        """``written`` (from ``new_file``) in place as ``name``, whole; returns its location."""
+    def put(self, written: NewFile, name: str) -> str:
+        """``written`` (from ``new_file``, closed) in place as ``name``, whole; returns its location."""
 
-    def discard(self, written: Path) -> None: ...
+    def sync(self) -> None:
+        """Make the files put here so far survive a crash of the node (a directory's renames)."""
+
+    def discard(self, written: NewFile) -> None: ...
 
     def names(self) -> list[str]:
         """The visible files directly under this place."""
@@ -96,28 +96,28 @@ class LocalPlace:
     def child(self, name: str) -> LocalPlace:
         return LocalPlace(self.directory / name)
 
-    def children(self) -> list[LocalPlace]:
-        try:
-            return [self.child(e.name) for e in sorted(os.scandir(self.directory), key=lambda e: e.name) if e.is_dir()]
-        except FileNotFoundError:
-            return []
-
     def check(self, what: str) -> None:
         pass  # a directory is made as it is written; an unwritable one fails the first task, with its path
 
-    def new_file(self, name: str) -> Path:
+    def new_file(self, name: str) -> NewFile:
         if not self._made:
             self.directory.mkdir(parents=True, exist_ok=True)
             self._made = True
-        return temporary_sibling(self.directory / name)
+        return NewFile(temporary_sibling(self.directory / name))
 
-    def put(self, written: Path, name: str) -> str:
+    def put(self, written: NewFile, name: str) -> str:
+        """A rename: the file synced itself when it was closed."""
         final = self.directory / name
-        put_in_place(written, final)
+        written.close()
+        os.replace(written.path, final)
         return str(final)
 
-    def discard(self, written: Path) -> None:
-        written.unlink(missing_ok=True)
+    def sync(self) -> None:
+        sync_directory(self.directory)
+
+    def discard(self, written: NewFile) -> None:
+        _close_quietly(written)
+        written.path.unlink(missing_ok=True)
 
     def names(self) -> list[str]:
         try:
@@ -214,24 +214,34 @@ class StorePlace:
         except ConfigError as exc:
             raise ConfigError(f"{what} {self.url}: {exc}") from None
 
-    def new_file(self, name: str) -> Path:
-        return _spool_dir() / f"{os.getpid()}-{secrets.token_hex(4)}-{name}"
+    def new_file(self, name: str) -> NewFile:
+        return NewFile(_spool_dir() / f"{os.getpid()}-{secrets.token_hex(4)}-{name}", sync=False)
 
-    def put(self, written: Path, name: str) -> str:
+    def put(self, written: NewFile, name: str) -> str:
+        try:
+            written.close()
+            return self.upload(written.path, name)
+        finally:
+            written.path.unlink(missing_ok=True)
+
+    def upload(self, local: Path, name: str) -> str:
+        """The local file ``local`` as the object ``name``, whole; returns its location."""
         from boto3.s3.transfer import TransferConfig
 
         config = TransferConfig(multipart_threshold=PART_BYTES, multipart_chunksize=PART_BYTES,
                                 max_concurrency=UPLOAD_THREADS)
         try:
-            self._client().upload_file(str(written), self.url.bucket, self._key(name), Config=config)
+            self._client().upload_file(str(local), self.url.bucket, self._key(name), Config=config)
         except Exception as exc:  # noqa: BLE001 - boto3's errors have no common base with the transfer's
             raise OSError(store_error(exc, self.location(name)).args[0]) from None
-        finally:
-            written.unlink(missing_ok=True)
         return self.location(name)
 
-    def discard(self, written: Path) -> None:
-        written.unlink(missing_ok=True)
+    def sync(self) -> None:
+        pass  # an object is durable once its upload is complete
+
+    def discard(self, written: NewFile) -> None:
+        _close_quietly(written)
+        written.path.unlink(missing_ok=True)
 
     def _listed(self, kind) -> list[str]:
         import pyarrow.fs as pafs
@@ -246,11 +256,6 @@ class StorePlace:
         import pyarrow.fs as pafs
 
         return self._listed(pafs.FileType.File)
-
-    def children(self) -> list[StorePlace]:
-        import pyarrow.fs as pafs
-
-        return [self.child(name) for name in self._listed(pafs.FileType.Directory)]
 
     def remove(self, name: str) -> None:
         try:
@@ -305,15 +310,16 @@ def split_location(location: str | os.PathLike) -> tuple[OutputPlace, str]:
 
 
 @contextmanager
-def placing(location: str | os.PathLike) -> Iterator[Path]:
-    """A local path to write the file at ``location`` (a path or an ``s3://`` URL) to, however
-    it is written; when the block ends the file is put in place whole (renamed, or uploaded),
-    and when it raises nothing appears."""
+def placing(location: str | os.PathLike) -> Iterator[NewFile]:
+    """A new local file to write the file at ``location`` (a path or an ``s3://`` URL) to;
+    when the block ends it is put in place whole (renamed and synced, or uploaded), and when
+    it raises nothing appears."""
     place, name = split_location(location)
     written = place.new_file(name)
     try:
         yield written
         place.put(written, name)
+        place.sync()
     finally:
         place.discard(written)
 
@@ -321,7 +327,30 @@ def placing(location: str | os.PathLike) -> Iterator[Path]:
 def put_bytes(location: str | os.PathLike, data: bytes) -> None:
     """A small file at ``location``, in place whole."""
     with placing(location) as written:
-        written.write_bytes(data)
+        written.write(data)
+
+
+_DIRECTORIES: dict[Path, int] = {}  # this process's open directories, to sync renames in them
+
+
+def sync_directory(directory: Path) -> None:
+    """Sync ``directory`` (its renames) through a descriptor this process keeps open: a writer
+    syncs its directories once per task, and reopening them would double the calls to a
+    parallel file system's metadata server. Best effort, as some file systems refuse it."""
+    try:
+        fd = _DIRECTORIES.get(directory)
+        if fd is None:
+            fd = _DIRECTORIES[directory] = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        os.fsync(fd)
+    except OSError:
+        pass
+
+
+def _close_quietly(written: NewFile) -> None:
+    try:
+        written.close()
+    except OSError:
+        pass  # the file is removed next: a full disk or a failed sync need not hide the first error
 
 
 @contextmanager

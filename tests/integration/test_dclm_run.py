@@ -112,7 +112,7 @@ def test_status_shows_every_step_and_the_lines_removed(jsonl_run):
 
 def test_dropped_pages_are_kept_as_they_came_with_their_step(jsonl_run):
     documents, out = jsonl_run
-    kept = rows_of(out / ".removed" / "dclm")
+    kept = rows_of(out / ".removed" / "pipeline")
     by_id = {d["id"]: d for d in documents}
     assert kept and all(row["removed_by"].startswith("dclm.") for row in kept)
     assert all(row["text"] == by_id[row["id"]]["text"] for row in kept if row["id"] != "numeric")

@@ -67,13 +67,15 @@ def run_fineweb(root: Path, out: Path, checkpoint: Path):
 
 
 def removed(out: Path) -> dict[str, dict[str, str]]:
-    """step → {url: rule} of the documents kept under .removed/."""
+    """step → {url: rule} of the documents kept under .removed/pipeline/, a file per task."""
     found: dict[str, dict[str, str]] = {}
-    for path in sorted((out / ".removed").glob("*/*.parquet")):
+    seen: set[str] = set()
+    for path in sorted((out / ".removed" / "pipeline").glob("*.parquet")):
         rows = pq.read_table(path, columns=["url", "removed_by"]).to_pylist()
-        urls = found.setdefault(path.parent.name, {})
-        assert not set(urls) & {r["url"] for r in rows}, "a removed document is written once"
-        urls.update({r["url"]: r["removed_by"] for r in rows})
+        assert not seen & {r["url"] for r in rows}, "a removed document is written once"
+        seen.update(r["url"] for r in rows)
+        for row in rows:
+            found.setdefault(row["removed_by"].partition(".")[0], {})[row["url"]] = row["removed_by"]
     return found
 
 

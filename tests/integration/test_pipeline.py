@@ -120,7 +120,8 @@ def test_a_task_whose_documents_are_all_dropped_writes_no_file_and_its_manifest_
     assert outcome.work.tasks_written == 2 and outcome.work.tasks_without_output == 1
     assert [Path(name).name for name in outcome.work.output_files] == [f"{group_task_id(['words.jsonl'])}.jsonl"]
     assert visible_files(out) == [f"{group_task_id(['words.jsonl'])}.jsonl"], "no file without rows"
-    assert len(read_records(out / ".removed" / "non_empty_text")) == 5, "the task's removed rows are kept all the same"
+    kept_aside = read_records(out / ".removed" / "pipeline")
+    assert [row["removed_by"] for row in kept_aside] == ["non_empty_text"] * 5, "the task's removed rows are kept"
     again = run_shard_here(default_pipeline(options).for_run(options), tmp_path / "ckpt", output_dir=out)
     assert again.status == "completed" and again.work.tasks_without_output == 1, "finished all the same"
     assert visible_files(out) == [f"{group_task_id(['words.jsonl'])}.jsonl"]

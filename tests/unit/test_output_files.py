@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -131,14 +132,26 @@ def test_parts_in_another_process_or_order_start_a_file_of_their_own(tmp_path):
     assert sorted((w.part, w.parts, len(w.files)) for w in rest) == [(2, 1, 1), (3, 1, 1)]
 
 
-def test_removed_rows_follow_the_same_rule_and_are_in_place_first(tmp_path):
+def test_every_steps_removed_rows_of_a_task_go_to_one_file_by_the_same_rule(tmp_path):
     writer = writer_for("parquet", tmp_path / "out")
     writer.keep_removed_in(tmp_path / "removed")
     parts = parts_of("t", [texts(4), texts(4, 4), texts(4, 8)], removed={0: texts(2, 100), 2: texts(1, 200)})
+    scored = texts(2, 300).append_column("score", pa.array([0.5, 0.25]))
+    parts[0] = replace(parts[0], removed={**parts[0].removed, "language": scored})  # a step that added a column
     handed = written(apply_stage(writer, iter(parts)))
-    assert visible(tmp_path / "removed") == ["word_count/t.00000.parquet"]
-    assert pq.read_table(tmp_path / "removed" / "word_count" / "t.00000.parquet").num_rows == 3
-    assert len([f for w in handed for f in w.files]) == 1
+    assert visible(tmp_path / "removed") == ["t.00000.parquet"]
+    removed = pq.read_table(tmp_path / "removed" / "t.00000.parquet")
+    assert removed.column("url").to_pylist() == [f"https://example.com/{n}" for n in (100, 101, 300, 301, 200)]
+    assert removed.column("score").to_pylist() == [None, None, 0.5, 0.25, None]
+    assert visible(tmp_path / "out") == ["t.00000.parquet"] and len([f for w in handed for f in w.files]) == 1
+
+
+def test_a_part_with_a_column_the_file_lacks_starts_a_file_of_its_own(tmp_path):
+    writer = writer_for("parquet", tmp_path)
+    later = texts(2, 4).append_column("score", pa.array([0.5, 0.25]))
+    written(apply_stage(writer, iter(parts_of("t", [texts(4), later, texts(1, 6)]))))
+    assert visible(tmp_path) == ["t.00000.parquet", "t.00001.parquet"]
+    assert pq.read_table(tmp_path / "t.00001.parquet").column("score").to_pylist() == [0.5, 0.25, None]
 
 
 def test_a_part_that_fails_to_write_fails_its_task_and_leaves_nothing(tmp_path, monkeypatch):

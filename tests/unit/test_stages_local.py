@@ -107,8 +107,9 @@ def test_a_writer_that_fails_midway_leaves_the_old_file_and_no_partial_one(tmp_p
     first = writer.process(batch(["kept"]))
     before = open(first.files[0], "rb").read()
 
-    def half_written(table, path):
-        Path(path).write_bytes(b"PAR1 half")
+    def half_written(table, file):
+        file.write(b"PAR1 half")
+        file.flush()
         raise OSError("disk full")
 
     monkeypatch.setattr(writer, "write_table", half_written)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
+import pytest
+
+from curator_array.core.atomic import NewFile
 from curator_array.core.layout import AttemptId, CheckpointLayout
 from curator_array.core.sharding import ShardConfig
 from curator_array.core.task_records import (
@@ -47,6 +50,18 @@ def test_file_check_is_size_and_crc32(tmp_path):
     path = tmp_path / "f"
     path.write_bytes(b"x" * 3_000_000)
     assert file_check(path) == (3_000_000, zlib.crc32(b"x" * 3_000_000))
+
+
+def test_a_new_file_knows_its_check_without_reading_itself_back_and_never_replaces_a_file(tmp_path):
+    path, data = tmp_path / "f", bytes(range(256)) * 9000  # more than the 1 MiB buffer
+    with NewFile(path) as handle:
+        handle.write(data[:1000])
+        handle.write(memoryview(data)[1000:])
+        assert handle.tell() == len(data)
+    assert handle.check == file_check(path) == (len(data), zlib.crc32(data))
+    with pytest.raises(FileExistsError):
+        NewFile(path)
+    assert file_check(path) == handle.check
 
 
 def test_records_of_every_attempt_are_read_back_and_a_cut_line_is_ignored(tmp_path):

@@ -18,7 +18,7 @@ from ...core.atomic import dump_json, write_bytes_atomic
 from ...core.counts import Counts
 from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
-from ...storage.places import LocalPlace, OutputPlace, joined, place_of
+from ...storage.places import LocalPlace, StorePlace, joined, place_of
 from .layouts import TOKENIZE, TOKENS, token_file
 from .tokenize import tokenizer_of
 
@@ -71,13 +71,15 @@ class TokenFiles(Phase):
                                            sum(p.bytes for p in parts)))
 
 
-def _upload(directory: Path, place: OutputPlace) -> None:
-    """The merged files, each uploaded whole, the manifest last (so a manifest names only files
-    that are there); objects of an earlier merge that this one no longer has are removed."""
+def _upload(directory: Path, place: StorePlace) -> None:
+    """The merged files, each uploaded whole and then removed here, the manifest last (so a
+    manifest names only files that are there); objects of an earlier merge that this one no
+    longer has are removed."""
     files = sorted(directory.iterdir(), key=lambda path: path.name == MANIFEST)
     names = {path.name for path in files}
     for path in files:
-        place.put(path, path.name)
+        place.upload(path, path.name)
+        path.unlink()
     for stale in place.names():
         if stale not in names:
             place.remove(stale)

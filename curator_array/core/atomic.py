@@ -115,7 +115,14 @@ def put_in_place(partial: Path, path: Path) -> None:
 
 
 def _write_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    """``data`` in the new file ``path``, synced; its directory is made when it is missing
+    (tried first rather than made each time: a mkdir of a directory that is there costs two
+    calls to a parallel file system's metadata server)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -127,7 +134,8 @@ def _write_synced(path: Path, data: bytes) -> None:
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename)."""
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename); its directory is
+    made when missing."""
     path = Path(path)
     tmp = temporary_sibling(path)
     try:
@@ -144,7 +152,7 @@ def create_bytes_exclusive(path: Path, data: bytes) -> bool:
 
     Returns True when this call created it. The content is complete before the name
     appears (``os.link`` of a synced temp file), so concurrent readers never see a partial
-    file and exactly one of several racing writers wins.
+    file and exactly one of several racing writers wins. Its directory is made when missing.
     """
     path = Path(path)
     tmp = temporary_sibling(path)
@@ -166,7 +174,6 @@ def dump_json(payload: Any) -> bytes:
 
 
 def write_json_atomic(path: Path, payload: Any) -> Path:
-    """``payload`` as JSON at ``path`` (its directory created first), atomically; returns ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """``payload`` as JSON at ``path`` (its directory made when missing), atomically; returns ``path``."""
     write_bytes_atomic(path, dump_json(payload))
     return path

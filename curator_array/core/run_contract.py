@@ -162,7 +162,6 @@ def ensure_run_config(
     digest = source_digest(source_task_ids)
     wanted = RunConfig(shards, len(source_task_ids), digest, pipeline, secrets.token_hex(8), listing, request)
     try:
-        layout.completion_dir.mkdir(parents=True, exist_ok=True)
         if listing is None:
             create_bytes_exclusive(
                 layout.source_list_path(digest),

@@ -68,7 +68,7 @@ class TaskCompletion:
     """
 
     def __init__(self, root: Path, attempt: str):
-        self.root = Path(root).resolve()
+        self.root = Path(root)  # resolved by `checked` only when a file needs its check read
         self.attempt = attempt
         self.parts: dict[str, dict[int, PartRecord]] = {}
         self.failed: set[str] = set()

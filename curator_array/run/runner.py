@@ -196,9 +196,9 @@ def _record_result(result: Task, failures: list[FailedTask], written: list[Writt
 
 def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir) -> ShardWork:
     """This attempt's work plus the tasks earlier attempts finished."""
-    root = Path(output_dir).resolve() if output_dir is not None and not is_s3(output_dir) else None
-    files = {name for w in written for name, _, _ in w.checks}
-    files |= {relative_to(root, f) for w in written if not w.checks for f in w.files}
+    unchecked = [f for w in written if not w.checks for f in w.files]
+    root = Path(output_dir).resolve() if unchecked and output_dir is not None and not is_s3(output_dir) else None
+    files = {name for w in written for name, _, _ in w.checks} | {relative_to(root, f) for f in unchecked}
     counters = sum((w.counters for w in written), TaskCounters())
     rows_out = sum(w.rows_written for w in written)
     for record in prepared.done.values():

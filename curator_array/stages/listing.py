@@ -104,7 +104,6 @@ def save(layout: CheckpointLayout, listing: Listing) -> str:
     sink = io.BytesIO()
     pq.write_table(listing.table, sink, compression="zstd")
     try:
-        layout.completion_dir.mkdir(parents=True, exist_ok=True)
         create_bytes_exclusive(layout.listing_path(name), sink.getvalue())
     except OSError as exc:
         raise unwritable(layout, exc) from None

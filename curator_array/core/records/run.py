@@ -110,6 +110,5 @@ class PinnedRequest:
 
     def write(self, layout: CheckpointLayout) -> str:
         """Write once (a request with the same values is the same file); returns the id."""
-        layout.completion_dir.mkdir(parents=True, exist_ok=True)
         create_bytes_exclusive(layout.request_path(self.id), dump_json({**self.to_json(), "written_at": utc_now()}))
         return self.id

@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -84,6 +85,29 @@ class NewFile(io.BufferedWriter):
     def check(self) -> tuple[int, int]:
         """(size, CRC-32) of the bytes written; complete once the file is closed."""
         return self.raw.size, self.raw.crc
+
+
+class KeptOpen:
+    """Descriptors a process keeps open for files it syncs again and again (a directory a
+    writer renames into, its record file): reopening each one every time would double the
+    calls a parallel file system's metadata server takes. At most ``limit`` are kept (the
+    least recently used is closed), so a process that writes to many places in turn, a test
+    session say, does not run out of descriptors."""
+
+    def __init__(self, flags: int, limit: int = 32):
+        self.flags, self.limit = flags | os.O_CLOEXEC, limit
+        self._open: OrderedDict[Path, int] = OrderedDict()
+
+    def fd(self, path: Path) -> tuple[int, bool]:
+        """An open descriptor of ``path``, and whether this call opened it."""
+        fd = self._open.get(path)
+        if fd is not None:
+            self._open.move_to_end(path)
+            return fd, False
+        fd = self._open[path] = os.open(path, self.flags, 0o644)
+        if len(self._open) > self.limit:
+            os.close(self._open.popitem(last=False)[1])
+        return fd, True
 
 
 def temporary_sibling(path: Path) -> Path:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .atomic import fsync_directory, write_bytes_atomic
+from .atomic import KeptOpen, fsync_directory, write_bytes_atomic
 from .layout import AttemptId, CheckpointLayout
 from .records.base import SCHEMA_VERSION
 from .records.contamination import Contamination
@@ -209,7 +209,7 @@ class PartRecordLog:
     """
 
     _TOKEN = secrets.token_hex(4)
-    _open: dict[Path, int] = {}  # this process's files, open: its pid and token make each name its own
+    _open = KeptOpen(os.O_WRONLY | os.O_CREAT | os.O_APPEND)  # its pid and token make each name its own
 
     def __init__(self, directory: Path):
         self.path = Path(directory) / f"{socket.gethostname()}-{os.getpid()}-{self._TOKEN}.jsonl"
@@ -217,11 +217,9 @@ class PartRecordLog:
     def append(self, part: PartRecord) -> None:
         """Append and sync the line: once this returns, a rerun may skip the part. The file
         stays open for the process's next lines, so a line costs one sync and no open."""
-        fd = self._open.get(self.path)
-        if fd is None:
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fd, opened = self._open.fd(self.path)
+        if opened:
             fsync_directory(self.path.parent)
-            self._open[self.path] = fd
         data = (part.to_line() + "\n").encode()
         while data:
             data = data[os.write(fd, data):]

@@ -116,8 +116,8 @@ class GrowingFile:
 
 class GrowingFiles:
     """The files one writer process is growing, one per key: (task id, "") for a task's output,
-    (task id, step) for the rows a step removed from it; ``open_sink`` opens a format's sink
-    at a path for a schema."""
+    (task id, "removed") for the rows its steps removed; ``open_sink`` opens a format's sink
+    on a new file for a schema."""
 
     def __init__(self, suffix: str, open_sink: Callable[[BinaryIO, pa.Schema], TableSink], limit: int):
         self.suffix, self.open_sink, self.limit = suffix, open_sink, limit

@@ -23,12 +23,12 @@ import secrets
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from ..core.atomic import NewFile, temporary_sibling
+from ..core.atomic import KeptOpen, NewFile, temporary_sibling
 from ..core.errors import ConfigError
 from ..core.task_records import file_check
 from .s3 import (
@@ -85,10 +85,9 @@ class OutputPlace(Protocol):
         """Why the file ``name`` (under this place) is not the one a record says was written."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class LocalPlace:
     directory: Path
-    _made: bool = field(default=False, compare=False, repr=False)  # one mkdir per process
 
     def location(self, name: str) -> str:
         return str(self.directory / name)
@@ -100,10 +99,14 @@ class LocalPlace:
         pass  # a directory is made as it is written; an unwritable one fails the first task, with its path
 
     def new_file(self, name: str) -> NewFile:
-        if not self._made:
+        """The directory is made when the file cannot be created for its lack (tried first:
+        a mkdir of a directory that is there costs two metadata calls)."""
+        partial = temporary_sibling(self.directory / name)
+        try:
+            return NewFile(partial)
+        except FileNotFoundError:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self._made = True
-        return NewFile(temporary_sibling(self.directory / name))
+            return NewFile(partial)
 
     def put(self, written: NewFile, name: str) -> str:
         """A rename: the file synced itself when it was closed."""
@@ -330,18 +333,14 @@ def put_bytes(location: str | os.PathLike, data: bytes) -> None:
         written.write(data)
 
 
-_DIRECTORIES: dict[Path, int] = {}  # this process's open directories, to sync renames in them
+_DIRECTORIES = KeptOpen(os.O_RDONLY | os.O_DIRECTORY)  # where this process renames files, to sync them
 
 
 def sync_directory(directory: Path) -> None:
     """Sync ``directory`` (its renames) through a descriptor this process keeps open: a writer
-    syncs its directories once per task, and reopening them would double the calls to a
-    parallel file system's metadata server. Best effort, as some file systems refuse it."""
+    syncs its directories once per task. Best effort, as some file systems refuse it."""
     try:
-        fd = _DIRECTORIES.get(directory)
-        if fd is None:
-            fd = _DIRECTORIES[directory] = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        os.fsync(fd)
+        os.fsync(_DIRECTORIES.fd(directory)[0])
     except OSError:
         pass
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import zlib
 from pathlib import Path
 
 import pytest
 
-from curator_array.core.atomic import NewFile
+from curator_array.core.atomic import KeptOpen, NewFile
 from curator_array.core.layout import AttemptId, CheckpointLayout
 from curator_array.core.sharding import ShardConfig
 from curator_array.core.task_records import (
@@ -62,6 +63,18 @@ def test_a_new_file_knows_its_check_without_reading_itself_back_and_never_replac
     with pytest.raises(FileExistsError):
         NewFile(path)
     assert file_check(path) == handle.check
+
+
+def test_files_kept_open_are_opened_once_and_the_oldest_closed_past_the_limit(tmp_path):
+    kept = KeptOpen(os.O_WRONLY | os.O_CREAT | os.O_APPEND, limit=2)
+    first, opened = kept.fd(tmp_path / "a")
+    assert opened and kept.fd(tmp_path / "a") == (first, False)
+    kept.fd(tmp_path / "b")
+    kept.fd(tmp_path / "a")  # used last: b is now the oldest
+    kept.fd(tmp_path / "c")
+    assert kept.fd(tmp_path / "a") == (first, False) and kept.fd(tmp_path / "b")[1], "b was closed, a kept"
+    os.write(first, b"still open\n")
+    assert (tmp_path / "a").read_bytes() == b"still open\n"
 
 
 def test_records_of_every_attempt_are_read_back_and_a_cut_line_is_ignored(tmp_path):

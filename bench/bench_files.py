@@ -40,7 +40,7 @@ ENGINES = {
     "2a6aa7f (a file per part, none for an empty one)": "2a6aa7f",
     "3571c4c (a file per part)": "3571c4c",
 }
-COPIES = 100
+COPIES = int(os.environ.get("COPIES", "100"))  # a WARC holds each of the 211 real pages this many times
 WARC_COUNTS = tuple(int(n) for n in os.environ.get("WARC_COUNTS", "2").split(","))
 CHOSEN = os.environ.get("ENGINES")
 CALLS = ("openat", "open", "creat", "stat", "lstat", "newfstatat", "statx", "access", "faccessat", "faccessat2",
@@ -82,13 +82,13 @@ class Resiliparse(BaseExtractor):
                 yield doc
 
 
-source, output, removed, logs = sys.argv[1:5]
+source, output, removed, logs, warcs = sys.argv[1:6]
 steps = [WarcReader(source, glob_pattern="*.warc.gz"), Resiliparse()]
 for name, step in (("gopher_repetition", GopherRepetitionFilter), ("gopher_quality", GopherQualityFilter),
                    ("c4_quality", C4QualityFilter), ("fineweb_quality", FineWebQualityFilter)):
     steps.append(step(exclusion_writer=JsonlWriter(f"{removed}/{name}")))
 steps.append(ParquetWriter(output))
-LocalPipelineExecutor(steps, tasks=2, workers=2, logging_dir=logs).run()
+LocalPipelineExecutor(steps, tasks=int(warcs), workers=2, logging_dir=logs).run()
 """
 
 
@@ -126,7 +126,8 @@ def run_engine(label: str, commit: str | None, source: Path, runs: Path) -> tupl
     env, cwd = None, REPO
     if commit == "datatrove":
         argv, env = [sys.executable, "-c", DATATROVE, str(source), str(output), str(output / ".removed"),
-                     str(output / "logs")], datatrove_fineweb_env(runs / "datatrove-work")
+                     str(output / "logs"), str(len(list(source.glob("*.warc.gz"))))], \
+            datatrove_fineweb_env(runs / "datatrove-work")
     else:
         argv = command(source, output)
     if commit and commit != "datatrove":

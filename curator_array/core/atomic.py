@@ -92,7 +92,10 @@ class KeptOpen:
     writer renames into, its record file): reopening each one every time would double the
     calls a parallel file system's metadata server takes. At most ``limit`` are kept (the
     least recently used is closed), so a process that writes to many places in turn, a test
-    session say, does not run out of descriptors."""
+    session say, does not run out of descriptors. A path is trusted to name the same file for
+    the process's life: a run's writers and record files are never moved while it runs, and
+    its worker processes end with it (the driver, which archives a checkpoint for
+    ``--new-run``, syncs its own directories through ``fsync_directory``)."""
 
     def __init__(self, flags: int, limit: int = 32):
         self.flags, self.limit = flags | os.O_CLOEXEC, limit

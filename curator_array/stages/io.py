@@ -226,9 +226,10 @@ class WriterStage(ProcessingStage):
     def _write_placed(self, place: OutputPlace, name: str, table: pa.Table) -> PlacedFile:
         return write_placed(place, name, lambda partial: self.write_table(table, partial))
 
-    def _sync(self) -> None:
-        """Sync the renames of the files put in place so far, before any record names them."""
-        for place in (self.place, *self.removed_places()):
+    def _sync(self, places: list[OutputPlace]) -> None:
+        """Sync the renames of the files put in ``places``, before any record names them: once
+        per task, not per file."""
+        for place in places:
             place.sync()
 
     def open_sink(self, file: BinaryIO, schema: pa.Schema) -> TableSink:
@@ -265,11 +266,12 @@ class WriterStage(ProcessingStage):
         if task.part is not None:
             return self._append_part(task)
         name = self.output_name(task.task_id)
-        removed = self._removed_rows(task)
+        removed, written = self._removed_rows(task), []
         if removed is not None:  # before the output, so an output in place means its removed rows are too
             self._write_placed(self.removed_place, name, removed)
+            written.append(self.removed_place)
         placed = [self._write_placed(self.place, name, task.table)] if task.num_rows else []
-        self._sync()
+        self._sync(written + [self.place] * len(placed))
         return self._written(task, placed)
 
     @staticmethod
@@ -326,7 +328,7 @@ class WriterStage(ProcessingStage):
                 growing.close(key)
         placed = growing.close((task_id, "")) if output is not None else None
         if keys:
-            self._sync()
+            self._sync([self.place, *self.removed_places()])
         runs = _consecutive(self._held.pop(task_id, []))
         if output is not None:
             runs = [replace(run, files=[placed.location], checks=(placed.check,))

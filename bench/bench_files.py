@@ -12,10 +12,12 @@ runs its nearest pipeline (``DATATROVE``) on the same files, its logging dir (co
 stats, logs) counted as its checkpoint. Imports and
 Ray's own session files are not the run's storage load, so they are not counted.
 
-``WARC_COUNTS=1,2`` runs every engine at each count and prints, beside, what one more WARC
-costs per 10,000 of its pages: the share that grows with a snapshot, without what a shard
-pays once (its run records, listing, manifest). ``ENGINES=now,datatrove`` picks engines by
-their key. Prints figures; asserts nothing.
+``WARC_COUNTS=1,2,16`` runs every engine at each count and prints, beside, what one more WARC
+costs per 10,000 of its pages between two counts: the share that grows with a snapshot,
+without what a shard pays once (its run records, listing, manifest). datatrove gets a task
+per WARC at every count, as ours: a task is what either redoes after a kill.
+``ENGINES=now,datatrove`` picks engines by their key; ``COPIES`` sets a WARC's size (each of
+the 211 pages this many times). Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
@@ -170,13 +172,14 @@ def main() -> None:
                   + " ".join(f"{counted[kind] * per:{width}.0f}" for kind, width in
                              zip(KINDS, (6, 6, 7, 6, 7, 6)))
                   + f" {sum(counted.values()) * per:7.0f} {wall:7.1f}")
-    if len(WARC_COUNTS) > 1:
-        low, high = min(WARC_COUNTS), max(WARC_COUNTS)
+    counts = sorted(WARC_COUNTS)
+    for low, high in zip(counts, counts[1:]):
         print(f"one more WARC, per 10,000 of its pages ({low} → {high} WARCs), and what a run pays once:")
         for label in engines:
             (calls_low, pages_low), (calls_high, pages_high) = totals[label, low], totals[label, high]
             marginal = (calls_high - calls_low) / (pages_high - pages_low)
-            print(f"  {label:52s} {marginal * 10_000:7.1f} calls; once {calls_low - marginal * pages_low:7.0f}")
+            print(f"  {label:52s} {marginal * 10_000:7.1f} calls ({marginal * pages_high / high:5.1f} a WARC); "
+                  f"once {calls_low - marginal * pages_low:7.0f}")
 
 
 if __name__ == "__main__":

@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 
-def fsync_directory(directory: Path) -> None:
-    """Persist a rename in ``directory``; best effort, some filesystems refuse it."""
+def fsync_directory(directory: Path, kept: KeptOpen | None = None) -> None:
+    """Persist a rename in ``directory``; best effort, some filesystems refuse it. With
+    ``kept``, through the descriptor it keeps open (a writer syncs its directories once per
+    task), else opened and closed for this sync."""
     try:
-        fd = os.open(directory, os.O_RDONLY)
+        fd = kept.fd(directory)[0] if kept is not None else os.open(directory, os.O_RDONLY)
     except OSError:
         return
     try:
@@ -30,17 +32,31 @@ def fsync_directory(directory: Path) -> None:
     except OSError:
         pass
     finally:
-        os.close(fd)
+        if kept is None:
+            os.close(fd)
+
+
+def _created(path: Path) -> int:
+    """A descriptor of the new file ``path`` (never an existing one), for writing. Its directory
+    is made when the file cannot be created for its lack: tried first, as a mkdir of a
+    directory that is there costs two calls to a parallel file system's metadata server."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o644)
 
 
 class _CountedFile(io.RawIOBase):
-    """The raw file under ``NewFile``: created (never an existing file), its bytes counted and
-    checksummed as they are written, synced before it is closed when ``sync``."""
+    """The raw file under ``NewFile``: created (never an existing file; its directory made when
+    missing), its bytes counted and checksummed as they are written, synced before it is
+    closed when ``sync``."""
 
     def __init__(self, path: Path, sync: bool):
         self.path, self.sync = Path(path), sync
         self.size = self.crc = 0
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        self._fd = _created(self.path)
 
     def writable(self) -> bool:
         return True
@@ -142,14 +158,8 @@ def put_in_place(partial: Path, path: Path) -> None:
 
 
 def _write_synced(path: Path, data: bytes) -> None:
-    """``data`` in the new file ``path``, synced; its directory is made when it is missing
-    (tried first rather than made each time: a mkdir of a directory that is there costs two
-    calls to a parallel file system's metadata server)."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    """``data`` in the new file ``path`` (its directory made when missing), synced."""
+    fd = _created(path)
     try:
         view = memoryview(data)
         while view:

@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
-from ..core.atomic import KeptOpen, NewFile, temporary_sibling
+from ..core.atomic import KeptOpen, NewFile, fsync_directory, temporary_sibling
 from ..core.errors import ConfigError
 from ..core.task_records import file_check
 from .s3 import (
@@ -54,9 +54,6 @@ class OutputPlace(Protocol):
 
     def location(self, name: str) -> str:
         """How the file ``name`` is named to users and in manifests (a path or an URL)."""
-
-    def child(self, name: str) -> OutputPlace:
-        """The place ``name`` under this one (a subdirectory, a longer prefix)."""
 
     def check(self, what: str) -> None:
         """Refuse (``ConfigError``) a place that cannot be written: before any work."""
@@ -92,21 +89,11 @@ class LocalPlace:
     def location(self, name: str) -> str:
         return str(self.directory / name)
 
-    def child(self, name: str) -> LocalPlace:
-        return LocalPlace(self.directory / name)
-
     def check(self, what: str) -> None:
         pass  # a directory is made as it is written; an unwritable one fails the first task, with its path
 
     def new_file(self, name: str) -> NewFile:
-        """The directory is made when the file cannot be created for its lack (tried first:
-        a mkdir of a directory that is there costs two metadata calls)."""
-        partial = temporary_sibling(self.directory / name)
-        try:
-            return NewFile(partial)
-        except FileNotFoundError:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            return NewFile(partial)
+        return NewFile(temporary_sibling(self.directory / name))  # the directory is made when missing
 
     def put(self, written: NewFile, name: str) -> str:
         """A rename: the file synced itself when it was closed."""
@@ -116,7 +103,7 @@ class LocalPlace:
         return str(final)
 
     def sync(self) -> None:
-        sync_directory(self.directory)
+        fsync_directory(self.directory, _DIRECTORIES)
 
     def discard(self, written: NewFile) -> None:
         _close_quietly(written)
@@ -208,9 +195,6 @@ class StorePlace:
     def location(self, name: str) -> str:
         return self.url.join(name)
 
-    def child(self, name: str) -> StorePlace:
-        return StorePlace(S3Url(self.url.bucket, self._key(name)), self.attempts)
-
     def check(self, what: str) -> None:
         try:
             check_buckets([str(self.url)])
@@ -246,19 +230,15 @@ class StorePlace:
         _close_quietly(written)
         written.path.unlink(missing_ok=True)
 
-    def _listed(self, kind) -> list[str]:
+    def names(self) -> list[str]:
         import pyarrow.fs as pafs
 
         try:
             infos = filesystem().get_file_info(pafs.FileSelector(self.url.path, allow_not_found=True))
         except OSError as exc:
             raise store_error(exc, str(self.url)) from None
-        return sorted(info.base_name for info in infos if info.type == kind and not info.base_name.startswith("."))
-
-    def names(self) -> list[str]:
-        import pyarrow.fs as pafs
-
-        return self._listed(pafs.FileType.File)
+        return sorted(info.base_name for info in infos
+                      if info.type == pafs.FileType.File and not info.base_name.startswith("."))
 
     def remove(self, name: str) -> None:
         try:
@@ -333,16 +313,7 @@ def put_bytes(location: str | os.PathLike, data: bytes) -> None:
         written.write(data)
 
 
-_DIRECTORIES = KeptOpen(os.O_RDONLY | os.O_DIRECTORY)  # where this process renames files, to sync them
-
-
-def sync_directory(directory: Path) -> None:
-    """Sync ``directory`` (its renames) through a descriptor this process keeps open: a writer
-    syncs its directories once per task. Best effort, as some file systems refuse it."""
-    try:
-        os.fsync(_DIRECTORIES.fd(directory)[0])
-    except OSError:
-        pass
+_DIRECTORIES = KeptOpen(os.O_RDONLY | os.O_DIRECTORY)  # where this process's writers rename files, to sync them
 
 
 def _close_quietly(written: NewFile) -> None:

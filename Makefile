@@ -18,7 +18,7 @@ IMAGE ?= curator-array:latest
 BASE_IMAGE ?=
 export DOCKER_BUILDKIT ?= 0
 
-.PHONY: demo demo-stop test test-newest bench install lock clean-demo image base-image sqsh sif sites
+.PHONY: demo demo-stop test test-newest bench install lock clean-demo image base-image sqsh oci sif sites
 
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
@@ -105,6 +105,11 @@ base-image: $(STAMP)
 ## enroot/pyxis squashfs of $(IMAGE) in build/ (also runs with Charliecloud); reused per image id.
 sqsh: $(STAMP)
 	$(BIN)/python container/build_image.py sqsh --tag $(IMAGE)
+
+## OCI bundle (rootfs/ + config.json) of $(IMAGE) in build/, for SLURM's own `srun --container`
+## (skopeo copies the image out of the daemon, umoci unpacks it); reused per image id.
+oci: $(STAMP)
+	$(BIN)/python container/build_image.py oci --tag $(IMAGE)
 
 ## Apptainer .sif of $(IMAGE); without Apptainer, saves the image and prints the command to run.
 sif: $(STAMP)

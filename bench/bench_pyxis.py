@@ -6,8 +6,9 @@
 
 Each element runs the entrypoint on one small JSONL file (so its time is nearly all
 overhead: container, imports, Ray start and stop), three times; the median wall time of
-`srun` is printed, with the `.sqsh` sizes. Needs root (dockerd, SLURM, pyxis built from
-sources). Asserts nothing.
+`srun` is printed, with the `.sqsh` sizes. Needs root (dockerd, SLURM) and pyxis with enroot
+installed (the throwaway cluster loads them where a site installed them; without them this
+says what is missing and exits). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -51,7 +52,10 @@ def median_of(env: dict, image: Path | None, label: str) -> float:
 
 def main() -> None:
     started = subprocess.run([*CLUSTER, "start", "--nodes", "3", "--max-array-size", "5", "--squashfuse",
-                              "--pyxis", "required"], check=True, capture_output=True, text=True).stdout
+                              "--pyxis", "required"], capture_output=True, text=True)
+    if started.returncode:
+        sys.exit(f"bench_pyxis: {started.stderr.strip()}")
+    started = started.stdout
     slurm_conf = next(line.split("=", 1)[1] for line in started.splitlines() if "SLURM_CONF=" in line)
     build_image.build_image(build_image.DEFAULT_TAG, None)
     shutil.rmtree(WORK, ignore_errors=True)

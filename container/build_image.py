@@ -6,6 +6,7 @@
                                              python:3.11-slim if it can be pulled, else the Debian
                                              base (built first when missing): no registry needed
     build_image.py sqsh   [--output F]       enroot/pyxis squashfs (also runs with Charliecloud)
+    build_image.py oci    [--output D]       OCI bundle for SLURM's own `srun --container`
     build_image.py sif    [--output F]       Apptainer image (or the exact command to run)
 
 Talks to the daemon in DOCKER_HOST with the `docker` package (build time only; nothing of
@@ -88,14 +89,17 @@ def git_commit() -> str:
         return "unknown"
 
 
-def ensure_mmdebstrap() -> None:
-    if shutil.which("mmdebstrap"):
+def ensure_tools(packages: dict[str, str]) -> None:
+    """Each tool on PATH, else its Debian package installed (as root), else one line saying which."""
+    missing = {tool: package for tool, package in packages.items() if not shutil.which(tool)}
+    if not missing:
         return
+    install = sorted(set(missing.values()))
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        sys.exit("mmdebstrap is missing: apt-get install -y mmdebstrap")
+        sys.exit(f"{', '.join(missing)} missing: apt-get install -y {' '.join(install)}")
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     subprocess.run(["apt-get", "update", "-qq"], check=True, env=env, stdout=subprocess.DEVNULL)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "mmdebstrap"], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(["apt-get", "install", "-y", "-qq", *install], check=True, env=env, stdout=subprocess.DEVNULL)
 
 
 # libatomic1: mimalloc needs it (the tokenize encoder, the extraction children); slim images lack it.
@@ -110,7 +114,7 @@ def base_recipe_digest() -> str:
 
 def build_base(tag: str) -> str:
     """A Debian bookworm base with python3 and venv, from packages: no registry needed."""
-    ensure_mmdebstrap()
+    ensure_tools({"mmdebstrap": "mmdebstrap"})
     client = docker_client()
     with tempfile.TemporaryDirectory() as tmp:
         rootfs = Path(tmp) / "rootfs.tar"
@@ -269,6 +273,48 @@ def build_sqsh(tag: str, output: Path | None) -> Path:
     return target
 
 
+OCI_FORMAT = "v1"  # bump when the conversion changes, so old bundles are rebuilt
+
+
+def build_oci(tag: str, output: Path | None) -> Path:
+    """An OCI bundle of the image (``rootfs/`` and ``config.json``) for SLURM's ``srun
+    --container``: skopeo copies the image out of the daemon into an OCI layout, umoci unpacks
+    its layers and writes the runtime configuration from the image's (variables, working
+    directory). The layout is thrown away; the bundle of the same image id is reused. A job
+    script derives its own configuration from this one (curator_array/slurm/oci_bundle.py)."""
+    client = docker_client()
+    image = client.images.get(tag)
+    short = image.id.split(":", 1)[1][:12]
+    target = output or BUILD_DIR / f"curator-array-{short}.oci"
+    stamp = target.with_name(target.name + ".image-id")
+    if (target / "config.json").exists() and stamp.exists() and stamp.read_text().split() == [image.id, OCI_FORMAT]:
+        print(f"{target} is already built from image {short}; reusing it")
+        return target
+    ensure_tools({"skopeo": "skopeo", "umoci": "umoci"})
+    daemon = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+        layout, bundle = f"{tmp}/layout:image", Path(tmp) / "bundle"
+        Path(tmp, "layout").mkdir()
+        bundle.mkdir()
+        subprocess.run(["skopeo", "copy", "--quiet", "--src-daemon-host", daemon, f"docker-daemon:{tag}",
+                        f"oci:{layout}"], check=True)
+        subprocess.run(["umoci", "--log", "error", "raw", "unpack", "--image", layout, str(bundle / "rootfs")],
+                       check=True)
+        subprocess.run(["umoci", "--log", "error", "raw", "runtime-config", "--image", layout,
+                        "--rootfs", str(bundle / "rootfs"), str(bundle / "config.json")], check=True)
+        drop_device_nodes(bundle / "rootfs")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(bundle, target)
+    stamp.write_text(f"{image.id} {OCI_FORMAT}\n")
+    print(f"wrote {target} from image {short}")
+    older = [p for p in BUILD_DIR.glob("curator-array-*.oci") if p != target]
+    if output is None and older:
+        print(f"older bundles in {BUILD_DIR}: {', '.join(p.name for p in older)}; remove them once no job runs them "
+              "(a running container reads its bundle's files)", file=sys.stderr)
+    return target
+
+
 def remove_older_sqsh(keep: Path) -> None:
     """Earlier images' .sqsh files in build/ (a few hundred MiB each). A job still running
     one keeps its open or mounted file until it ends."""
@@ -302,7 +348,7 @@ def build_sif(tag: str, output: Path | None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=["base", "image", "sqsh", "sif", "inspect"])
+    parser.add_argument("command", choices=["base", "image", "sqsh", "oci", "sif", "inspect"])
     parser.add_argument("--tag", default=None)
     parser.add_argument("--base-image", default=os.environ.get("BASE_IMAGE") or None)
     parser.add_argument("--output", type=Path, default=None)
@@ -313,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
         build_image(args.tag or DEFAULT_TAG, args.base_image)
     elif args.command == "sqsh":
         print(build_sqsh(args.tag or DEFAULT_TAG, args.output))  # last line: the path, for scripts
+    elif args.command == "oci":
+        print(build_oci(args.tag or DEFAULT_TAG, args.output))  # last line: the path, for scripts
     elif args.command == "sif":
         return build_sif(args.tag or DEFAULT_TAG, args.output)
     else:

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
 """The main job on the bundled sample data: a 4-element array, then `curator-array status`.
 
-It takes the most realistic path this machine allows and says which one and why:
+It takes the most realistic path this machine allows and says which one and why. Each
+container path builds the image (`make image`, reused when cached), converts it and submits
+with `curator-array submit --site local-<runtime>` to the throwaway SLURM cluster:
 
-1. **container**: the image (`make image`, reused when cached) as a `.sqsh` (`make sqsh`),
-   submitted with `curator-array submit --site local-pyxis` to the throwaway SLURM cluster
-   with the real pyxis plugin, as on a cluster with pyxis/enroot;
-2. **bare metal on SLURM**: the same array through the entrypoint, without a container;
-3. **local processes**: four processes with the array variables SLURM would set.
+1. **pyxis**: the `.sqsh` (`make sqsh`) under pyxis/enroot, where a site installed them;
+2. **oci**: the OCI bundle (`make oci`) under SLURM's own `srun --container` (runc);
+3. **charliecloud**: the `.sqsh` under `ch-run`;
+4. **slurm**: the same array through the entrypoint, without a container (bare metal);
+5. **local**: four processes with the array variables SLURM would set.
 
-`DEMO_MODE=container|slurm|local` forces a path. Run it twice: the second time every shard
-is already complete.
+`DEMO_MODE=pyxis|oci|charliecloud|slurm|local` forces a path. Run it twice: the second time
+every shard is already complete.
 """
 
 from __future__ import annotations
@@ -69,32 +71,71 @@ def report_elements(pattern: str) -> None:
         print(f"  {log.name}: {lines[-1].split(': ', 1)[-1] if lines else 'no result (see the log)'}")
 
 
-def container_path() -> str:
-    if os.geteuid() != 0 and not os.environ.get("DOCKER_HOST"):
-        raise Unavailable("building the image needs a Docker daemon (root starts a throwaway one)")
-    variables, pyxis = start_cluster()
-    if not pyxis:
-        raise Unavailable("pyxis/enroot are neither installed nor buildable here")
-    build = [sys.executable, str(REPO / "container" / "build_image.py")]
+def build(*steps: str) -> str:
+    """Run `build_image.py` steps; the last one's last line (the path it wrote)."""
     began = time.monotonic()
-    for step in ("image", "sqsh"):
-        done = run(*build, step, check=False)
+    for step in steps:
+        done = run(sys.executable, str(REPO / "container" / "build_image.py"), step, check=False)
         if done.returncode:
             raise Unavailable(f"`make {step}` failed: {(done.stderr or done.stdout).strip()[-300:]}")
-    sqsh = str((REPO / done.stdout.strip().splitlines()[-1]).resolve())  # `build_image.py sqsh` ends with the path
-    print(f"  image and {Path(sqsh).name} ready in {time.monotonic() - began:.1f}s")
-    env = job_env(SLURM_CONF=variables["SLURM_CONF"], CONTAINER_IMAGE=sqsh)
-    submitted = run(str(BIN / "curator-array"), "submit", "--site", "local-pyxis", "--total-shards", str(SHARDS),
+    built = str((REPO / done.stdout.strip().splitlines()[-1]).resolve())
+    print(f"  image and {Path(built).name} ready in {time.monotonic() - began:.1f}s")
+    return built
+
+
+def submit_to_site(site: str, image: str, variables: dict[str, str], **extra: str) -> str:
+    env = job_env(SLURM_CONF=variables["SLURM_CONF"], CONTAINER_IMAGE=image, **extra)
+    submitted = run(str(BIN / "curator-array"), "submit", "--site", site, "--total-shards", str(SHARDS),
                     "--", *RUN_OPTIONS, env=dict(env, SBATCH_OUTPUT=str(LOGS / "slurm_%A_%a.out")), check=False)
     if submitted.returncode:
         raise Unavailable(f"curator-array submit failed: {submitted.stderr.strip()[-300:]}")
     jobs = [line.split()[0] for line in submitted.stdout.splitlines()]
-    print(f"  submitted {', '.join(jobs)}: curator-array submit --site local-pyxis --total-shards {SHARDS} "
-          f"(CONTAINER_IMAGE={sqsh}); waiting")
+    print(f"  submitted {', '.join(jobs)}: curator-array submit --site {site} --total-shards {SHARDS} "
+          f"(CONTAINER_IMAGE={image}); waiting")
     wait_for(jobs, env)
     for job in jobs:  # this run's elements only: earlier demos' logs stay in the same directory
         report_elements(f"slurm_{job}_*.out")
     return variables["SLURM_CONF"]
+
+
+def need_image_builder() -> None:
+    if os.geteuid() != 0 and not os.environ.get("DOCKER_HOST"):
+        raise Unavailable("building the image needs a Docker daemon (root starts a throwaway one)")
+
+
+def pyxis_path() -> str:
+    need_image_builder()
+    variables, pyxis = start_cluster()
+    if not pyxis:
+        raise Unavailable(cluster_script().missing_pyxis())
+    return submit_to_site("local-pyxis", build("image", "sqsh"), variables)
+
+
+def oci_path() -> str:
+    need_image_builder()
+    variables, _ = start_cluster()
+    if not shutil.which("runc"):
+        raise Unavailable("runc is not installed (apt-get install runc)")
+    return submit_to_site("local-oci", build("image", "oci"), variables)
+
+
+def charliecloud_path() -> str:
+    need_image_builder()
+    if not shutil.which("ch-run") and os.geteuid() == 0 and shutil.which("apt-get"):
+        run("apt-get", "install", "-y", "-qq", "charliecloud-runtime", "squashfuse", check=False,
+            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    if not shutil.which("ch-run"):
+        raise Unavailable("Charliecloud is not installed (apt-get install charliecloud-runtime)")
+    variables, _ = start_cluster()
+    top = f"/{REPO.parts[1]}"  # ch-run binds only onto directories the image has (it has /work, /shared, ...)
+    return submit_to_site("local", build("image", "sqsh"), variables, CONTAINER_MOUNTS=f"{top}:{top}")
+
+
+def cluster_script():
+    sys.path.insert(0, str(REPO / "scripts"))
+    import slurm_cluster
+
+    return slurm_cluster
 
 
 def baremetal_path() -> str:
@@ -127,10 +168,9 @@ def local_path() -> None:
 
 def still_running() -> list[str]:
     """The throwaway services this demo (or an earlier one) left running, as the user sees them."""
-    sys.path.insert(0, str(REPO / "scripts"))
     import dockerd
-    import slurm_cluster
 
+    slurm_cluster = cluster_script()
     left = []
     controller = slurm_cluster.pid_alive(slurm_cluster.DEFAULT_DIR / "run" / "slurmctld.pid")
     if controller:
@@ -145,7 +185,9 @@ def still_running() -> list[str]:
 def main() -> int:
     LOGS.mkdir(parents=True, exist_ok=True)
     forced = os.environ.get("DEMO_MODE", "auto")
-    paths = [("container", "the image under pyxis/enroot on a throwaway SLURM cluster", container_path),
+    paths = [("pyxis", "the image under pyxis/enroot on a throwaway SLURM cluster", pyxis_path),
+             ("oci", "the image under SLURM's own OCI containers (srun --container, runc)", oci_path),
+             ("charliecloud", "the image under Charliecloud (ch-run) on a throwaway SLURM cluster", charliecloud_path),
              ("slurm", "the entrypoint on a throwaway SLURM cluster, without a container", baremetal_path),
              ("local", "four local processes standing in for sbatch --array=0-3", local_path)]
     if forced != "auto":

@@ -14,14 +14,18 @@ Starting an already running cluster with the same settings does nothing. Stoppin
 signals only the pids this script recorded, then removes the enroot containers its nodes
 left and unmounts whatever is still mounted under ``--dir``.
 
+SLURM's own OCI containers (``srun --container=BUNDLE``) run through runc: the cluster's
+``oci.conf`` names it, with a state directory per user under ``--dir``, and passes the job's
+environment in (``CreateEnvFile``). runc comes from Debian (installed with SLURM, as root).
+
 pyxis (the SPANK plugin behind ``srun --container-image``) and enroot are loaded through
-``PlugStackConfig`` when they can be had: an enroot/pyxis installed on the host, else
-built once (seconds) from the sources in ``CURATOR_ARRAY_PYXIS_SRC`` or
-``../shared/third_party/pyxis-enroot`` into ``/var/tmp/curator-array-pyxis``. Every node
-gets its own enroot state through a wrapper first in its slurmd's PATH: pyxis names a
-step's container ``pyxis_<job>.<step>`` in the data dir, which nodes sharing one disk
-would race on. ``--squashfuse`` sets pyxis's ``use_squashfuse=1`` (mount the image
-instead of unpacking it for every step).
+``PlugStackConfig`` only where a site installed them: ``spank_pyxis.so`` in
+``CURATOR_ARRAY_PYXIS_PLUGIN`` or a usual plugin directory, and ``enroot`` on the PATH (or
+beside the plugin's prefix). Nothing here builds them. Every node gets its own enroot state
+through a wrapper first in its slurmd's PATH: pyxis names a step's container
+``pyxis_<job>.<step>`` in the data dir, which nodes sharing one disk would race on.
+``--squashfuse`` sets pyxis's ``use_squashfuse=1`` (mount the image instead of unpacking it
+for every step).
 """
 
 from __future__ import annotations
@@ -39,13 +43,9 @@ from pathlib import Path
 
 DEFAULT_DIR = Path(os.environ.get("CURATOR_ARRAY_SLURM_DIR", "/tmp/curator-array-slurm"))
 CRED_EXPIRE_S = 10
-PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge"]
+PACKAGES = ["slurmctld", "slurmd", "slurm-client", "munge", "runc"]
 CTLD_PORT, FIRST_SLURMD_PORT = 16817, 17001
-REPO = Path(__file__).resolve().parent.parent
-PYXIS_HOME = Path(os.environ.get("CURATOR_ARRAY_PYXIS_HOME", "/var/tmp/curator-array-pyxis"))
-PYXIS_SOURCES = [Path(p) for p in (os.environ.get("CURATOR_ARRAY_PYXIS_SRC"),
-                                   REPO.parent / "shared" / "third_party" / "pyxis-enroot",
-                                   Path("/work/shared/third_party/pyxis-enroot")) if p]
+PYXIS_PLUGIN_VARIABLE = "CURATOR_ARRAY_PYXIS_PLUGIN"
 INSTALLED_PLUGIN_DIRS = ("/usr/local/lib/slurm", "/usr/lib/x86_64-linux-gnu/slurm-wlm", "/usr/lib/slurm",
                          "/usr/lib64/slurm", "/usr/lib/aarch64-linux-gnu/slurm-wlm")
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -60,7 +60,7 @@ def run(*command: str, check: bool = True, **kwargs) -> subprocess.CompletedProc
 
 
 def ensure_packages() -> None:
-    if all(shutil.which(tool) for tool in ("slurmctld", "slurmd", "sbatch", "munged")):
+    if all(shutil.which(tool) for tool in ("slurmctld", "slurmd", "sbatch", "munged", "runc")):
         return
     if os.geteuid() != 0:
         raise ClusterError(f"SLURM is not installed; as root run: apt-get install -y {' '.join(PACKAGES)}")
@@ -123,45 +123,51 @@ class Pyxis:
 
 
 def installed_pyxis() -> Pyxis | None:
-    enroot = shutil.which("enroot")
-    if not enroot:
+    """The plugin the variable names, else one in a usual plugin directory, with an enroot on
+    the PATH or in the plugin's prefix; None when either is missing."""
+    named = os.environ.get(PYXIS_PLUGIN_VARIABLE)
+    candidates = [Path(named)] if named else [Path(d) / "spank_pyxis.so" for d in INSTALLED_PLUGIN_DIRS]
+    plugin = next((p for p in candidates if p.is_file()), None)
+    if plugin is None:
         return None
-    for directory in INSTALLED_PLUGIN_DIRS:
-        plugin = Path(directory) / "spank_pyxis.so"
-        if plugin.exists():
-            return Pyxis(Path(enroot).parent, plugin, f"installed on this host ({enroot}, {plugin})")
-    return None
+    beside = plugin.parent.parent.parent / "bin" / "enroot"  # PREFIX/lib/slurm/spank_pyxis.so
+    enroot = shutil.which("enroot") or (str(beside) if beside.is_file() else None)
+    if enroot is None:
+        return None
+    return Pyxis(Path(enroot).parent, plugin, f"installed on this host ({enroot}, {plugin})")
 
 
-def built_pyxis() -> Pyxis | None:
-    """enroot and pyxis built from their sources, once; None when there are none or we cannot."""
-    prefix = PYXIS_HOME / "prefix"
-    ready = Pyxis(prefix / "bin", prefix / "lib" / "slurm" / "spank_pyxis.so", f"built from sources into {prefix}")
-    source = next((p for p in PYXIS_SOURCES if (p / "build.sh").is_file()), None)
-    stamp = PYXIS_HOME / "built-from"
-    if ready.plugin.exists() and (ready.bin / "enroot").exists() and stamp.exists():
-        return ready
-    if source is None or os.geteuid() != 0:
-        return None
-    env = dict(os.environ, PREFIX=str(prefix), BUILD_DIR=str(PYXIS_HOME / "build"),
-               ENROOT_STATE=str(PYXIS_HOME / "enroot"), PYXIS_RUNTIME=str(PYXIS_HOME / "pyxis-runtime"))
-    result = run("bash", str(source / "build.sh"), check=False, env=env)
-    if result.returncode != 0:
-        raise ClusterError(f"building enroot and pyxis from {source} failed:\n{result.stderr[-2000:]}")
-    stamp.write_text(f"{source}\n")
-    return ready
+def missing_pyxis() -> str:
+    """What is missing for pyxis, in one line (tests print it when they skip)."""
+    places = os.environ.get(PYXIS_PLUGIN_VARIABLE) or ", ".join(INSTALLED_PLUGIN_DIRS)
+    return (f"pyxis is not installed here (no spank_pyxis.so in {places}, or no enroot on the PATH); "
+            f"set {PYXIS_PLUGIN_VARIABLE} to an installed plugin")
 
 
 def find_pyxis(mode: str) -> Pyxis | None:
     if mode == "off":
         return None
-    found = installed_pyxis() or built_pyxis()
+    found = installed_pyxis()
     if found is None and mode == "required":
-        raise ClusterError(
-            "pyxis and enroot are neither installed nor buildable here: set CURATOR_ARRAY_PYXIS_SRC to a directory "
-            "with build.sh and the enroot/pyxis sources (as root), or install both"
-        )
+        raise ClusterError(missing_pyxis())
     return found
+
+
+def write_oci_conf(root: Path) -> None:
+    """runc for ``srun --container``, with a state directory per user (any user's steps create
+    theirs) and the job's environment passed in; slurmstepd reads it at every step."""
+    state = root / "runc"
+    state.mkdir(parents=True, exist_ok=True)
+    state.chmod(0o1777)
+    runc = f"runc --root={state}/%u"
+    container = "%n.%u.%j.%s.%t"
+    (root / "etc" / "oci.conf").write_text(
+        f'RunTimeQuery="{runc} state {container}"\n'
+        f'RunTimeKill="{runc} kill -a {container} SIGTERM"\n'
+        f'RunTimeDelete="{runc} delete --force {container}"\n'
+        f'RunTimeRun="{runc} run {container} -b %b"\n'
+        "CreateEnvFile=true\n"
+    )
 
 
 def node_enroot_wrapper(root: Path, name: str, pyxis: Pyxis) -> Path:
@@ -261,6 +267,7 @@ def write_config(root: Path, text: str, nodes: int, pyxis: Pyxis | None = None, 
         (root / sub).mkdir(parents=True, exist_ok=True)
     if pyxis is not None:
         write_plugstack(root, pyxis.plugin, squashfuse)
+    write_oci_conf(root)
     config = root / "etc" / "slurm.conf"
     if not config.exists() or config.read_text() != text:
         config.write_text(text)
@@ -376,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus", type=int, default=2, help="CPUs each node advertises")
     parser.add_argument("--max-array-size", type=int, default=1001)
     parser.add_argument("--pyxis", choices=["auto", "required", "off"], default="auto",
-                        help="load pyxis + enroot: when available (auto), or fail without them (required)")
+                        help="load pyxis + enroot: when installed (auto), or fail without them (required)")
     parser.add_argument("--squashfuse", action="store_true", help="pyxis mounts images (use_squashfuse=1)")
     args = parser.parse_args(argv)
     try:
@@ -384,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             config, pyxis = start(args.dir, args.nodes, args.max_array_size, args.cpus, args.pyxis, args.squashfuse)
             print(f"export SLURM_CONF={config}")
             print(f"export CURATOR_ARRAY_PYXIS={'1' if pyxis else '0'}")
-            print(f"# pyxis: {pyxis.how if pyxis else 'not loaded (' + args.pyxis + ')'}", file=sys.stderr)
+            print(f"# pyxis: {pyxis.how if pyxis else 'not loaded: ' + missing_pyxis()}", file=sys.stderr)
         elif args.command == "env":
             config = args.dir / "etc" / "slurm.conf"
             print(f"export SLURM_CONF={config}")

@@ -23,11 +23,14 @@ def explain(context: JobContext) -> list[str]:
         f"SLURM job {job.job_id} (array job {job.array_job_id}, task {job.array_task_id}, restart {job.restart_count})"
         if job.in_slurm else "outside SLURM"
     )
-    role = (
-        f"{job.num_nodes} nodes → one Ray cluster over them (SlurmRayClient); this is node {job.node_id}"
-        f" ({'head + driver' if job.is_driver else 'worker'})"
-        if context.cluster == "slurm" else "1 node → a private Ray head on this node (RayClient)"
-    )
+    if context.cluster != "slurm":
+        role = "1 node → a private Ray head on this node (RayClient)"
+    elif job.node_known:
+        role = (f"{job.num_nodes} nodes → one Ray cluster over them (SlurmRayClient); this is node {job.node_id}"
+                f" ({'head + driver' if job.is_driver else 'worker'})")
+    else:
+        role = (f"{job.num_nodes} nodes → one Ray cluster over them (SlurmRayClient); no SLURM_NODEID here (a "
+                "container that hides the task's variables): the first node in the rendezvous is the head + driver")
     return [f"curator-array entrypoint: {where} on {job.node_name or job.hostname}",
             *(f"  {line}" for line in (role, *context.reasons))]
 

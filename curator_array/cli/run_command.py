@@ -46,21 +46,21 @@ def run(ctx: click.Context, **kwargs) -> None:
     `#SBATCH --signal` sends) and SIGTERM stop the shard cleanly, without a manifest (exit 4).
     """
     from ..run import startup_log, supervisor
-    from ..run.element import run_element_command
+    from ..run.element import number_this_node, run_element_command
     from ..run.precedence import options_for_start, request_of
     from ..run.stopping import StopController
     from ..slurm.job_context import JobContext
     from ..slurm.jobenv import JobEnvironment
 
     request = request_of(options_for_start(given_flags(ctx), os.environ))
-    context = ctx.obj or JobContext.from_env(os.environ)
+    logging.getLogger("curator_array").setLevel(logging.INFO)
+    context = number_this_node(request, ctx.obj or JobContext.from_env(os.environ))
     # This process's own environment decides, not a context handed in (a test's SLURM
     # context in-process must never fork the test runner).
     if supervisor.wanted(os.environ, JobEnvironment.from_env(os.environ).in_slurm) and context.job.is_driver:
         parent = supervisor.fork_driver()
         if parent is not None:
             raise click.exceptions.Exit(parent.wait())
-    logging.getLogger("curator_array").setLevel(logging.INFO)
     stop = StopController().install()
     startup_log.hold()
     try:

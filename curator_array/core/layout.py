@@ -23,6 +23,9 @@ marked "ours" are curator-array's additions, which the reference system ignores:
                                                               time on, with --profile (ours)
       .ray_rendezvous/slurm_job_<J>_step_<T>_restart_<R>/     where the nodes of a multi-node
                                                               element meet (ours)
+      .oci_bundles/job_<J>_restart_<R>/                       the OCI bundle a job script of SLURM's
+                                                              own containers wrote for its job,
+                                                              removed when the job ends (ours)
       .phases/<phase>/...                                     the manifests, attempt records and
                                                               data of the phases after the root
                                                               (ours, core.records.phase)
@@ -48,6 +51,7 @@ METADATA_DIR = ".nemo_curator_metadata"
 COMPLETION_DIR = ".slurm_array_completion"
 FAILED_TASKS_DIR = ".failed_tasks"
 RENDEZVOUS_DIR = ".ray_rendezvous"
+OCI_BUNDLES_DIR = ".oci_bundles"  # written and removed by the oci site script (slurm.oci_bundle)
 TASK_RECORDS_DIR = ".task_records"
 PROFILES_DIR = ".profiles"
 ARCHIVE_DIR = ".archived_runs"

@@ -5,6 +5,7 @@ driver is done. They meet through a rendezvous directory on shared storage (by d
 under the checkpoint's metadata dir, never node-local /tmp), unique per job, step and
 restart:
 
+    nodes/node_<N>  taken by the process that is node N, when the runtime hides SLURM_NODEID
     head.json    the head's address (written atomically once the head is up)
     auth_token   the cluster's token, mode 0600 (removed when the run ends)
     joined_<N>   node N's raylet is up
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.atomic import dump_json, write_bytes_atomic
+from ..core.errors import ConfigError
 from ..slurm.commands import hostnames
 from ..slurm.jobenv import JobEnvironment
 from .clients import RayClusterClient, alive_nodes, connect_driver
@@ -71,6 +73,26 @@ class Rendezvous:
 
     def joined_file(self, node_id: int) -> Path:
         return self.directory / f"joined_{node_id}.json"
+
+    def claim_node(self, num_nodes: int, who: dict[str, Any]) -> int:
+        """This process's node index when its runtime hides it (SLURM's ``--container`` passes
+        no task-level variable, and nodes on one host may share a hostname): the first of
+        0..N-1 not yet taken, each taken by an exclusive create, so exactly one process is
+        node 0 (the head and driver)."""
+        claims = self.directory / "nodes"
+        claims.mkdir(parents=True, exist_ok=True)
+        for index in range(num_nodes):
+            try:
+                handle = os.open(claims / f"node_{index}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                continue
+            with os.fdopen(handle, "wb") as claim:
+                claim.write(dump_json(who))
+            return index
+        raise ConfigError(
+            f"every node index of this step (0-{num_nodes - 1}) is taken in {claims}: more processes started "
+            f"than the job has nodes; launch one task per node (srun --ntasks-per-node=1)"
+        )
 
     def prepare(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,12 @@ without Ray; other nodes have nothing to do).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
+from dataclasses import replace
 
 from ..core.sharding import ShardConfig
+from ..execution.slurm_client import Rendezvous
 from ..slurm.job_context import JobContext
 from .lifecycle import PhaseContext, run_element, run_phase, run_ready_phases
 from .phases import PHASES
@@ -23,6 +26,19 @@ from .shard import serve_worker_node
 from .stopping import StopController
 
 logger = logging.getLogger(__name__)
+
+
+def number_this_node(request: RunRequest, context: JobContext) -> JobContext:
+    """The context with this process's node index, taken in the rendezvous directory when the
+    job's runtime did not say it (see ``Rendezvous.claim_node``)."""
+    job = context.job
+    if job.node_known:
+        return context
+    rendezvous = Rendezvous.for_job(request.rendezvous_root, job)
+    index = rendezvous.claim_node(job.num_nodes, {"hostname": job.hostname, "pid": os.getpid()})
+    logger.info("this is node %d of %d (%s), numbered in %s: its runtime passes no SLURM_NODEID", index,
+                job.num_nodes, "head + driver" if index == 0 else "worker", rendezvous.directory)
+    return replace(context, job=job.on_node(index))
 
 
 def run_element_command(request: RunRequest, job_context: JobContext, client_factory: Callable | None = None,

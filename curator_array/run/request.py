@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.layout import CheckpointLayout
@@ -73,6 +74,11 @@ class RunRequest:
     @property
     def layout(self) -> CheckpointLayout:
         return CheckpointLayout(self.checkpoint)
+
+    @property
+    def rendezvous_root(self) -> Path:
+        """Where the nodes of a multi-node element meet: the option, else under the checkpoint."""
+        return Path(self.rendezvous_dir) if self.rendezvous_dir else self.layout.rendezvous_root
 
     def build_pipeline(self, phases: Any, refresh_crawls: bool = False, save_crawls: bool = True) -> Pipeline:
         """The pipeline as the run runs it (``Pipeline.for_run``; ``phases``: the phase

@@ -48,7 +48,7 @@ def make_client(request: RunRequest, job: JobEnvironment, stop: StopController |
     on_connect = stop.reclaim if stop is not None else None
     if request.cluster == "slurm":
         return SlurmRayClient(
-            job, request.rendezvous_dir or request.layout.rendezvous_root, node_options=request.node_options(job),
+            job, request.rendezvous_root, node_options=request.node_options(job),
             temp_root=request.ray_temp_dir, join_timeout_s=request.worker_join_timeout, node_ip=request.node_ip,
             on_connect=on_connect,
         )
@@ -59,7 +59,7 @@ def make_client(request: RunRequest, job: JobEnvironment, stop: StopController |
 def serve_worker_node(request: RunRequest, job: JobEnvironment) -> int:
     """A node other than 0 of a multi-node element: lend this node's Ray node until the driver is done."""
     return SlurmWorkerNode(
-        job, request.rendezvous_dir or request.layout.rendezvous_root, node_options=request.node_options(job),
+        job, request.rendezvous_root, node_options=request.node_options(job),
         temp_root=request.ray_temp_dir, join_timeout_s=request.worker_join_timeout, node_ip=request.node_ip,
     ).run()
 

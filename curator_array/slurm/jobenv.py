@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..core.errors import ConfigError
 from ..core.layout import AttemptId
@@ -59,7 +59,7 @@ class JobEnvironment:
     array_task_count: int | None = None
     restart_count: int = 0
     num_nodes: int = 1
-    node_id: int = 0
+    node_id: int | None = 0
     nodelist: str | None = None
     node_name: str | None = None
     cpus_on_node: int | None = None
@@ -73,9 +73,11 @@ class JobEnvironment:
         num_nodes = env_int(env, "SLURM_JOB_NUM_NODES", minimum=1)
         if num_nodes is None:
             num_nodes = env_int(env, "SLURM_NNODES", minimum=1)
-        node_id = env_int(env, "SLURM_NODEID", minimum=0) or 0
         resolved_nodes = num_nodes or 1
-        if node_id >= resolved_nodes:
+        node_id = env_int(env, "SLURM_NODEID", minimum=0)
+        if node_id is None and resolved_nodes == 1:
+            node_id = 0
+        if node_id is not None and node_id >= resolved_nodes:
             raise ConfigError(
                 f"SLURM_NODEID={node_id} is not below the job's node count {resolved_nodes}"
             )
@@ -104,6 +106,15 @@ class JobEnvironment:
     @property
     def is_driver(self) -> bool:
         return self.node_id == 0
+
+    @property
+    def node_known(self) -> bool:
+        """False on a node of a multi-node job whose runtime hides the task's variables
+        (SLURM's ``--container`` passes no ``SLURM_NODEID``): the rendezvous then numbers it."""
+        return self.node_id is not None
+
+    def on_node(self, node_id: int) -> JobEnvironment:
+        return replace(self, node_id=node_id)
 
     def identity(self) -> JobIdentity:
         """The identity fields recorded in manifests and attempt records."""

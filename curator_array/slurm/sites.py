@@ -21,6 +21,7 @@ from typing import Any
 import tomllib
 
 from ..core.errors import ConfigError
+from ..core.layout import METADATA_DIR, OCI_BUNDLES_DIR
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Runtime:
 
 RUNTIMES: dict[str, Runtime] = {
     "pyxis": Runtime(container=True),
+    "oci": Runtime(container=True),
     "apptainer": Runtime(container=True),
     "charliecloud": Runtime(container=True),
     "baremetal": Runtime(container=False),
@@ -42,6 +44,12 @@ SHARD_VARIABLES = ("SHARD_INDEX_OFFSET", "TOTAL_SHARDS", "MINIMUM_SHARD_INDEX")
 DIRECTIVE_VALUE = re.compile(r"^[A-Za-z0-9_.:,+=@/%-]*$")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ENTRYPOINT_IN_IMAGE = "/opt/curator-array/entrypoints/curator-array-entrypoint"
+# What an OCI job script runs with the node's python3 to write its bundle (standard library only).
+BUNDLE_WRITER = Path(__file__).with_name("oci_bundle.py")
+# Set per task by slurmstepd, and by the batch shell for its own task; a container sees the
+# step's environment only, so a job script that launches containers unsets these first.
+TASK_VARIABLES = ("SLURM_NODEID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_TASK_PID", "SLURMD_NODENAME",
+                  "SLURM_GTIDS", "SLURM_TOPOLOGY_ADDR", "SLURM_TOPOLOGY_ADDR_PATTERN")
 # Job scripts export the names their site's [env] set here, so an element can tell them apart.
 SITE_ENV_VARIABLE = "CURATOR_ARRAY_SITE_ENV"
 
@@ -198,7 +206,8 @@ def render_site(site: SiteConfig, templates: Path, facts: ScriptFacts) -> str:
     forwarded = list(dict.fromkeys([*SHARD_VARIABLES, SITE_ENV_VARIABLE, *facts.variables, *site.env]))
     return template.render(site=site, source=f"site_configs/{site.name}.toml",
                            input_formats=facts.input_formats, output_formats=facts.output_formats,
-                           forwarded=forwarded)
+                           forwarded=forwarded, task_variables=TASK_VARIABLES,
+                           job_bundles_dir=f"{METADATA_DIR}/{OCI_BUNDLES_DIR}", bundle_writer=BUNDLE_WRITER.read_text().rstrip("\n"))
 
 
 def site_names(sites_dir: Path) -> list[str]:

@@ -7,16 +7,22 @@ does; the image build reuses the daemon's layer cache, which lives outside the c
 from __future__ import annotations
 
 import contextlib
+import gzip
+import hashlib
 import importlib.util
 import io
+import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 
+from curator_array.core.layout import CheckpointLayout
 from tests.conftest import REPO, need
 
 BASE_TAG = "curator-array-base:bookworm"
@@ -80,6 +86,71 @@ def sqsh(image, build_tool, tmp_path_factory):
                            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
         need(shutil.which(tool) is not None, f"{tool} is missing (apt-get install {package})")
     return build_tool.build_sqsh(image, None)
+
+
+@pytest.fixture(scope="session")
+def oci_bundle(image, build_tool):
+    """The image as an OCI bundle (`make oci`), for SLURM's own `srun --container`."""
+    for tool, package in (("skopeo", "skopeo"), ("umoci", "umoci"), ("runc", "runc")):
+        if not shutil.which(tool) and os.geteuid() == 0:
+            subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True,
+                           env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+        need(shutil.which(tool) is not None, f"{tool} is missing (apt-get install {package})")
+    return build_tool.build_oci(image, None)
+
+
+# Not under /tmp, so the paths mean the same inside a container (whose /tmp is its own).
+WORK_ROOT = Path("/var/tmp/curator-array-tests")
+
+
+@pytest.fixture
+def work(tmp_path):
+    """A test's own directory that containers see at the same path."""
+    WORK_ROOT.mkdir(parents=True, exist_ok=True)
+    WORK_ROOT.chmod(0o755)
+    path = WORK_ROOT / Path(os.path.realpath(tmp_path)).name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def plain_user():
+    """A non-root user made for this test module (removed afterwards)."""
+    name = "curatortest"
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", name], check=True)
+    yield pwd.getpwnam(name)
+    subprocess.run(["userdel", name], check=False)
+
+
+def input_records(directory: Path) -> list[dict]:
+    records = []
+    for path in sorted(directory.iterdir()):
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt") as handle:
+            records += [json.loads(line) for line in handle if line.strip()]
+    return records
+
+
+def logs(work: Path) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in sorted(work.glob("slurm_*.out")))
+
+
+def manifests(out: Path) -> dict[int, dict]:
+    return {int(p.stem.rsplit("_", 1)[1]): json.loads(p.read_text())
+            for p in CheckpointLayout(out).completion_dir.glob("completed_slurm_array_*.json")}
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 from tests.slurm.conftest import pyxis, slurm_cluster  # noqa: E402,F401  (the same session cluster)

@@ -4,11 +4,7 @@ from `make sqsh`, on the throwaway cluster (scripts/slurm_cluster.py loads pyxis
 
 from __future__ import annotations
 
-import gzip
-import hashlib
-import json
 import os
-import pwd
 import shutil
 import subprocess
 import time
@@ -16,38 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from curator_array.core.layout import CheckpointLayout
 from tests.conftest import REPO, SAMPLE, read_records, records_digest, visible_files
-from tests.slurm.conftest import pyxis_mode, queued, wait_all, wait_for
+from tests.container.conftest import input_records, logs, manifests, sha256
+from tests.slurm.conftest import cluster_script, pyxis_mode, queued, wait_all, wait_for
 from tests.support.planted import write_corpus
 
 pytestmark = [pytest.mark.pyxis, pytest.mark.container, pytest.mark.slurm]
 SITE = REPO / "site_configs" / "local-pyxis.sbatch"
 DEDUP_PHASES = ("signatures", "buckets", "clusters", "removal")
 RUN_OPTIONS = ("--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress")
-# Not under /tmp, so the paths mean the same inside the container (whose /tmp is its own).
-WORK_ROOT = Path("/var/tmp/curator-array-tests")
-
-
-@pytest.fixture
-def work(tmp_path):
-    WORK_ROOT.mkdir(parents=True, exist_ok=True)
-    WORK_ROOT.chmod(0o755)
-    directory = Path(os.path.realpath(tmp_path)).name
-    path = WORK_ROOT / directory
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir()
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-def input_records(directory: Path) -> list[dict]:
-    records = []
-    for path in sorted(directory.iterdir()):
-        opener = gzip.open if path.name.endswith(".gz") else open
-        with opener(path, "rt") as handle:
-            records += [json.loads(line) for line in handle if line.strip()]
-    return records
 
 
 def submit(work: Path, sqsh: Path, out: Path, *args: str, env: dict | None = None, user: str | None = None,
@@ -64,15 +37,6 @@ def submit(work: Path, sqsh: Path, out: Path, *args: str, env: dict | None = Non
     result = subprocess.run(command, capture_output=True, text=True, cwd=work, env=dict(os.environ, **variables))
     assert result.returncode == 0, result.stderr
     return result.stdout.strip().split(";")[0]
-
-
-def logs(work: Path) -> str:
-    return "\n".join(p.read_text(errors="replace") for p in sorted(work.glob("slurm_*.out")))
-
-
-def manifests(out: Path) -> dict[int, dict]:
-    return {int(p.stem.rsplit("_", 1)[1]): json.loads(p.read_text())
-            for p in CheckpointLayout(out).completion_dir.glob("completed_slurm_array_*.json")}
 
 
 def test_array_of_three_through_the_pyxis_site(pyxis, sqsh, work):
@@ -98,26 +62,6 @@ def test_two_node_elements_form_one_ray_cluster_across_two_containers(pyxis, sqs
         assert manifest["slurm_num_nodes"] == 2 and len({n["node_id"] for n in manifest["ray_nodes"]}) == 2
     assert "2 nodes → one Ray cluster over them (SlurmRayClient); this is node 1 (worker)" in logs(work)
     assert records_digest(read_records(out)) == records_digest(input_records(work / "in"))
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-@pytest.fixture(scope="module")
-def plain_user():
-    """A non-root user made for this test (removed afterwards)."""
-    name = "curatortest"
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/bash", name], check=True)
-    yield pwd.getpwnam(name)
-    subprocess.run(["userdel", name], check=False)
 
 
 def test_a_plain_user_runs_the_read_only_image_and_owns_the_outputs(pyxis, sqsh, work, plain_user):
@@ -196,12 +140,7 @@ def test_a_mount_path_pyxis_cannot_express_stops_the_script(pyxis, sqsh, work):
 def test_cluster_cleanup_unmounts_and_removes_what_enroot_left(pyxis, sqsh, tmp_path):
     """What `slurm_cluster.py stop` does after the daemons: a squashfuse mount (as pyxis's
     use_squashfuse leaves when a step is killed) and an unpacked container, both gone."""
-    import importlib.util
-    import sys
-
-    spec = importlib.util.spec_from_file_location("slurm_cluster", REPO / "scripts" / "slurm_cluster.py")
-    cluster = sys.modules["slurm_cluster"] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cluster)
+    cluster = cluster_script()
     root = tmp_path / "cluster"
     mount = root / "nodes" / "node1" / "enroot" / "runtime" / "user-0" / "mnt"
     container = root / "nodes" / "node1" / "enroot" / "data" / "user-0" / "pyxis_7.0"

@@ -8,6 +8,8 @@ imitated:
   arrives as ``X``; the image's variables (its PATH, ...) are set.
 * ``srun --container-image`` (pyxis + enroot): the host environment passes; the image's
   variables win over it, except those named in ``--container-env``.
+* ``srun --container`` (SLURM's OCI containers with ``CreateEnvFile``): the step's environment
+  replaces the image's variables of the same names; the image's others stay.
 * ``ch-run --set-env``: the host environment passes and the image's variables win.
 * ``sbatch`` (only for tests that cannot use the throwaway cluster): runs the script of the
   first array element at once, with the variables SLURM sets; ``squeue`` finds nothing
@@ -71,6 +73,9 @@ env = dict(os.environ)
 if "--container-image" in pyxis:
     named = set(filter(None, pyxis.get("--container-env", "").split(",")))
     env.update({k: v for k, v in IMAGE_ENV.items() if k not in named or k not in os.environ})
+if "--container" in pyxis:
+    assert os.path.isfile(os.path.join(pyxis["--container"], "config.json")), pyxis["--container"]
+    env = dict(IMAGE_ENV, **os.environ)
 run_in_image(args, env)
 '''
 

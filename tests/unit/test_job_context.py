@@ -113,3 +113,26 @@ def test_job_context_picks_the_client_and_explains():
     assert lines[0] == "curator-array entrypoint: SLURM job 9 (array job 8, task 2, restart 0) on n2"
     assert "this is node 1 (worker)" in lines[1] and "logical shard 2" in lines[2]
     assert JobContext.from_env({}, hostname="h").cluster == "local"
+
+
+def test_a_node_whose_runtime_hides_its_index_takes_one_in_the_rendezvous(tmp_path):
+    """SLURM's --container passes the step's variables, not the task's: the nodes of one step
+    number themselves by exclusive creates, so exactly one is node 0 (the driver)."""
+    from curator_array.run.element import number_this_node
+    from curator_array.run.request import RunRequest
+
+    env = {"SLURM_JOB_ID": "9", "SLURM_STEP_ID": "0", "SLURM_JOB_NUM_NODES": "2", "SLURM_ARRAY_TASK_ID": "1",
+           "SLURM_ARRAY_TASK_COUNT": "2"}
+    context = JobContext.from_env(env, hostname="h")
+    assert context.cluster == "slurm" and not context.job.node_known and not context.job.is_driver
+    assert "no SLURM_NODEID here" in explain(context)[1]
+    request = RunRequest.from_flags({"output_dir": str(tmp_path / "out"), "input_dir": str(tmp_path)})
+    numbered = [number_this_node(request, context).job for _ in range(2)]
+    assert [job.node_id for job in numbered] == [0, 1] and numbered[0].is_driver
+    claims = request.rendezvous_root / "slurm_job_9_step_0_restart_0" / "nodes"
+    assert sorted(p.name for p in claims.iterdir()) == ["node_0", "node_1"]
+    with pytest.raises(ConfigError, match=r"every node index of this step \(0-1\) is taken .* --ntasks-per-node=1"):
+        number_this_node(request, context)
+    known = JobContext.from_env({**env, "SLURM_NODEID": "1"}, hostname="h")
+    assert number_this_node(request, known) is known, "a node that knows its index takes none"
+    assert JobContext.from_env({"SLURM_JOB_ID": "9"}, hostname="h").job.node_id == 0, "one node is node 0"

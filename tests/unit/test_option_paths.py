@@ -1,6 +1,6 @@
 """Every run option reaches the element, under every runtime and however the run is launched.
 
-For each runtime (pyxis, Apptainer, Charliecloud, bare metal) and each way of giving a
+For each runtime (pyxis, SLURM's OCI containers, Apptainer, Charliecloud, bare metal) and each way of giving a
 value (a flag to ``submit``, a variable exported at ``submit``, the site's ``[env]``, a
 variable to a plain ``sbatch``), every option of the table is set to a value that is not
 its default, the site's real rendered script runs, and the element's arguments and
@@ -39,7 +39,7 @@ from tests.conftest import REPO, SAMPLE
 from tests.support.fake_runtimes import install_fakes, install_recording_image
 from tests.support.tokenizer import train_tokenizer
 
-RUNTIMES = ("pyxis", "apptainer", "charliecloud", "baremetal")
+RUNTIMES = ("pyxis", "oci", "apptainer", "charliecloud", "baremetal")
 WAYS = ("submit flag", "submit variable", "site env", "sbatch variable")
 # Chosen by the job, not by the user: the entrypoint passes --cluster, submit passes --request.
 NOT_GIVEN = {"cluster", "request"}
@@ -110,6 +110,9 @@ def world(tmp_path_factory):
     PhaseManifest("signatures", 0, 1, run.run_id).write(PHASES.get("signatures").layout_of(earlier))
     record = root / "record.jsonl"
     image = install_recording_image(root / "image", record)
+    (root / "bundle" / "rootfs" / "usr").mkdir(parents=True)  # an OCI bundle, for the oci job script to derive from
+    (root / "bundle" / "config.json").write_text(json.dumps({"process": {"args": ["sh"]}, "mounts": [],
+                                                             "linux": {"namespaces": [{"type": "mount"}]}}))
     fakes = install_fakes(root / "bin", ["apptainer", "srun", "ch-run", "sbatch", "squeue", "scontrol"], IMAGE_ENV)
     return root, record, image, fakes
 
@@ -148,7 +151,7 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     shutil.copytree(REPO / "site_configs" / "templates", sites / "templates")
     site = site_file(sites, runtime, image, variables(values) if way == "site env" else {})
     base = {"PATH": f"{fakes}:{Path(sys.executable).parent}:/usr/bin:/bin", "FAKE_IMAGE_ROOT": str(image),
-            "CONTAINER_IMAGE": "/images/ca.sqsh", "HOME": str(tmp_path)}
+            "CONTAINER_IMAGE": str(root / "bundle") if runtime == "oci" else "/images/ca.sqsh", "HOME": str(tmp_path)}
     cli = [sys.executable, "-m", "curator_array.cli"]
     subprocess.run([*cli, "render-site", "--sites-dir", str(sites), site], check=True, capture_output=True)
     if way == "sbatch variable":

@@ -222,3 +222,87 @@ def test_render_site_command_and_check(tmp_path, capsys):
     (sites / "mine.toml").write_text('runtime = "charliecloud"\npartition = "other"\n')
     assert main(["render-site", "--sites-dir", str(sites), "--all", "--check"]) == 1
     assert "stale rendered site scripts: mine" in capsys.readouterr().err
+
+
+# What pyxis documents for srun (its wiki's Usage page): each option's name, and the shape of its
+# value (None: a switch). The pyxis scripts are checked against it where pyxis is not installed.
+PYXIS_OPTIONS = {
+    "--container-image": r"(/|\./)\S+|([\w.-]+@)?([\w.:-]+#)?[\w./-]+(:[\w.-]+)?",
+    "--container-mounts": r"/[^,:]+:/[^,:]+(:[a-z]+(\+[a-z]+)*)?(,/[^,:]+:/[^,:]+(:[a-z]+(\+[a-z]+)*)?)*",
+    "--container-workdir": r"/\S*",
+    "--container-name": r"[\w.-]+",
+    "--container-save": r"/\S+",
+    "--container-env": r"[A-Za-z_][A-Za-z0-9_]*(,[A-Za-z_][A-Za-z0-9_]*)*",
+    **{f"--{no}container-{switch}": None for no in ("", "no-")
+       for switch in ("mount-home", "remap-root", "entrypoint")},
+    "--container-writable": None,
+    "--container-readonly": None,
+}
+PYXIS_MOUNT_FLAGS = {"ro", "rw", "private", "rprivate", "slave", "rslave", "shared", "rshared", "bind", "rbind",
+                     "nosuid", "nodev", "noexec"}
+
+
+@pytest.mark.parametrize("name", [n for n in site_names(SITES) if load_site(SITES / f"{n}.toml").runtime == "pyxis"])
+@pytest.mark.parametrize("image,mounts", [("/images/ca.sqsh", ""), ("images/ca.sqsh", "/extra:/extra:ro,/b:/c")])
+def test_every_pyxis_srun_line_uses_only_what_pyxis_documents(tmp_path, name, image, mounts):
+    import re
+
+    env = {"INPUT_DIR": "/data/in", "OUTPUT_DIR": str(tmp_path / "out"), "CONTAINER_IMAGE": image,
+           "CONTAINER_MOUNTS": mounts, "FAKE_SRUN_NO_EXEC": "1"}
+    result, calls = run_script(SITES / f"{name}.sbatch", tmp_path, env)
+    assert result.returncode == 0, result.stderr
+    [srun] = [c["argv"] for c in calls if c["tool"] == "srun"]
+    options = [a for a in srun[:srun.index("/opt/curator-array/entrypoints/curator-array-entrypoint")]]
+    pyxis = [a for a in options if a.startswith(("--container", "--no-container"))]
+    assert pyxis and set(options) - set(pyxis) == {"--ntasks-per-node=1"}
+    for option in pyxis:
+        flag, _, value = option.partition("=")
+        assert flag in PYXIS_OPTIONS, f"{flag} is not a pyxis option"
+        shape = PYXIS_OPTIONS[flag]
+        assert (shape is None) == (value == ""), option
+        assert shape is None or re.fullmatch(shape, value), f"{option} is not of the shape pyxis documents"
+        if flag == "--container-mounts":
+            flags = {f for item in value.split(",") for f in item.split(":")[2:3] for f in f.split("+")}
+            assert flags <= PYXIS_MOUNT_FLAGS, flags
+
+
+OCI_SRUN_TAIL = """import shutil
+bundle = next(a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--container="))
+shutil.copyfile(os.path.join(bundle, "config.json"), os.environ["FAKE_BUNDLE_COPY"])
+"""
+
+
+def test_the_oci_script_writes_its_jobs_bundle_and_keeps_the_batch_tasks_variables_out(tmp_path):
+    """The bundle as the job's containers get it (copied by a fake srun: runc runs it for real in
+    tests/container/test_oci.py), every value passed intact, and nothing left when the job ends."""
+    image = tmp_path / "image"
+    (image / "rootfs" / "usr").mkdir(parents=True)
+    (image / "config.json").write_text(json.dumps({"process": {}, "mounts": [], "linux": {"namespaces": []}}))
+    fakes = install_fakes(tmp_path / "fake_bin")
+    (fakes / "srun").write_text(FAKE.format(name="srun", tail=OCI_SRUN_TAIL))
+    marker = tmp_path / "INJECTED"
+    data, extra, shared = tmp_path / "in", tmp_path / "extra $(touch INJECTED)", tmp_path / "shared"
+    for directory in (data, extra, shared):
+        directory.mkdir()
+    site = write_site(tmp_path / "sites", "oci", (SITES / "example-oci.toml").read_text().replace(
+        '"/shared:/shared", "/scratch:/scratch"', json.dumps(f"{shared}:/shared")))
+    script = site.with_suffix(".sbatch")
+    script.write_text(render_site(load_site(site), site.parent / "templates", job_script_facts()))
+    out = tmp_path / "out `touch INJECTED`"
+    copy = tmp_path / "bundle.json"
+    env = {"INPUT_DIR": str(data), "OUTPUT_DIR": str(out), "CONTAINER_IMAGE": str(image),
+           "CONTAINER_MOUNTS": f"{extra}:/extra:ro", "FAKE_BUNDLE_COPY": str(copy), "SLURMD_NODENAME": "n1",
+           "SLURM_PROCID": "0"}
+    result, calls = run_script(script, tmp_path, env, "--min-words", "5")
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists() and not (Path.cwd() / "INJECTED").exists(), "a value was executed"
+    [srun] = [c for c in calls if c["tool"] == "srun"]
+    job_bundle = out / ".nemo_curator_metadata" / ".oci_bundles" / "job_9_restart_0"
+    assert srun["argv"] == ["--ntasks-per-node=1", f"--container={job_bundle}",
+                            "/opt/curator-array/entrypoints/curator-array-entrypoint", "--min-words", "5"]
+    assert not {"SLURM_NODEID", "SLURM_PROCID", "SLURMD_NODENAME"} & set(srun["env"]), "node 0's own would reach all"
+    assert srun["env"]["SLURM_ARRAY_TASK_ID"] == "2" and srun["env"]["OUTPUT_DIR"] == str(out)
+    mounts = {m["destination"]: (m["source"], m["options"][-1]) for m in json.loads(copy.read_text())["mounts"]}
+    assert mounts[str(data)] == (str(data), "ro") and mounts[str(out)] == (str(out), "rw")
+    assert mounts["/extra"] == (str(extra), "ro") and mounts["/shared"] == (str(shared), "rw")
+    assert not job_bundle.exists(), "the job's bundle is removed when the job ends"

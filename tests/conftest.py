@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -99,11 +100,25 @@ def sample_parquet(tmp_path) -> Path:
     return target
 
 
+# An error-level line from Ray: glog's "[time E pid tid]" (C++) or Ray's Python "time<TAB>ERROR",
+# as the driver prints it or as it forwards a worker's, "(name pid=N) " first.
+RAY_ERROR_LINE = re.compile(r"^(?:\([^)]*\) )?(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ E \d+ \d+\]|"
+                            r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\tERROR )", re.M)
+
+
+def ray_errors(output: str) -> list[str]:
+    """Ray's error-level lines in a run's output (a run that succeeded must have none)."""
+    return [line for line in output.splitlines() if RAY_ERROR_LINE.match(line)]
+
+
 def curator_cli(*args: str, env: dict[str, str] | None = None, check: bool = True,
                 cwd: Path | None = None) -> subprocess.CompletedProcess:
-    """``curator-array ARGS`` in a subprocess of this interpreter; with ``check``, it must succeed."""
+    """``curator-array ARGS`` in a subprocess of this interpreter; with ``check``, it must succeed.
+    Whatever succeeds must print no error-level line of Ray's."""
     done = subprocess.run([sys.executable, "-m", "curator_array.cli", *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=300, cwd=cwd)
     if check:
         assert done.returncode == 0, done.stderr[-3000:]
+    if done.returncode == 0:
+        assert not ray_errors(done.stderr), f"Ray printed error-level lines in a run that succeeded: {ray_errors(done.stderr)}"
     return done

@@ -20,7 +20,7 @@ import random
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +28,9 @@ from ..core.errors import ConfigError
 from .model import DEFAULT_QUALITY_LABEL, load_model, model_text, quality_probability
 
 TRAINER = "fasttext-numpy2-wheel==0.9.2"
+# Held-out precision or recall below this is reported as poor: on balanced classes chance is 0.5.
+POOR_BELOW = 0.8
+LARGE_MODEL_BYTES = 100 * 2**20
 TRAINER_DIR = Path(sys.prefix) / "share" / "curator-array" / "fasttext-trainer"
 OTHER_LABEL = "__label__cc"
 HOLDOUT = 0.05
@@ -68,6 +71,20 @@ class Evaluation:
     def recall(self) -> float:
         wanted = self.true_positives + self.false_negatives
         return self.true_positives / wanted if wanted else 0.0
+
+    def advice(self, settings: Hyperparameters) -> str | None:
+        """One line when the model is poor on its held-out documents, with what to try; else None."""
+        if min(self.precision, self.recall) >= POOR_BELOW:
+            return None
+        return (f"warning: held-out precision {self.precision:.3f} / recall {self.recall:.3f} is below {POOR_BELOW} "
+                f"(chance is 0.5): this model barely tells the classes apart. Try more documents, more epochs "
+                f"(--epoch {max(25, settings.epoch * 5)}) or a higher learning rate (--lr 0.5)")
+
+
+def model_bytes(settings: Hyperparameters, words: int, labels: int = 2) -> int:
+    """A full (not quantized) fastText model's size: a float32 row of ``dim`` per word and
+    per n-gram bucket, and one per label."""
+    return 4 * settings.dim * (words + settings.bucket + labels)
 
 
 def read_texts(paths: Iterable[str | Path]) -> Iterator[str]:
@@ -111,9 +128,10 @@ model.save_model(sys.argv[3])
 
 def train(positive: list[str], negative: list[str], output: Path, *, label: str = DEFAULT_QUALITY_LABEL,
           other: str = OTHER_LABEL, settings: Hyperparameters = Hyperparameters(), quantize: bool = False,
-          trainer: Path = TRAINER_DIR) -> Evaluation:
+          trainer: Path = TRAINER_DIR, say: Callable[[str], None] = lambda line: None) -> Evaluation:
     """Train a model of ``label`` (the positive documents) against ``other`` into ``output``;
-    returns its scores on the held-out documents."""
+    returns its scores on the held-out documents. ``say`` hears, before training, the size of
+    a model file of more than 100 MiB."""
     if not (trainer / "fasttext" / "__init__.py").is_file():
         raise ConfigError(f"the fastText trainer is not installed in {trainer}: run python -m "
                           "curator_array.classify.training --install (make install does)")
@@ -126,6 +144,10 @@ def train(positive: list[str], negative: list[str], output: Path, *, label: str 
     held = max(1, round(size * HOLDOUT))
     train_lines = [f"{label} {t}" for t in good[held:]] + [f"{other} {t}" for t in bad[held:]]
     rng.shuffle(train_lines)
+    size = model_bytes(settings, len({word for line in train_lines for word in line.split()}))
+    if not quantize and size > LARGE_MODEL_BYTES:
+        say(f"the model will take about {size / 2**20:,.0f} MiB (--bucket {settings.bucket:,} x --dim "
+            f"{settings.dim} x 4 bytes); --quantize or a smaller --bucket makes it far smaller")
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="curator-array-train-") as work:
         data = Path(work) / "train.txt"

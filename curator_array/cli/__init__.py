@@ -16,9 +16,16 @@ import os
 import click
 
 from ..core.errors import CuratorArrayError
-from ..run.stopping import ShardStopped
+from ..run.stopping import ShardStopped, stop_message
 from . import inspect_commands, model_commands, run_command, submit_commands  # noqa: F401  (each registers its commands)
 from .group import cli
+
+
+def _command(argv: list[str] | None) -> str | None:
+    import sys
+
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    return words[0] if words else None
 
 
 def main(argv: list[str] | None = None, context=None) -> int:
@@ -35,9 +42,10 @@ def main(argv: list[str] | None = None, context=None) -> int:
             return result
     except click.exceptions.Exit as exc:
         return exc.exit_code
-    except click.exceptions.Abort:
-        click.echo("curator-array: aborted", err=True)
-        return 1
+    except click.exceptions.Abort:  # Ctrl-C outside a run's stop handlers (a run installs them first thing)
+        click.echo(f"curator-array: {stop_message('SIGINT') if _command(argv) == 'run' else 'interrupted (SIGINT)'}",
+                   err=True)
+        return ShardStopped.exit_code
     except click.UsageError as exc:
         command = f" {exc.ctx.command_path.split(' ', 1)[1]}" if exc.ctx and " " in exc.ctx.command_path else ""
         click.echo(f"curator-array: error: {exc.format_message()} (see curator-array{command} --help)", err=True)

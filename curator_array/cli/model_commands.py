@@ -35,6 +35,10 @@ def train_classifier(positive, negative, output, label, epoch, lr, dim, word_ngr
     from ..classify.training import Hyperparameters, train
 
     settings = Hyperparameters(lr=lr, dim=dim, epoch=epoch, wordNgrams=word_ngrams, bucket=bucket)
-    evaluation = train(list(positive), list(negative), output, label=label, settings=settings, quantize=quantize)
+    evaluation = train(list(positive), list(negative), output, label=label, settings=settings, quantize=quantize,
+                       say=lambda line: click.echo(line, err=True))
     click.echo(f"wrote {output} ({output.stat().st_size:,} bytes); held out {evaluation.documents} documents: "
                f"precision {evaluation.precision:.3f}, recall {evaluation.recall:.3f}")
+    advice = evaluation.advice(settings)
+    if advice:
+        click.echo(advice, err=True)

@@ -43,8 +43,10 @@ def run(ctx: click.Context, **kwargs) -> None:
     (default SLURM_ARRAY_TASK_COUNT); without them every task runs as one implicit shard.
     Each option's value comes from its flag, else its variable, else its default.
     A completion manifest is written only when every task succeeded. SIGUSR1 (what
-    `#SBATCH --signal` sends) and SIGTERM stop the shard cleanly, without a manifest (exit 4).
+    `#SBATCH --signal` sends), SIGTERM and SIGINT (Ctrl-C) stop the shard cleanly, without a
+    manifest (exit 4); a rerun resumes it.
     """
+    from ..execution.quiet_stderr import quiet_stderr
     from ..run import startup_log, supervisor
     from ..run.element import number_this_node, run_element_command
     from ..run.precedence import options_for_start, request_of
@@ -64,7 +66,7 @@ def run(ctx: click.Context, **kwargs) -> None:
     stop = StopController().install()
     startup_log.hold()
     try:
-        with stop.surfacing():
+        with stop.surfacing(), quiet_stderr():
             code = run_element_command(request, context, stop=stop)
         startup_log.release()
     except BaseException:

@@ -77,12 +77,19 @@ def format_stage_times(status: RunStatus) -> list[str]:
     return lines
 
 
+def shards_named(shards: list[int]) -> str:
+    """Shard numbers in words no one reads as a count: "none", "shard 0", "shards 2-3,5"."""
+    if not shards:
+        return "none"
+    return f"shard{'s' if len(shards) > 1 else ''} {format_array_expression(shards)}"
+
+
 def format_status(status: RunStatus) -> str:
     lines = [
         f"checkpoint   {status.checkpoint}",
         f"shards       {status.shards.total} (logical {status.shards})",
         f"complete     {len(status.completed)}/{status.shards.total}",
-        f"incomplete   {format_array_expression(status.incomplete) or '-'}",
+        f"unfinished   {shards_named(status.incomplete)}",
     ]
     if status.shards_queued:
         pending = [s for s, state in status.shards_queued.items() if state == "PENDING"]
@@ -100,7 +107,12 @@ def format_status(status: RunStatus) -> str:
         rows_out = f"{final:,} rows out after {writer.name}"
     else:
         rows_out = f"{t.rows_out:,} rows out so far ({writer.name} will rewrite them)"
-    lines.append(f"done so far  {t.source_tasks:,} tasks, {t.rows_in:,} rows in, {rows_out}")
+    recorded = sum(done for done, _, _ in status.partial.values())
+    if recorded:
+        lines.append(f"done so far  {t.source_tasks + recorded:,} tasks ({t.source_tasks:,} in complete shards, "
+                     f"{recorded:,} on record in unfinished ones); complete shards: {t.rows_in:,} rows in, {rows_out}")
+    else:
+        lines.append(f"done so far  {t.source_tasks:,} tasks, {t.rows_in:,} rows in, {rows_out}")
     dropped = status.dropped_by_step()
     if dropped:
         lines.append("dropped      " + ", ".join(f"{step} {count:,}" for step, count in dropped.items()))
@@ -192,4 +204,6 @@ def contamination_lines(found) -> list[str]:
     for name, hits in ranked[:TOP_TASKS]:
         lines.append(f"  {name}: {hits.documents:,} documents, {hits.ngrams:,} n-grams matched, "
                      f"{hits.characters_cut:,} characters removed")
+    lines.append("  (documents here are hits: one document may hit several tasks; `dropped` counts each "
+                 "document once, under the first task it hits in the eval files' order)")
     return lines

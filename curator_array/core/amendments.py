@@ -25,34 +25,44 @@ from .atomic import dump_json, write_bytes_atomic
 from .layout import CheckpointLayout, utc_now
 from .records.base import RecordError, load_json
 
-INPUT, MALFORMED = "input", "malformed"
+INPUT, MALFORMED, RELIST = "input", "malformed", "relist"
 
 
 @dataclass(frozen=True)
 class Amendment:
-    kind: str  # INPUT: input files of unfinished tasks changed; MALFORMED: the reader's policy changed
+    kind: str  # INPUT: input files of unfinished tasks changed; MALFORMED: the reader's policy changed;
+    # RELIST: files added to the input tree joined the run (--relist)
     at: str = ""
     shard_index: int | None = None  # the shard whose element amended its files (INPUT)
     tasks: tuple[str, ...] = ()
     files: dict[str, tuple[int, int]] = field(default_factory=dict)  # path → (size, mtime_ns) now
     malformed: str | None = None  # the policy from now on (MALFORMED)
     before: str | None = None  # the policy until now (MALFORMED)
+    added_files: int = 0  # RELIST: files that joined the run
+    rerun_shards: str = ""  # RELIST: complete shards that run again for them (an array expression)
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "at": self.at, "shard_index": self.shard_index, "tasks": list(self.tasks),
-                "files": {path: list(stat) for path, stat in self.files.items()}, "malformed": self.malformed,
-                "before": self.before}
+        written = {"kind": self.kind, "at": self.at, "shard_index": self.shard_index, "tasks": list(self.tasks),
+                   "files": {path: list(stat) for path, stat in self.files.items()}, "malformed": self.malformed,
+                   "before": self.before}
+        if self.kind == RELIST:
+            written.update(added_files=self.added_files, rerun_shards=self.rerun_shards)
+        return written
 
     @classmethod
     def from_json(cls, payload: Any) -> Amendment:
-        if not isinstance(payload, dict) or payload.get("kind") not in (INPUT, MALFORMED):
+        if not isinstance(payload, dict) or payload.get("kind") not in (INPUT, MALFORMED, RELIST):
             raise RecordError("not an amendment")
         files = payload.get("files") or {}
         return cls(payload["kind"], str(payload.get("at") or ""), payload.get("shard_index"),
                    tuple(payload.get("tasks") or ()), {str(p): (int(s[0]), int(s[1])) for p, s in files.items()},
-                   payload.get("malformed"), payload.get("before"))
+                   payload.get("malformed"), payload.get("before"), int(payload.get("added_files") or 0),
+                   str(payload.get("rerun_shards") or ""))
 
     def describe(self) -> str:
+        if self.kind == RELIST:
+            return (f"{self.at}: --relist added {self.added_files} input file(s) to the run; complete shard(s) that "
+                    f"ran again for them: {self.rerun_shards or 'none'}")
         if self.kind == MALFORMED:
             return f"{self.at}: malformed records {self.before} → {self.malformed} for the unfinished tasks"
         names = ", ".join(sorted(os.path.basename(path) for path in self.files)[:3])

@@ -71,6 +71,16 @@ def _value_changes(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -
     return changes
 
 
+def _stage_settings(stage: dict[str, Any], where: str, added: bool) -> list[str]:
+    """A stage that came or went, by the settings (its options) that brought it: ``min_words:
+    unset → 5 (stage word_count, added)``; one line naming the stage when it has none."""
+    settings = {key: value for key, value in (stage.get("params") or {}).items() if value not in (None, False, [], {})}
+    if not settings:
+        return [f"{where}"]
+    empty = {key: None for key in settings}
+    return [f"{line} ({where})" for line in (_value_changes(empty, settings) if added else _value_changes(settings, empty))]
+
+
 def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """One line per difference, e.g. ``min_words: 5 → 3 (stage word_count)``; empty if equal."""
     changes = [
@@ -87,6 +97,11 @@ def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     for name in new_stages:
         if name in old_stages:
             changes += _param_changes(old_stages[name], new_stages[name], f"stage {name}")
+        else:
+            changes += _stage_settings(new_stages[name], f"stage {name}, added", added=True)
+    for name in old_stages:
+        if name not in new_stages:
+            changes += _stage_settings(old_stages[name], f"stage {name}, removed", added=False)
     if not changes and fingerprint_digest(old) != fingerprint_digest(new):
         changes.append("the pipeline definition differs")
     return changes

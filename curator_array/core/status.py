@@ -141,6 +141,7 @@ class RunStatus:
             "completed_count": len(self.completed),
             "incomplete_count": len(self.incomplete),
             "incomplete": format_array_expression(self.incomplete),
+            "tasks_done": self.totals.source_tasks + sum(done for done, _, _ in self.partial.values()),
             "failed_attempts": [
                 {
                     "path": str(a.path),

@@ -60,9 +60,11 @@ class BatchHits:
         start = int(self.starts[hit])
         return " ".join(self.words.slice(start, int(self.lengths[hit])).to_pylist())
 
-    def first_per_document(self) -> dict[int, int]:
-        """Each hit document's first hit (its earliest word; the longer n-gram on a tie)."""
-        order = np.lexsort((-self.lengths, self.starts, self.documents))
+    def first_per_document(self, tasks: np.ndarray) -> dict[int, int]:
+        """Each hit document's first hit: of the first eval task it hits (``tasks``: each hit's
+        task number, in the eval files' order), the earliest word; the longer n-gram on a tie.
+        A document is removed once, under that task, whatever else it hits."""
+        order = np.lexsort((-self.lengths, self.starts, tasks, self.documents))
         documents = self.documents[order]
         firsts = np.ones(len(order), bool)
         firsts[1:] = documents[1:] != documents[:-1]

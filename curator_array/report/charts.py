@@ -20,7 +20,7 @@ from ..core.records.shard import CompletionManifest
 
 GRID_CELLS = 2500
 TOP_NODES = 8
-TIME_BINS = 120
+TIME_BINS = 40  # bars over the run's wall time, each at least a second wide
 STATE_COLORS = {"complete": "#2e7d32", "running": "#1e88e5", "pending": "#fbc02d", "failed": "#c62828",
                 "waiting": "#bdbdbd"}
 # A cell standing for several shards shows the state that needs attention first.
@@ -154,12 +154,15 @@ def histogram_chart(histogram: Histogram) -> str:
 
 
 def throughput_series(manifests: Iterable[CompletionManifest]) -> tuple[list[float], dict[str, list[float]]]:
-    """Rows/s per node over time: each shard's rows spread evenly over its run on its node."""
+    """Rows/s per node over time: each shard's rows spread evenly over its run on its node, in
+    bins of a width that fits the run (a 40th of its wall time, at least a second)."""
     spans = []
     for manifest in manifests:
         began, ended = _timestamp(manifest.started_at), _timestamp(manifest.ended_at)
         if began is None or ended is None:
             continue
+        if manifest.duration_s:  # measured, where the timestamps of older records have whole seconds
+            ended = began + manifest.duration_s
         spans.append((manifest.job.node, began, max(ended, began + 1e-3), manifest.work.rows_in))
     if not spans:
         return [], {}
@@ -182,13 +185,20 @@ def throughput_series(manifests: Iterable[CompletionManifest]) -> tuple[list[flo
 
 
 def throughput_chart(times: list[float], series: dict[str, list[float]]) -> str:
+    """Stacked bars, one colour per node; a bar with rows has the id ``throughput-<bin>-<node>``."""
     figure = _figure(9, 3)
     axes = figure.add_subplot()
     if not series:
         _no_data(axes)
         return _svg(figure)
-    for node, values in series.items():
-        axes.plot(times, values, label=node, linewidth=1.2)
+    width = times[1] - times[0] if len(times) > 1 else 1.0
+    below = [0.0] * len(times)
+    for number, (node, values) in enumerate(series.items()):
+        bars = axes.bar(times, values, width=width, bottom=below, align="edge", label=node, linewidth=0)
+        for index, (bar, value) in enumerate(zip(bars, values)):
+            if value > 0:
+                bar.set_gid(f"throughput-{index}-{number}")
+        below = [b + v for b, v in zip(below, values)]
     axes.set_xlabel("seconds since the first shard started")
     axes.set_ylabel("rows/s")
     axes.legend(fontsize=7, ncol=min(4, len(series)), frameon=False)

@@ -68,7 +68,7 @@ INPUT_OPTIONS = _with_field_defaults(
     RunOption("files_per_partition", "Input files per source task.", "int", minimum=1),
     RunOption("output_file_size", "A streamed task's (a WARC's) output files roll over at this size on disk "
               "(units: K, M, G, T, KiB, ...); its parts are row groups of one file up to there.", "size",
-              minimum=2**20),
+              minimum=10**6),
     RunOption("pipeline_ref", "A built-in pipeline, commoncrawl (WARC → Resiliparse text → language → Gopher and "
               "C4 quality → Parquet), fineweb (FineWeb's recipe: Trafilatura, URL filter, lid.176, Gopher, C4, "
               "FineWeb's line rules), dclm (DCLM-Baseline's: RefinedWeb's URL, page and line rules as DCLM wrote "

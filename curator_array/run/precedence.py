@@ -209,9 +209,13 @@ def checkpoint_of(chosen: Mapping[str, OptionValue]) -> CheckpointLayout:
     if not values.get("output_dir"):
         raise ConfigError("give --output-dir (or OUTPUT_DIR)")
     checkpoint = values.get("checkpoint_path") or values["output_dir"]
+    if is_s3(checkpoint) and values.get("checkpoint_path"):
+        raise ConfigError(f"--checkpoint-path {checkpoint} is in an object store: it must be a POSIX path on the "
+                          "cluster's shared file system, as the run's records are renamed and synced there")
     if is_s3(checkpoint):
-        raise ConfigError(f"the checkpoint {checkpoint} is in an object store: it must be on a POSIX path, the shared "
-                          "file system of the cluster (--checkpoint-path), as its records are renamed and synced there")
+        raise ConfigError(f"--output-dir {checkpoint} is in an object store: give --checkpoint-path (or "
+                          "CHECKPOINT_PATH) too, a POSIX path on the cluster's shared file system for the run's "
+                          "records (the checkpoint is the output dir unless you give one)")
     return CheckpointLayout(checkpoint)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from ..core.amendments import (
     INPUT,
     MALFORMED,
+    RELIST,
     Amendment,
     amended_files,
     amended_pipeline,
@@ -67,6 +68,7 @@ class PreparedShard:
     total_source_tasks: int
     input_bytes: int | None = None  # this shard's input, when the listing knows it
     done: dict[str, TaskRecord] = field(default_factory=dict)  # finished by earlier attempts, verified
+    inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)  # each task's input files, by task id
 
     @property
     def shard_tasks(self) -> int:
@@ -274,6 +276,7 @@ def grow_run(layout: CheckpointLayout, run: RunConfig, frozen: Listing, walked: 
             rerun.append(shard)
     logger.warning("--relist: %d file(s) added to the run (%d new task(s)); complete shard(s) that run again for "
                    "them: %s", added_files, len(set(new_ids) - old_ids), format_array_expression(rerun) or "none")
+    write_amendment(layout, Amendment(RELIST, added_files=added_files, rerun_shards=format_array_expression(rerun)))
     return walked, grown
 
 
@@ -324,9 +327,10 @@ def prepare_shard(
         mine = [t for t in listed if t.task_id in wanted]
         total, input_bytes = len(listed), None
     complete = manifest_exists(layout, shard.shard_index) and not force
+    inputs = {t.task_id: tuple(t.metadata["relative_files"]) for t in mine if t.metadata.get("relative_files")}
     done = finished_earlier(layout, shard, run, pipeline, mine) if mine and not complete and not force else {}
     if done:
         mine = [t for t in mine if t.task_id not in done]
     if not mine and total and shard.in_range:
         logger.warning("shard %d owns none of the %d source tasks (more shards than tasks?)", shard.shard_index, total)
-    return PreparedShard(pipeline, shard, layout, run, mine, complete, total, input_bytes, done)
+    return PreparedShard(pipeline, shard, layout, run, mine, complete, total, input_bytes, done, inputs)

@@ -90,7 +90,7 @@ class ProgressReporter:
         self._stopped.set()
         if self._thread is not None:
             self._thread.join(timeout=2)
-        if self.interval_s > 0:
+        if self.interval_s > 0 and error_type is None:  # after a stop, the shard says what is on record
             with self._lock:
-                ended_well = error_type is None and not self.failed and len(self.done) >= self.total_tasks
-            self.emit(self.line("finished" if ended_well else "stopped" if error_type else "incomplete"))
+                ended_well = not self.failed and len(self.done) >= self.total_tasks
+            self.emit(self.line("finished" if ended_well else "incomplete"))

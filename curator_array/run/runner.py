@@ -212,6 +212,7 @@ def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir
         tuple(sorted(files)),
         source_tasks=len(ids),
         source_task_ids=tuple(sorted(ids)),
+        task_inputs=dict(sorted(prepared.inputs.items())),
         tasks_written=len({w.task_id for w in written} | set(prepared.done)),
         tasks_without_output=len(({w.task_id for w in written} - {w.task_id for w in written if w.files})
                                  | {task for task, record in prepared.done.items() if not record.files}),

@@ -27,7 +27,7 @@ from ..slurm.job_context import JobContext
 from ..slurm.jobenv import JobEnvironment
 from . import startup_log
 from .request import RunRequest
-from .stopping import StopController
+from .stopping import ShardStopped, StopController
 from .supervisor import announce_attempt
 from .timeline import Timeline
 
@@ -39,6 +39,8 @@ if TYPE_CHECKING:  # the heavy modules (pyarrow, Ray Data) are imported after th
 
 logger = logging.getLogger(__name__)
 
+# What a reader's failure says of a record it cannot parse (formats.jsonl and the other readers).
+MALFORMED = "malformed"
 # How often the driver asks Ray whether a node died: one GCS call each time.
 NODE_CHECK_INTERVAL_S = 1.0
 
@@ -72,19 +74,35 @@ def run_curation_shard(start: PhaseContext) -> ShardOutcome | None:
     timeline = Timeline()
     client = start.client_factory() if start.client_factory else make_client(request, job, stop)
     errors = _AttemptErrors(request.layout, context.shard or ShardConfig.single(), job.attempt_id(), job)
-    with stop.on_stop(errors.record) if stop is not None else nullcontext(), _cluster_lifetime(client):
-        timeline.mark("head_launched")
-        prepared = _prepare(request, context, start.registry)  # a refused start says one line, and only that
-        startup_log.release()
-        logger.info(context.describe_shard())
-        timeline.mark("prepared")
-        if prepared.already_complete:
-            logger.info("shard %d is already complete (%s); nothing to do (--force reruns it)",
-                        prepared.shard.shard_index, prepared.layout.manifest_path(prepared.shard.shard_index))
-            return None
-        outcome = _run(request, prepared, client, job, stop, timeline, errors)
+    prepared: PreparedShard | None = None
+    try:
+        with stop.on_stop(errors.record) if stop is not None else nullcontext(), _cluster_lifetime(client):
+            timeline.mark("head_launched")
+            prepared = _prepare(request, context, start.registry)  # a refused start says one line, and only that
+            startup_log.release()
+            logger.info(context.describe_shard())
+            timeline.mark("prepared")
+            if prepared.already_complete:
+                logger.info("shard %d is already complete (%s); nothing to do (--force reruns it)",
+                            prepared.shard.shard_index, prepared.layout.manifest_path(prepared.shard.shard_index))
+                return None
+            outcome = _run(request, prepared, client, job, stop, timeline, errors)
+    except ShardStopped:
+        if prepared is not None and prepared.tasks:
+            _say_what_is_on_record(prepared)
+        raise
     log_outcome(outcome, job.array_task_id is not None, str(request.checkpoint))
     return outcome
+
+
+def _say_what_is_on_record(prepared: PreparedShard) -> None:
+    """After a stop, once the cluster is down (no worker records a task any more): what a
+    rerun keeps, as ``status`` will count it."""
+    from ..core.task_records import count_done
+
+    recorded, total = count_done(prepared.layout, prepared.shard.shard_index)[0], prepared.shard_tasks
+    logger.info("stopped: %d/%d tasks of shard %d on record; a rerun runs only the other %d", recorded, total,
+                prepared.shard.shard_index, total - recorded)
 
 
 @contextmanager
@@ -155,16 +173,32 @@ def log_outcome(outcome: ShardOutcome, in_array: bool, checkpoint: str = "<path>
     else:
         logger.error(
             "shard %d incomplete: %d task(s) failed, listed in %s; no manifest written. %s",
-            outcome.shard.shard_index, len(outcome.failures), outcome.failed_tasks_path, rerun_advice(in_array, checkpoint),
+            outcome.shard.shard_index, len(outcome.failures), outcome.failed_tasks_path,
+            rerun_advice(in_array, checkpoint, input_fixed=any(MALFORMED in f.reason for f in outcome.failures)),
         )
 
 
-def rerun_advice(in_array: bool, checkpoint: str = "<path>") -> str:
+def rerun_advice(in_array: bool, checkpoint: str = "<path>", input_fixed: bool = False) -> str:
     """What to do after a failed attempt, where the attempt ran: an array element is resubmitted,
-    a run outside an array is started again by hand."""
+    a run outside an array is started again by hand. A fixed input file differs from the run's
+    frozen listing, so its rerun needs ``--repair`` (said now, not at the next refusal)."""
+    if input_fixed:
+        if in_array:
+            return (f"Fix the file, then resubmit with --repair (a fixed file differs from the run's listing): "
+                    f"curator-array retry --checkpoint-path {checkpoint} --submit --site <site> -- --repair; "
+                    "or skip bad records with --malformed skip")
+        return ("Fix the file and run the same command again with --repair (a fixed file differs from the run's "
+                "listing), or skip bad records with --malformed skip: finished tasks are kept")
     if in_array:
         return f"Resubmit what is missing: curator-array retry --checkpoint-path {checkpoint} --submit --site <site>"
     return "Fix the cause and run the same command again: finished tasks are kept"
+
+
+def _whole_run(context: JobContext) -> bool:
+    """Whether this start runs the whole run (one shard, or none): only then does it compare the
+    input tree with the frozen listing. An element of many shards never walks the input (at 2,000
+    elements that is the metadata storm the frozen listing prevents); submit and --relist compare."""
+    return context.shard is None or context.shard.total_shards == 1
 
 
 def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
@@ -180,7 +214,7 @@ def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
     options = request.pinned
     try:
         return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist, options,
-                             request.repair, compare_tree=context.job.array_task_id is None)
+                             request.repair, compare_tree=_whole_run(context))
     except CheckpointMismatchError as exc:
         if not request.new_run:
             raise

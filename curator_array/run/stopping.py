@@ -1,4 +1,4 @@
-"""Stop requests that arrive as signals: the time-limit warning, preemption, scancel.
+"""Stop requests that arrive as signals: the time-limit warning, preemption, scancel, Ctrl-C.
 
 A ``StopController`` belongs to one run. The ``run`` command creates it and installs its
 handlers; library calls create none, so importing or calling curator-array from another
@@ -30,7 +30,8 @@ from types import FrameType
 
 logger = logging.getLogger(__name__)
 
-STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM)
+# SIGUSR1: `#SBATCH --signal` before the time limit; SIGTERM: scancel, preemption; SIGINT: Ctrl-C.
+STOP_SIGNALS = (signal.SIGUSR1, signal.SIGTERM, signal.SIGINT)
 
 
 class ShardStopped(BaseException):

@@ -31,7 +31,7 @@ from .stopping import STOP_SIGNALS, ShardStopped, stop_message
 logger = logging.getLogger(__name__)
 
 ENV_SWITCH = "CURATOR_ARRAY_DRIVER_SUPERVISOR"
-FORWARDED = (*STOP_SIGNALS, signal.SIGINT)
+FORWARDED = STOP_SIGNALS
 
 _channel: int | None = None  # the child's end of the pipe to its supervisor
 
@@ -81,7 +81,7 @@ class Supervisor:
         self.stop_requested_by: str | None = None
 
     def _forward(self, signum: int, frame) -> None:
-        if signum != signal.SIGINT and self.stop_requested_by is None:
+        if self.stop_requested_by is None:
             self.stop_requested_by = signal.Signals(signum).name
         try:
             os.kill(self.child, signum)

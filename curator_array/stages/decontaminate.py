@@ -4,8 +4,8 @@ before it is written.
 Each worker process loads the index once (checked against its pinned digest) and looks
 up every n-gram of a batch at once (``decont.matching``). ``drop`` removes a document with
 any hit; ``cut`` removes each hit with GPT-3's margins and drops what is left too short or
-cut too often. A removed document is counted as ``decontaminate.<task>``, the eval task
-of its first hit; every hit is tallied per task for the manifest and the report, and with
+cut too often. A removed document is counted once, as ``decontaminate.<task>``, the first
+eval task it hits in the eval files' order; every hit is tallied per task for the manifest and the report, and with
 ``--keep-removed`` the removed documents keep ``contaminated_task`` and
 ``contaminated_ngram``.
 """
@@ -108,7 +108,7 @@ class Decontaminator(ProcessingStage):
         hits = find_hits(texts, segmenters, index)
         if not len(hits):
             return task
-        firsts = hits.first_per_document()
+        firsts = hits.first_per_document(index.task_of(hits.records))
         reasons: list[str | None] = [None] * table.num_rows
         characters: dict[int, int] = {}
         new_texts: dict[int, str] = {}

@@ -41,6 +41,8 @@ _THROTTLED = re.compile(r"SLOW_DOWN|SlowDown|SERVICE_UNAVAILABLE|ServiceUnavaila
 _REFUSED = re.compile(r"ACCESS_DENIED|INVALID_ACCESS_KEY_ID|SIGNATURE_DOES_NOT_MATCH|InvalidAccessKeyId|"
                       r"SignatureDoesNotMatch|AccessDenied|HTTP status 403")
 _NO_BUCKET = re.compile(r"NO_SUCH_BUCKET|NoSuchBucket")
+# The SDK's own words for a request that never got an answer (curl's, after "Details:").
+_NETWORK_DETAIL = re.compile(r"Details: ([^\n]*)")
 
 
 def is_s3(location: str | os.PathLike) -> bool:
@@ -143,6 +145,40 @@ def _filesystem(settings: StoreSettings):
                              retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=3), **endpoint)
 
 
+# A store that does not answer a single request within these is unreachable, not slow: refused at once.
+REACH_CONNECT_S, REACH_REQUEST_S = 2.0, 3.0
+
+
+@lru_cache(maxsize=16)
+def _reachable(settings: StoreSettings, bucket: str) -> None:
+    import pyarrow.fs as pafs
+
+    endpoint = {"endpoint_override": settings.endpoint} if settings.endpoint else {}
+    probe = pafs.S3FileSystem(region=settings.region, scheme=settings.scheme, connect_timeout=REACH_CONNECT_S,
+                              request_timeout=REACH_REQUEST_S,
+                              retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1), **endpoint)
+    try:
+        probe.get_file_info(bucket)
+    except OSError as exc:
+        text = str(exc)
+        if _NO_BUCKET.search(text) or _REFUSED.search(text) or _THROTTLED.search(text):
+            return  # it answered: the callers say what it answered
+        where = f"{settings.scheme}://{settings.endpoint}" if settings.endpoint else "AWS S3 (no AWS_ENDPOINT_URL set)"
+        detail = _NETWORK_DETAIL.search(text)
+        reason = f" ({re.sub(r' after [0-9]+ ms', '', detail.group(1)).strip()})" if detail else ""
+        raise ConfigError(f"cannot reach the object store at {where} for bucket {bucket!r}{reason}: check "
+                          "AWS_ENDPOINT_URL and the network") from None
+
+
+def ensure_reachable(urls: Iterable[str], env: Mapping[str, str] | None = None) -> None:
+    """Refuse, in seconds and in one line naming the endpoint and the bucket, a store that does not
+    answer at all; a store that answers is left to the calls that follow, which try again on
+    transient faults. Each store and bucket is asked once per process."""
+    settings = StoreSettings.from_env(os.environ if env is None else env)
+    for bucket in sorted({S3Url.parse(url).bucket for url in urls if is_s3(url)}):
+        _reachable(settings, bucket)
+
+
 def filesystem(env: Mapping[str, str] | None = None):
     """This process's S3 filesystem for the store ``env`` names (one per store, kept)."""
     return _filesystem(StoreSettings.from_env(os.environ if env is None else env))
@@ -164,6 +200,7 @@ def list_objects(prefix: str, suffixes: tuple[str, ...], env: Mapping[str, str] 
     import pyarrow.fs as pafs
 
     url = S3Url.parse(prefix)
+    ensure_reachable([prefix], env)
     store = filesystem(env)
     try:
         bucket = retrying(lambda: store.get_file_info(url.bucket), f"input {url}")
@@ -201,6 +238,8 @@ def check_buckets(urls: Iterable[str], env: Mapping[str, str] | None = None) -> 
     """Refuse, before any work, URLs whose bucket does not exist or is closed to these credentials."""
     import pyarrow.fs as pafs
 
+    urls = list(urls)
+    ensure_reachable(urls, env)
     store = None
     for bucket in sorted({S3Url.parse(url).bucket for url in urls if is_s3(url)}):
         store = store or filesystem(env)

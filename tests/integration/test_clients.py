@@ -30,7 +30,7 @@ from curator_array.execution.ray_internals.launcher import (
     READY_FILE,
     head_system_config,
 )
-from tests.conftest import REPO, read_records, records_digest
+from tests.conftest import REPO, ray_errors, read_records, records_digest
 
 pytestmark = pytest.mark.ray
 
@@ -38,7 +38,10 @@ CLI = [sys.executable, "-m", "curator_array.cli"]
 
 
 def run_cli(*args, env=None, timeout=180):
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+    done = subprocess.run([*CLI, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+    if done.returncode == 0:
+        assert not ray_errors(done.stderr), ray_errors(done.stderr)
+    return done
 
 
 CLIENT_PROBE = r"""
@@ -392,7 +395,8 @@ def test_cli_exit_codes_reach_the_shell(sample_jsonl, tmp_path):
     failed = run_cli(*args)
     assert failed.returncode == 3, failed.stderr[-2000:]
     assert "zz-bad.jsonl: line 2: malformed JSON record" in failed.stderr
-    assert "Fix the cause and run the same command again: finished tasks are kept" in failed.stderr, \
+    assert "Fix the file and run the same command again with --repair" in failed.stderr and \
+        "finished tasks are kept" in failed.stderr, \
         "a run outside an array is not sent to SLURM"
     assert "retry --submit" not in failed.stderr and "finished:" not in failed.stderr
     assert "Progress bars disabled" not in failed.stderr, "Ray's hint names a setting our users do not set"

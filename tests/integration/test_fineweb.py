@@ -14,6 +14,7 @@ from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import load_pipeline
 from curator_array.run.shard import run_shard_here
 from curator_array.stages.web.url_lists import LISTS_DIR, UrlLists
+from tests.conftest import curator_cli
 from tests.support.pathological_extractor import slow_page
 from tests.support.warcs import Page, write_warc
 from tests.web_pages import ARTICLES, TITLES, html_page
@@ -117,3 +118,15 @@ def test_a_rerun_rewrites_what_it_kept_aside_and_adds_nothing(two_node_cluster, 
     assert run_fineweb(root, out, tmp_path / "second").status == "completed"
     assert removed(out) == first
     assert {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*.parquet"))} == before
+
+
+def test_the_fineweb_pipeline_through_the_command_line(crawl_tree, tmp_path):
+    """As a user runs it: the same pages kept, and no error-level line of Ray's in a run that
+    succeeded (``curator_cli`` checks every run's output for them)."""
+    root, fate = crawl_tree
+    out = tmp_path / "out"
+    curator_cli("run", "--pipeline", "fineweb", "--input-dir", str(root / "input"), "--output-dir", str(out),
+                "--input-file-type", "warc", "--url-blocklist", str(root / "blocked.txt"), "--num-cpus", "1",
+                "--object-store-memory", str(100 * 2**20), "--no-progress")
+    rows = [r for p in sorted(out.glob("*.parquet")) for r in pq.read_table(p, columns=["url"]).to_pylist()]
+    assert {r["url"] for r in rows} == {url for url, step in fate.items() if step is None}

@@ -6,12 +6,14 @@ exact sort of every score, Nemotron-CC-style buckets (by documents, and by token
 from __future__ import annotations
 
 import json
+import random
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from curator_array.classify.training import Hyperparameters, model_bytes
 from tests.conftest import curator_cli as curator
 from tests.conftest import need
 from tests.support.quality_corpus import (
@@ -187,3 +189,30 @@ def test_train_classifier_writes_a_model_the_run_reads(corpus, tmp_path):
     done = curator("train-classifier", "--positive", str(tmp_path / "none.jsonl"), "--negative", str(negative), "-o",
                    str(tmp_path / "x.bin"), check=False)
     assert done.returncode == 2 and "none.jsonl" in done.stderr
+
+
+def test_train_classifier_warns_of_a_useless_model_and_names_a_large_files_size_first(corpus, tmp_path):
+    """Two classes from one distribution cannot be told apart: the held-out figures say so in
+    one line with what to try; a full model over 100 MiB is announced before it is written."""
+    root, _, _ = corpus
+    lines = (root / "model" / "positive.jsonl").read_text().splitlines()
+    lines += (root / "model" / "negative.jsonl").read_text().splitlines()
+    random.Random(5).shuffle(lines)
+    (tmp_path / "a.jsonl").write_text("\n".join(lines[::2]) + "\n")
+    (tmp_path / "b.jsonl").write_text("\n".join(lines[1::2]) + "\n")
+    output = tmp_path / "coin.bin"
+    done = curator("train-classifier", "--positive", str(tmp_path / "a.jsonl"), "--negative", str(tmp_path / "b.jsonl"),
+                   "-o", str(output), "--bucket", "270000", "--dim", "100")
+    said = done.stderr.strip().splitlines()
+    assert len(said) == 2, said
+    expected = model_bytes(Hyperparameters(dim=100, bucket=270000), 0) / 2**20
+    assert said[0].startswith("the model will take about ") and "--quantize" in said[0]
+    assert abs(float(said[0].split("about ")[1].split(" MiB")[0].replace(",", "")) - output.stat().st_size / 2**20) < 0.05 * expected
+    assert said[1].startswith("warning: held-out precision") and "below 0.8" in said[1] and "--epoch 25" in said[1]
+    texts = [json.loads(line)["text"] for line in lines]
+    write_jsonl(tmp_path / "real.jsonl", [{"text": t} for t in texts])
+    write_jsonl(tmp_path / "mirrored.jsonl", [{"text": " ".join(w[::-1] for w in t.split())} for t in texts])
+    good = curator("train-classifier", "--positive", str(tmp_path / "real.jsonl"), "--negative",
+                   str(tmp_path / "mirrored.jsonl"), "-o", str(tmp_path / "good.ftz"), "--bucket", "10000",
+                   "--dim", "16", "--quantize")
+    assert "warning" not in good.stderr and "will take" not in good.stderr, good.stderr

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
-from tests.conftest import REPO, need, read_records, records_digest, visible_files
+from tests.conftest import REPO, need, ray_errors, read_records, records_digest, visible_files
 
 pytestmark = pytest.mark.ray
 CLI = [sys.executable, "-m", "curator_array.cli"]
@@ -22,7 +22,10 @@ SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-pro
 
 def run_cli(*args, env_extra=None, prefix=()):
     env = dict(os.environ, **(env_extra or {}))
-    return subprocess.run([*prefix, *CLI, *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    done = subprocess.run([*prefix, *CLI, *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    if done.returncode == 0:
+        assert not ray_errors(done.stderr), f"Ray printed error-level lines in a run that succeeded: {ray_errors(done.stderr)}"
+    return done
 
 
 def obeying_file_modes() -> list[str]:
@@ -190,3 +193,47 @@ def test_stop_signal_ends_the_attempt_with_a_recorded_reason_and_no_manifest(sam
         assert "shard 0: ended early: received SIGUSR1" in status.stdout, status.stdout
     else:
         assert status.returncode != 0 and "1 attempt(s) ended before the run was recorded" in status.stderr, status
+
+
+def test_ctrl_c_is_a_stop_by_a_signal_and_the_rerun_resumes(sample_jsonl, tmp_path):
+    """What a terminal's Ctrl-C does: SIGINT to the whole foreground process group."""
+    out, log = tmp_path / "out", tmp_path / "stderr.txt"
+    args = [*CLI, "run", "--input-dir", str(sample_jsonl), "--output-dir", str(out), "--pipeline",
+            "tests.slurm.slow_pipeline:build", "--output-file-type", "parquet", *SMALL]
+    env = dict(os.environ, SLOW_SECONDS="1", PYTHONPATH=str(REPO))
+    with log.open("w") as stderr:
+        proc = subprocess.Popen(args, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+                                start_new_session=True)  # its own group, as a shell gives a foreground job
+        try:
+            deadline = time.monotonic() + 120
+            while "rows written" not in log.read_text() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.2)
+            os.killpg(proc.pid, signal.SIGINT)
+            assert proc.wait(timeout=60) == 4, log.read_text()[-2000:]
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    last = log.read_text().strip().splitlines()[-1]
+    assert last == ("curator-array: error: received SIGINT: stopping before finishing; no completion manifest is "
+                    "written and the shard is retried (curator-array retry)"), last
+    [record] = CheckpointLayout(out).failed_tasks_root.rglob("attempt_error.json")
+    assert "SIGINT" in json.loads(record.read_text())["error"]
+    [stopped] = [line for line in log.read_text().splitlines() if "tasks of shard 0 on record" in line]
+    recorded = int(stopped.split("stopped: ")[1].split("/")[0])
+    assert 1 <= recorded < 12 and stopped.endswith(f"a rerun runs only the other {12 - recorded}"), stopped
+    status = run_cli("status", "--checkpoint-path", str(out))
+    assert "unfinished   shard 0\n" in status.stdout, status.stdout
+    assert f"done so far  {recorded} tasks (0 in complete shards, {recorded} on record in unfinished ones)" in \
+        status.stdout, status.stdout
+    assert json.loads(run_cli("status", "--checkpoint-path", str(out), "--json").stdout)["tasks_done"] == recorded
+    baseline = tmp_path / "baseline"
+    done = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(baseline), "--pipeline",
+                   "tests.slurm.slow_pipeline:build", "--output-file-type", "parquet", *SMALL,
+                   env_extra={"SLOW_SECONDS": "0", "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    rerun = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(out), "--pipeline",
+                    "tests.slurm.slow_pipeline:build", "--output-file-type", "parquet", *SMALL,
+                    env_extra={"SLOW_SECONDS": "0", "PYTHONPATH": str(REPO)})
+    assert rerun.returncode == 0 and "shard 0 resumes: " in rerun.stderr, rerun.stderr[-2000:]
+    assert visible_files(out) == visible_files(baseline)
+    assert all((out / name).read_bytes() == (baseline / name).read_bytes() for name in visible_files(out))

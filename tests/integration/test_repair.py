@@ -39,7 +39,7 @@ def test_a_fixed_file_is_repaired_and_the_finished_tasks_are_kept(inputs, tmp_pa
     out = tmp_path / "out"
     failed = run(inputs, out)
     assert failed.returncode == 3 and "b.jsonl: line 2: malformed JSON record" in failed.stderr
-    assert "Fix the cause and run the same command again" in failed.stderr
+    assert "Fix the file and run the same command again with --repair" in failed.stderr, "the first hint names it"
     kept = {path.name: path.stat().st_mtime_ns for path in out.glob("*.jsonl")}
     assert len(kept) == 2, "a and c finished"
 

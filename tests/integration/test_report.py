@@ -96,3 +96,20 @@ def test_progress_status_and_report_of_a_run_with_a_failed_shard(sample_jsonl, t
     assert f"<td>{bad_shard}</td>" in failures and "zz-bad.jsonl: line 2: malformed JSON record" in failures
     assert f"{bad_shard} 0 0 2" in dom, "the retry fields of the failed shard"
     assert (tmp_path / "report.png").stat().st_size > 20_000, "a screenshot of the rendered page"
+
+
+def test_the_throughput_chart_of_a_one_shard_run_has_bars(sample_jsonl, tmp_path):
+    """The quick start's report, as a person sees it: the chart is not an empty axis."""
+    out = tmp_path / "out"
+    assert run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(out), *SMALL).returncode == 0
+    page = tmp_path / "report.html"
+    assert run_cli("report", "--checkpoint-path", str(out), "-o", str(page)).returncode == 0
+    dom, console = open_in_browser(page, tmp_path)
+    assert console == "", console
+    bars = re.findall(r'id="throughput-(\d+)-\d+"', dom)
+    assert bars, "no bar with rows in the throughput chart"
+    manifest = json.loads((out / ".nemo_curator_metadata" / ".slurm_array_completion" /
+                           "completed_slurm_array_0.json").read_text())
+    traced = {f"{task}.jsonl": files for task, files in manifest["task_inputs"].items()}
+    assert sorted(traced) == sorted(manifest["output_files"]), "each output names the input it was made from"
+    assert sorted(f for files in traced.values() for f in files) == sorted(p.name for p in sample_jsonl.iterdir())

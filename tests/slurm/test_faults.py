@@ -344,3 +344,24 @@ def test_stop_signal_requeues_the_element_when_the_site_asks(slurm_cluster, samp
     assert subprocess.run(["curator-array", "retry", "--checkpoint-path", str(out)], capture_output=True, text=True,
                           env=CLI_ENV).stdout == ""
     assert_same_as(out, slow_baseline)
+
+
+def test_ctrl_c_to_an_elements_process_group_is_a_stop_by_a_signal(slurm_cluster, sample_data_module, slow_baseline,
+                                                                   tmp_path):
+    """SIGINT to the element's foreground process group, as a terminal's Ctrl-C sends it: exit 4,
+    the stop recorded with its signal, and one retry ends as an uninterrupted run."""
+    out = tmp_path / "out"
+    script = job_script(tmp_path / "job.sh", f"cd {REPO}\n{entrypoint_line(SLOW)}")
+    data = {"INPUT_DIR": str(sample_data_module), "OUTPUT_DIR": str(out)}
+    job = sbatch(script, "--array=0-1", env={**data, "SLOW_SECONDS": "2", "SLOW_ONLY_ARRAY_TASK": "0"})
+    wait_for_records(out, 0, 1)
+    os.killpg(os.getpgid(parent_pid(driver_pid(job, "0"))), signal.SIGINT)
+    states = wait_for(job, 2)
+    assert states["0"] == "FAILED" and states["1"] == "COMPLETED", states
+    assert [json.loads(line.split("ExitCode=")[1].split()[0].split(":")[0]) for line in
+            (Path(os.environ["SLURM_CONF"]).parent.parent / "log" / "jobcomp.txt").read_text().splitlines()
+            if f"ArrayJobId={job} " in line and "ArrayTaskId=0 " in line] == [4]
+    [record] = attempt_errors(out, 0)
+    assert record["error_type"] == "ShardStopped" and "received SIGINT: stopping before finishing" in record["error"]
+    retry_and_resubmit(out, script, sample_data_module, "0 0 0 2\n")
+    assert_same_as(out, slow_baseline)

@@ -66,7 +66,7 @@ def test_errors_are_one_line_with_exit_codes(capsys, tmp_path, checkpoint):
 def test_status_text_and_json(capsys, checkpoint):
     code, out, _ = run_cli(capsys, "status", "--checkpoint-path", str(checkpoint.root))
     assert code == 0
-    assert "complete     3/6" in out and "incomplete   2-3,5" in out
+    assert "complete     3/6" in out and "unfinished   shards 2-3,5" in out
     assert "slurm_job_77/array_task_3/restart_0/shard_3/failed_tasks.json" in out
     code, out, _ = run_cli(capsys, "status", "--checkpoint-path", str(checkpoint.root), "--json")
     data = json.loads(out)

@@ -38,7 +38,7 @@ def evalset(records: list[dict]) -> EvalSet:
 def first_tasks(texts: list[str], index: NGramIndex, segmenters=None) -> dict[int, str]:
     hits = find_hits(pa.array(texts, pa.string()), segmenters, index)
     return {document: index.tasks[index.record_tasks[hits.records[hit]]]
-            for document, hit in hits.first_per_document().items()}
+            for document, hit in hits.first_per_document(index.task_of(hits.records)).items()}
 
 
 @pytest.mark.parametrize("overlap", [False, True], ids=["default", "datatrove"])
@@ -130,7 +130,7 @@ def test_the_tally_names_tasks_examples_and_common_ngrams():
     index = build_index(evalset(records), IndexRules(13))
     texts = [d["text"] for d in corpus]
     hits = find_hits(pa.array(texts), None, index)
-    firsts = hits.first_per_document()
+    firsts = hits.first_per_document(index.task_of(hits.records))
     found = tally(hits, index, [d["id"] for d in corpus], firsts, {d: len(texts[d]) for d in firsts})
     expected = expected_hits(corpus, overlap=False)
     per_task = {}
@@ -221,3 +221,19 @@ def test_eval_texts_and_documents_in_unspaced_scripts_are_split_by_their_segment
     assert first_tasks(hosts, index, split) == {}
     result, matched = cut(planted[0], (segmenter, language), index)
     assert matched and answers[0] not in (result.text or "")
+
+
+def test_a_document_hitting_two_tasks_is_dropped_once_under_the_first_in_eval_order():
+    """Task B's answer comes first in the document, task A's first in the eval files: the drop is
+    A's; both tasks count the document as a hit."""
+    answer_a = "the quick brown fox jumps over the lazy dog near the quiet river bank today"
+    answer_b = "seven silver swans swam slowly south along the shallow stream every single morning"
+    index = build_index(evalset([{"text": answer_a, "task": "task_a"}, {"text": answer_b, "task": "task_b"}]),
+                        IndexRules(13))
+    document = f"{answer_b}. And later on: {answer_a}."
+    assert first_tasks([document], index) == {0: "task_a"}
+    hits = find_hits(pa.array([document]), None, index)
+    firsts = hits.first_per_document(index.task_of(hits.records))
+    found = tally(hits, index, ["doc"], firsts, {0: len(document)})
+    assert {name: task.documents for name, task in found.tasks.items()} == {"task_a": 1, "task_b": 1}
+    assert found.tasks["task_a"].characters_cut == len(document) and found.tasks["task_b"].characters_cut == 0

@@ -114,7 +114,7 @@ def test_an_empty_variable_counts_as_unset():
                    "--dedup-within-task)"),
     ("INPUT_FILE_TYPE", "csv", "INPUT_FILE_TYPE='csv' from the environment: not one of jsonl"),
     ("INPUT_URLS", "/no/such/list", "INPUT_URLS='/no/such/list' from the environment: /no/such/list does not exist"),
-    ("OUTPUT_FILE_SIZE", "100K", "OUTPUT_FILE_SIZE='100K' from the environment: must be at least 1MiB"),
+    ("OUTPUT_FILE_SIZE", "100K", "OUTPUT_FILE_SIZE='100K' from the environment: must be at least 1M"),
     ("OUTPUT_FILE_SIZE", "big", "OUTPUT_FILE_SIZE='big' from the environment: not a size"),
 ])
 def test_a_bad_variable_names_itself_its_value_and_where_it_came_from(variable, value, message):

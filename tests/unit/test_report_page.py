@@ -98,3 +98,27 @@ def test_the_report_links_to_the_dropped_documents_and_counts_skipped_records(tm
     page = write_report(layout, tmp_path / "report.html", PHASES.plan_of).read_text()
     assert f'href="{(out / ".removed").as_uri()}"' in page
     assert "Input records skipped (--malformed skip): 4 malformed lines." in page
+
+
+def test_throughput_has_bars_for_a_short_shard_and_no_holes_between_overlapping_ones():
+    """A one-second shard is one bar, not an empty axis; four short shards that overlap give no
+    bin without rows between the first and the last (bins fit the run: at least a second)."""
+    from datetime import datetime, timedelta, timezone
+
+    from curator_array.report import charts
+
+    def shard(index: int, start: float, seconds: float, rows: int) -> CompletionManifest:
+        began = datetime(2026, 12, 5, 8, tzinfo=timezone.utc) + timedelta(seconds=start)
+        return CompletionManifest.of(ShardConfig(index, 4), work=ShardWork(rows_in=rows), duration_s=seconds,
+                                     started_at=began.isoformat(timespec="milliseconds"),
+                                     ended_at=(began + timedelta(seconds=seconds)).isoformat(timespec="milliseconds"),
+                                     job=JobIdentity(hostname="node-a"))
+
+    times, series = charts.throughput_series([shard(0, 0.0, 1.2, 1200)])
+    assert len(times) == 2 and sum(series["node-a"]) > 0
+    svg = charts.throughput_chart(times, series)
+    assert svg.count('id="throughput-') == 2, "each bin with rows is a bar of its own"
+    times, series = charts.throughput_series([shard(i, 0.3 * i, 1.2, 1000) for i in range(4)])
+    values = series["node-a"]
+    assert times[1] - times[0] == 1.0 and all(v > 0 for v in values), values
+    assert abs(sum(v * 1.0 for v in values) - 4000) < 1e-6, "the bars hold every row"

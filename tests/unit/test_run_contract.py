@@ -135,6 +135,15 @@ def test_describe_changes_lists_nothing_for_equal_fingerprints(inputs, tmp_path)
     assert describe_changes(fingerprint, json.loads(json.dumps(fingerprint))) == []
 
 
+def test_an_option_added_or_dropped_is_named_with_its_value(inputs, tmp_path):
+    """Adding --min-words brings a stage: the refusal names the option and value, not only the stages."""
+    plain = pipeline(inputs, tmp_path).fingerprint()
+    filtered = pipeline(inputs, tmp_path, min_words=5).fingerprint()
+    added = describe_changes(plain, filtered)
+    assert "min_words: unset → 5 (stage word_count, added)" in added and added[0].startswith("stages: ")
+    assert "min_words: 5 → unset (stage word_count, removed)" in describe_changes(filtered, plain)
+
+
 def test_manifest_of_an_archived_run_is_named_not_counted(inputs, tmp_path):
     from curator_array.core.errors import CorruptCheckpointError
     from curator_array.core.records.shard import CompletionManifest

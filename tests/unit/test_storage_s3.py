@@ -52,3 +52,65 @@ def test_a_refusal_is_one_line_saying_whether_to_try_again(text, says, retryable
     assert says in str(error) and str(error).startswith("s3://b/x: ") and "Request ID" not in str(error)
     assert (error.retryable, error.throttled) == (retryable, throttled)
     assert not store_error(FileNotFoundError("gone"), "s3://b/x").retryable
+
+
+@pytest.fixture
+def silent_store():
+    """A TCP listener that takes connections and never answers: a store behind a black hole."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+
+    def accept():
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}", held
+    server.close()
+    for connection in held:
+        connection.close()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("where", ["input", "output"])
+def test_a_store_that_cannot_be_reached_is_refused_in_one_line_naming_endpoint_and_bucket(where, silent_store,
+                                                                                         tmp_path):
+    """Refused (exit 2) after one request, not the SDK's retries; the line names the endpoint and the
+    bucket, and never a checkpoint the user did not give."""
+    from tests.conftest import SAMPLE, curator_cli
+
+    silent, connections = silent_store
+    closed = f"http://127.0.0.1:{free_port()}"
+    for endpoint in (closed, silent):
+        env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y"}
+        paths = (["--input-dir", "s3://in-bucket/data", "--output-dir", str(tmp_path / "out")] if where == "input" else
+                 ["--input-dir", str(SAMPLE / "jsonl"), "--output-dir", "s3://out-bucket/data",
+                  "--checkpoint-path", str(tmp_path / "ckpt")])
+        done = curator_cli("run", *paths, "--num-cpus", "1", "--no-progress", env=env, check=False)
+        bucket = "in-bucket" if where == "input" else "out-bucket"
+        assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+        assert f"cannot reach the object store at {endpoint} for bucket '{bucket}'" in done.stderr, done.stderr
+    assert len(connections) == 1, "one request to a store that never answers, not the SDK's retries"
+
+
+def test_an_object_store_output_without_a_checkpoint_names_the_option_given():
+    from tests.conftest import SAMPLE, curator_cli
+
+    done = curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", "s3://b/out", check=False)
+    assert done.returncode == 2 and "--output-dir s3://b/out is in an object store: give --checkpoint-path" in \
+        done.stderr and "the checkpoint s3" not in done.stderr, done.stderr

@@ -37,6 +37,9 @@ class ShardWork:
 
     source_tasks: int = 0
     source_task_ids: tuple[str, ...] = ()
+    # Each task's input files (relative to the input root): an output named by its task (fg-<hash>)
+    # is traced to what it was made from.
+    task_inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tasks_written: int = 0
     tasks_without_output: int = 0  # finished with every document dropped: they wrote no file
     rows_in: int = 0
@@ -68,7 +71,7 @@ class ShardWork:
 
     def to_json(self) -> dict[str, Any]:
         written = plain_fields(self)
-        for name in ("tokens", "tasks_without_output", "lines_removed"):  # only runs that count them have them
+        for name in ("tokens", "tasks_without_output", "lines_removed", "task_inputs"):  # only runs that have them
             if not written[name]:
                 del written[name]
         del written["contamination"]

@@ -1,6 +1,7 @@
 """A bare loop of the fastest MinHash on PyPI (rensa's ``RMinHash``, in Rust) over curated JSONL
 files: our normalisation (lower case, numbers as 0, punctuation and symbols as spaces, accents
-removed), word 5-grams, 112 permutations, in a ``Pool``. The yardstick of the signatures
+removed), our word splitting (SudachiPy and jieba for a document whose ``language`` is ja or
+zh, the segmenters our dedup uses), word 5-grams, 112 permutations, in a ``Pool``. The yardstick of the signatures
 benches; rensa is installed into ``.cache/bench-rensa``, never into the venv.
 """
 
@@ -35,13 +36,28 @@ def _normalised_words(text: str) -> list[str]:
     return regex.sub(r"\p{Mn}+", "", unicodedata.normalize("NFD", text)).split()
 
 
+# A document's words, by its ``language`` field, as our dedup splits them: SudachiPy (ja) and jieba (zh)
+# on the normalised text, the others at spaces.
+SEGMENTED = {"ja": "sudachi", "zh": "jieba"}
+
+
+def _words(document: dict) -> list[str]:
+    kind = SEGMENTED.get(document.get("language") or "")
+    if kind is None:
+        return _normalised_words(document["text"])
+    from curator_array.text.segmenters import SEGMENTERS
+
+    text = " ".join(_normalised_words(document["text"]))
+    return [word for word in SEGMENTERS[kind](text, document["language"]) if word.strip()]
+
+
 def _rensa_file(path: str) -> int:
     sys.path.insert(0, str(RENSA))
     from rensa import RMinHash
 
     documents = 0
     for line in open(path, encoding="utf-8"):
-        words = _normalised_words(json.loads(line)["text"])
+        words = _words(json.loads(line))
         shingles = [" ".join(words[i:i + 5]) for i in range(max(1, len(words) - 4))]
         minhash = RMinHash(num_perm=112, seed=42)
         minhash.update(shingles)

@@ -375,3 +375,29 @@ def test_a_buckets_element_finds_its_pairs_without_importing_pyarrow(tmp_path):
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     held, imported = found.stdout.split()
     assert int(held) > 0 and imported == "False"
+
+
+def test_small_batches_are_joined_and_the_band_file_is_the_same_bytes(tmp_path):
+    """Files of a few documents each are joined into batches of at least lsh.BATCH before they
+    are hashed; the band file equals the one written from the same rows in one batch, with a
+    batch split by a segmenter (Japanese) among batches split at spaces."""
+    import numpy as np
+    import pyarrow as pa
+
+    from curator_array.dedup.lsh import BATCH
+    from curator_array.run.phases.signatures import coalesced, write_signatures
+
+    texts = [f"document {i} has words of its own {i % 7} and some shared ones too" for i in range(2 * BATCH + 30)]
+    texts[5] = "日本語の文書です。これは重複検出のための文章です。"
+    split = [("spaced", "")] * len(texts)
+    split[5] = ("sudachi", "ja")
+    ids = np.arange(len(texts), dtype=np.uint64)
+    small = [(ids[i:i + 60], pa.array(texts[i:i + 60]), split[i:i + 60] if i == 0 else None)
+             for i in range(0, len(texts), 60)]
+    joined = list(coalesced(iter(small)))
+    assert [len(batch[0]) for batch in joined] == [1020, len(texts) - 1020]
+    assert joined[0][2][5] == ("sudachi", "ja") and joined[0][2][70] == ("spaced", "") and joined[1][2] is None
+    settings = MinHashSettings()
+    write_signatures(iter(small), tmp_path / "small.bands", settings, buckets=3, cpus=1)
+    write_signatures(iter([(ids, pa.array(texts), split)]), tmp_path / "whole.bands", settings, buckets=3, cpus=1)
+    assert (tmp_path / "small.bands").read_bytes() == (tmp_path / "whole.bands").read_bytes()

@@ -127,6 +127,28 @@ def plain_user():
     subprocess.run(["userdel", name], check=False)
 
 
+# What every element of these tests runs with: small, for a 2-core host running other tests beside.
+RUN_OPTIONS = ("--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress")
+
+
+def sbatch_site(script: Path, work: Path, image: Path, out: Path, *args: str, env: dict | None = None,
+                user: str | None = None, data: Path | None = None) -> str:
+    """sbatch a rendered site script (its input ``data``, default ``work/in``), as ``user`` when
+    given; sbatch options (``--array``, ``--nodes``) go before the script, the rest after it.
+    Returns the job id."""
+    variables = {"INPUT_DIR": str(data or work / "in"), "OUTPUT_DIR": str(out), "CONTAINER_IMAGE": str(image),
+                 **(env or {})}
+    options = [a for a in args if a.startswith(("--array", "--nodes"))]
+    command = ["sbatch", "--parsable", f"--output={work}/slurm_%A_%a.out", *options, str(script),
+               *[a for a in args if a not in options], *RUN_OPTIONS]
+    if user:
+        exported = [f"{k}={v}" for k, v in {**variables, "SLURM_CONF": os.environ["SLURM_CONF"]}.items()]
+        command = ["runuser", "-u", user, "--", "env", "-C", str(work), *exported, *command]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=work, env=dict(os.environ, **variables))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
 def input_records(directory: Path) -> list[dict]:
     records = []
     for path in sorted(directory.iterdir()):

@@ -14,7 +14,7 @@ import pytest
 
 from curator_array.core.layout import CheckpointLayout
 from tests.conftest import REPO, SAMPLE, read_records, records_digest, visible_files
-from tests.container.conftest import input_records, logs, manifests
+from tests.container.conftest import RUN_OPTIONS, input_records, logs, manifests, sbatch_site
 from tests.slurm.conftest import queued, wait_all, wait_for
 from tests.slurm.test_faults import driver_pid, wait_for_records
 
@@ -22,7 +22,6 @@ pytestmark = [pytest.mark.container, pytest.mark.slurm]
 SITES = REPO / "site_configs"
 SITE = SITES / "local-oci.sbatch"
 CLI = str(REPO / ".venv" / "bin" / "curator-array")
-RUN_OPTIONS = ("--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress")
 SLOW_PIPELINE = (REPO / "tests" / "slurm" / "slow_pipeline.py").read_text()
 
 
@@ -32,19 +31,8 @@ def oci(slurm_cluster, oci_bundle) -> Path:
     return oci_bundle
 
 
-def sbatch_site(work: Path, bundle: Path, out: Path, *args: str, env: dict | None = None,
-                user: str | None = None) -> str:
-    """sbatch the OCI site script (as ``user`` when given); returns the job id."""
-    variables = {"INPUT_DIR": str(work / "in"), "OUTPUT_DIR": str(out), "CONTAINER_IMAGE": str(bundle), **(env or {})}
-    options = [a for a in args if a.startswith(("--array", "--nodes"))]
-    command = ["sbatch", "--parsable", f"--output={work}/slurm_%A_%a.out", *options, str(SITE),
-               *[a for a in args if a not in options], *RUN_OPTIONS]
-    if user:
-        exported = [f"{k}={v}" for k, v in {**variables, "SLURM_CONF": os.environ["SLURM_CONF"]}.items()]
-        command = ["runuser", "-u", user, "--", "env", "-C", str(work), *exported, *command]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=work, env=dict(os.environ, **variables))
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().split(";")[0]
+def submit(work: Path, bundle: Path, out: Path, *args: str, **given) -> str:
+    return sbatch_site(SITE, work, bundle, out, *args, **given)
 
 
 def cli(*args: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
@@ -56,7 +44,7 @@ def cli(*args: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
 def test_an_array_of_three_one_node_elements(oci, work):
     shutil.copytree(SAMPLE / "jsonl", work / "in")
     out = work / "out"
-    job = sbatch_site(work, oci, out, "--array=0-2", "--output-file-type", "parquet")
+    job = submit(work, oci, out, "--array=0-2", "--output-file-type", "parquet")
     states = wait_for(job, 3, timeout=400)
     assert set(states.values()) == {"COMPLETED"}, (states, logs(work))
     assert sorted(manifests(out)) == [0, 1, 2]
@@ -70,7 +58,7 @@ def test_a_two_node_element_is_one_ray_cluster_across_two_containers(oci, work):
     """No task-level variable reaches a container: the nodes number themselves in the rendezvous."""
     shutil.copytree(SAMPLE / "jsonl", work / "in")
     out = work / "out"
-    job = sbatch_site(work, oci, out, "--array=0", "--nodes=2", "--worker-join-timeout", "300")
+    job = submit(work, oci, out, "--array=0", "--nodes=2", "--worker-join-timeout", "300")
     states = wait_for(job, 1, timeout=540)
     assert set(states.values()) == {"COMPLETED"}, (states, logs(work))
     [manifest] = manifests(out).values()
@@ -125,7 +113,7 @@ def test_a_plain_user_runs_the_read_only_image_and_owns_the_outputs(oci, work, p
     os.chown(work, plain_user.pw_uid, plain_user.pw_gid)
     shutil.copytree(SAMPLE / "jsonl", work / "in")
     out = work / "out"
-    job = sbatch_site(work, oci, out, "--array=0-1", user=plain_user.pw_name)
+    job = submit(work, oci, out, "--array=0-1", user=plain_user.pw_name)
     states = wait_for(job, 2, timeout=400)
     assert set(states.values()) == {"COMPLETED"}, (states, logs(work))
     written = [out / name for name in visible_files(out)]
@@ -145,7 +133,7 @@ def test_a_plain_user_runs_the_read_only_image_and_owns_the_outputs(oci, work, p
 
 def test_a_bundle_that_is_not_one_stops_the_script_with_one_line(oci, work):
     shutil.copytree(SAMPLE / "jsonl", work / "in")
-    job = sbatch_site(work, work / "in", work / "out", "--array=0")
+    job = submit(work, work / "in", work / "out", "--array=0")
     states = wait_for(job, 1, timeout=120)
     assert states["0"].startswith("FAILED"), states
     assert f"curator-array: {work / 'in'} is not an OCI bundle (make oci writes one)" in logs(work)

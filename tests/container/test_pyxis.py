@@ -13,30 +13,17 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, SAMPLE, read_records, records_digest, visible_files
-from tests.container.conftest import input_records, logs, manifests, sha256
+from tests.container.conftest import RUN_OPTIONS, input_records, logs, manifests, sbatch_site, sha256
 from tests.slurm.conftest import cluster_script, pyxis_mode, queued, wait_all, wait_for
 from tests.support.planted import write_corpus
 
 pytestmark = [pytest.mark.pyxis, pytest.mark.container, pytest.mark.slurm]
 SITE = REPO / "site_configs" / "local-pyxis.sbatch"
 DEDUP_PHASES = ("signatures", "buckets", "clusters", "removal")
-RUN_OPTIONS = ("--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress")
 
 
-def submit(work: Path, sqsh: Path, out: Path, *args: str, env: dict | None = None, user: str | None = None,
-           data: Path | None = None) -> str:
-    """sbatch the pyxis site script, as `user` when given; returns the job id."""
-    variables = {"INPUT_DIR": str(data or work / "in"), "OUTPUT_DIR": str(out), "CONTAINER_IMAGE": str(sqsh),
-                 **(env or {})}
-    options = [a for a in args if a.startswith(("--array", "--nodes"))]
-    command = ["sbatch", "--parsable", f"--output={work}/slurm_%A_%a.out", *options, str(SITE),
-               *[a for a in args if a not in options], *RUN_OPTIONS]
-    if user:
-        exported = [f"{k}={v}" for k, v in {**variables, "SLURM_CONF": os.environ["SLURM_CONF"]}.items()]
-        command = ["runuser", "-u", user, "--", "env", "-C", str(work), *exported, *command]
-    result = subprocess.run(command, capture_output=True, text=True, cwd=work, env=dict(os.environ, **variables))
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip().split(";")[0]
+def submit(work: Path, sqsh: Path, out: Path, *args: str, **given) -> str:
+    return sbatch_site(SITE, work, sqsh, out, *args, **given)
 
 
 def test_array_of_three_through_the_pyxis_site(pyxis, sqsh, work):

@@ -134,6 +134,10 @@ def format_status(status: RunStatus) -> str:
     if status.duration_s:
         d = status.duration_s
         lines.append(f"shard time   min {d['min']:.1f}s, mean {d['mean']:.1f}s, max {d['max']:.1f}s")
+    if status.cores_busy is not None:
+        cpu, wall = status.busy
+        lines.append(f"cores busy   {status.cores_busy:.2f} per element: the stages' {cpu:,.1f} CPU-s over "
+                     f"{wall:,.1f} s of element time (process start to manifest)")
     if status.stage_times:
         lines += format_stage_times(status)
     if status.partial:

@@ -40,6 +40,10 @@ class ManifestScan:
     skipped: dict[str, int] = field(default_factory=dict)  # input records skipped, by kind (malformed lines)
     lines_removed: dict[str, int] = field(default_factory=dict)  # by line modifier
     contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
+    # The stages' CPU seconds and the elements' wall time (process start to manifest) of the
+    # manifests that record both: how many cores the elements kept busy.
+    busy_cpu_s: float = 0.0
+    busy_wall_s: float = 0.0
 
     def merge(self, other: ManifestScan) -> None:
         self.shards |= other.shards
@@ -53,6 +57,8 @@ class ManifestScan:
         _add_counts(self.skipped, other.skipped)
         _add_counts(self.lines_removed, other.lines_removed)
         self.contamination = self.contamination + other.contamination
+        self.busy_cpu_s += other.busy_cpu_s
+        self.busy_wall_s += other.busy_wall_s
 
     def add(self, manifest: CompletionManifest, keep: bool) -> None:
         self.shards.add(manifest.shard_index)
@@ -67,6 +73,9 @@ class ManifestScan:
         _add_counts(self.skipped, manifest.work.records_skipped)
         _add_counts(self.lines_removed, manifest.work.lines_removed)
         self.contamination = self.contamination + manifest.work.contamination
+        if manifest.stages and manifest.timeline_s.get("manifest"):
+            self.busy_cpu_s += sum(stage.cpu_s for stage in manifest.stages)
+            self.busy_wall_s += manifest.timeline_s["manifest"]
 
 
 def _add_counts(into: dict[str, int], counts: dict[str, int]) -> None:

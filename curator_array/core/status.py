@@ -64,12 +64,20 @@ class RunStatus:
     request_id: str | None = None
     options: dict[str, OptionValue] = field(default_factory=dict)
     stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
+    busy: tuple[float, float] = (0.0, 0.0)  # the stages' CPU seconds, and the elements' wall seconds
     dropped: dict[str, int] = field(default_factory=dict)  # the first phase's drops by step and rule
     records_skipped: dict[str, int] = field(default_factory=dict)  # input records skipped (malformed lines)
     lines_removed: dict[str, int] = field(default_factory=dict)  # by the first phase's line modifiers
     contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
     amendments: list[Amendment] = field(default_factory=list)  # repairs, oldest first (--repair)
     submitted: bool = True  # queued by submit or retry --submit, so resubmitted the same way; False: run by hand
+
+    @property
+    def cores_busy(self) -> float | None:
+        """How many cores the elements kept busy: their stages' CPU seconds (as the manifests
+        record them) over their wall time from process start to manifest."""
+        cpu, wall = self.busy
+        return round(cpu / wall, 2) if wall else None
 
     @property
     def stage_totals(self) -> list[StageTime]:
@@ -167,6 +175,7 @@ class RunStatus:
             "request": self.request_id,
             "options": {name: setting.to_json() for name, setting in self.options.items()},
             "duration_s": self.duration_s,
+            "cores_busy": self.cores_busy,
             "pending": format_array_expression(s for s, state in self.shards_queued.items() if state == "PENDING"),
             "running": format_array_expression(s for s, state in self.shards_queued.items() if state != "PENDING"),
             "phases": [phase_json(state, self.phases, self.queued_of(state)) for state in self.later_phases],
@@ -248,6 +257,7 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
         partial=partial_shards(layout, set(manifests)),
         resumed_tasks=scan.resumed_tasks,
         stage_times=sorted(scan.stage_times.values(), key=lambda t: t.node),
+        busy=(scan.busy_cpu_s, scan.busy_wall_s),
     )
 
 

@@ -150,28 +150,41 @@ def _unsized(spec: RayStageSpec) -> bool:
             and spec.per_node_slot is None)
 
 
-def _chainable(head: ProcessingStage, stage: ProcessingStage) -> bool:
-    """Whether ``stage`` runs in the same worker as the segment that ``head`` starts.
+def _chainable(segment: Sequence[ProcessingStage], stage: ProcessingStage) -> bool:
+    """Whether ``stage`` runs in the same worker as ``segment``.
 
     Plain task stages with the same needs share one Ray task (Ray Data would fuse them
     anyway). They also join an unsized actor stage before them: its pool then does the
     whole rest of the chain in the process that holds its model, instead of handing every
     block through the object store to a second pool that competes for the same CPUs and
     starts workers of its own (Ray Data never fuses an actor operator with what follows).
+    And an unsized actor stage joins the plain stages before it (a reader): with a pool of
+    its own the reader's tasks need CPUs the model's actors hold, so the actors waited for
+    input with a core idle; in one chain each actor reads, scores and writes its files, and
+    the pool takes every core. One actor stage a segment.
     """
+    head = segment[0]
     first, second = head.validate(), stage.validate()
-    joinable = _unsized(first) and _unsized(second) and not second.is_actor_stage
-    return joinable and head.resources == stage.resources and head.batch_size == stage.batch_size
+    if not (_unsized(first) and _unsized(second)):
+        return False
+    if head.resources != stage.resources or head.batch_size != stage.batch_size:
+        return False
+    return not second.is_actor_stage or not any(s.validate().is_actor_stage for s in segment)
 
 
 def chain_stages(stages: Sequence[ProcessingStage]) -> list[list[ProcessingStage]]:
     segments: list[list[ProcessingStage]] = []
     for stage in stages:
-        if segments and _chainable(segments[-1][0], stage):
+        if segments and _chainable(segments[-1], stage):
             segments[-1].append(stage)
         else:
             segments.append([stage])
     return segments
+
+
+def lead(segment: Sequence[ProcessingStage]) -> ProcessingStage:
+    """The stage whose needs a segment's workers are made for: its actor stage, else its first."""
+    return next((stage for stage in segment if stage.validate().is_actor_stage), segment[0])
 
 
 class _StageActor:
@@ -339,11 +352,12 @@ class RayDataExecutor:
         shape = cluster_shape()
         segments = chain_stages(stages)
         self._configure_context(len(segments), any(getattr(stage, "streams", False) for stage in stages))
-        blocks = math.ceil(len(tasks) / tasks_per_block(len(tasks), shape, segments[0][0]))
+        blocks = math.ceil(len(tasks) / tasks_per_block(len(tasks), shape, lead(segments[0])))
         dataset = _source_dataset(tasks, blocks)
         pending_budget, producer, pending_budget_capacity = None, None, 0
         for segment in segments:
-            head, spec = segment[0], segment[0].validate()
+            head = lead(segment)
+            spec = head.validate()
             kwargs = self._map_kwargs(head, shape, blocks)
             if producer is not None and not spec.is_actor_stage:
                 kwargs["batch_size"] = inputs_per_task(producer, tasks, pending_budget_capacity,
@@ -352,8 +366,9 @@ class RayDataExecutor:
                     logger.info("stage %s: %d of %s's outputs per Ray task (small inputs)", head.stage_name,
                                 kwargs["batch_size"], producer.stage_name)
             worker = "actor" if spec.is_actor_stage else "task"
-            for chained in segment[1:]:
-                logger.info("stage %s: runs in the same Ray %s as %s", chained.stage_name, worker, head.stage_name)
+            for chained in segment:
+                if chained is not head:
+                    logger.info("stage %s: runs in the same Ray %s as %s", chained.stage_name, worker, head.stage_name)
             give, pending_budget = pending_budget, None
             take = None
             choice = self.pool_choices[head.stage_name]

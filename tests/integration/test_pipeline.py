@@ -196,8 +196,9 @@ def test_actor_stage_runs_setup_once_per_actor(ray_cluster, sample_jsonl, tmp_pa
         t.task_id for t in options.source().list_tasks())
 
 
-def test_an_unsized_actor_pool_starts_one_actor_per_input_block_and_runs_the_plain_stages_after_it(
+def test_an_unsized_actor_pool_starts_one_actor_per_input_block_and_runs_the_plain_stages_around_it(
         ray_cluster, sample_jsonl, tmp_path):
+    """The reader before it and the stages after it run in its actors: one pool takes every core."""
     from curator_array.execution.ray_data import RayDataExecutor, chain_stages
 
     out, probe = tmp_path / "out", tmp_path / "probe"
@@ -205,7 +206,7 @@ def test_an_unsized_actor_pool_starts_one_actor_per_input_block_and_runs_the_pla
     stages = [options.reader(), AutoscalingSetupCountingStage(str(probe)), ProcessProbeStage(str(probe)),
               options.writer()]
     assert [[s.stage_name for s in seg] for seg in chain_stages(stages)] == [
-        ["jsonl_reader"], ["autoscaling_setup_counter", "process_probe", "jsonl_writer"]]
+        ["jsonl_reader", "autoscaling_setup_counter", "process_probe", "jsonl_writer"]]
     executor = RayDataExecutor(progress_bars=False)
     outcome = run_shard_here(Pipeline(options.source(), stages), tmp_path / "ckpt", output_dir=out, executor=executor)
     assert outcome.status == "completed"

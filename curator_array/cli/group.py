@@ -9,7 +9,7 @@ import os
 import click
 
 from .. import __version__
-from ..core.options import RunOption, names_given_twice
+from ..core.options import RunOption
 from ..run.option_table import option_named, run_options
 
 
@@ -28,54 +28,6 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-def _joined_names(ctx, param, value):
-    """The NAME=VALUE items of every occurrence of the flag, each checked as one list."""
-    items = tuple(item for given in value for item in given)
-    twice = names_given_twice(items)
-    if twice:
-        raise click.BadParameter(f"{', '.join(twice)} given twice", ctx, param)
-    return items
-
-
-def _split_list(ctx, param, value):
-    return tuple(item.strip() for item in (value or "").split(",") if item.strip())
-
-
-class _ParsedBy(click.ParamType):
-    """A value read by the option table's own rules (sizes with units, a file or a name)."""
-
-    def __init__(self, option: RunOption):
-        self.option, self.name = option, option.kind
-
-    def convert(self, value, param, ctx):
-        if not isinstance(value, str):
-            return value
-        try:
-            return self.option.parse(value)
-        except ValueError as problem:
-            self.fail(str(problem), param, ctx)
-
-
-def _click_type(option: RunOption):
-    low, high = option.minimum, option.maximum
-    if option.kind in ("size", "file-or-name", "named-files", "named-numbers"):
-        return _ParsedBy(option)
-    if option.kind == "int":
-        return click.IntRange(min=low, max=high) if low is not None or high is not None else int
-    if option.kind == "float":
-        return click.FloatRange(min=low, max=high, min_open=option.minimum_open) \
-            if low is not None or high is not None else float
-    if option.kind == "choice":
-        return click.Choice(option.choices)
-    if option.kind == "path":
-        return click.Path(file_okay=False)
-    if option.kind == "existing-paths":
-        return click.Path(exists=True)
-    if option.kind in ("file", "files"):
-        return click.Path(exists=True, dir_okay=False)
-    return None
-
-
 def run_option(name: str, required: bool = False, from_environment: bool = False, **overrides):
     """The click option decorator for the run option ``name``, as the option table defines it.
 
@@ -86,28 +38,16 @@ def run_option(name: str, required: bool = False, from_environment: bool = False
 
 
 def click_option(option: RunOption, required: bool = False, from_environment: bool = False, **overrides):
-    """The click option decorator of ``option``."""
+    """The click option decorator of ``option``: what its kind tells click (``core.option_kinds``)."""
     help_text = f"{option.help} (env: {option.variable})"
-    flag = f"{option.flag}/--no-{option.flag[2:]}" if option.kind == "switch" else option.flag
+    flag = f"{option.flag}/--no-{option.flag[2:]}" if option.behaviour.negatable else option.flag
     kwargs = {
         "help": help_text,
         "required": required,
         "metavar": option.metavar,
         "envvar": option.variable if from_environment else None,
+        **option.behaviour.click_settings(option, click),
     }
-    if option.kind == "flag":
-        kwargs.update(is_flag=True)
-    elif option.kind == "switch":
-        kwargs.update(default=None)
-    elif option.kind == "list":
-        kwargs.update(callback=_split_list)
-    elif option.kind in ("named-files", "named-numbers"):
-        kwargs.update(type=_ParsedBy(option), multiple=True, callback=_joined_names)
-    else:
-        kwargs.update(type=_click_type(option), multiple=option.kind in ("existing-paths", "files"))
-        default = option.default
-        if default is not None and not kwargs["multiple"]:
-            kwargs.update(default=default, show_default=option.default_shown or True)
     if option.default_text and "show_default" not in kwargs:
         kwargs.update(show_default=option.default_text)
     kwargs.update(overrides)

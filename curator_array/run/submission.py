@@ -21,7 +21,7 @@ from ..core.arrays import format_array_expression, parse_array_expression
 from ..core.atomic import write_bytes_atomic
 from ..core.errors import CheckpointMismatchError, CuratorArrayError
 from ..core.layout import CheckpointLayout
-from ..core.options import FILE_KINDS, split_named
+from ..core.options import split_named
 from ..core.phase import PlannedPhase
 from ..core.phase_states import PhaseState
 from ..core.records.run import OptionValue, PinnedRequest
@@ -82,11 +82,11 @@ def with_files_in_checkpoint(chosen: OptionValues, layout: CheckpointLayout, cop
     moved = dict(chosen)
     for option in run_options():
         given = chosen.get(option.name)
-        if option.kind not in FILE_KINDS or given is None or not given.value:
+        if not option.behaviour.copies_files or given is None or not given.value:
             continue
         several = isinstance(given.value, tuple)
         items = given.value if several else (given.value,)
-        names = [split_named(item)[0] + "=" if option.kind == "named-files" else "" for item in items]
+        names = [split_named(item)[0] + "=" if option.behaviour.named else "" for item in items]
         values = [item[len(name):] for name, item in zip(names, items)]
         pinned = [_pinned_copy(option, str(value), layout, copy) for value in values]
         if all(path == str(value) for (path, _), value in zip(pinned, values)):

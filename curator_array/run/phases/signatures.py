@@ -189,9 +189,6 @@ def coalesced(batches: Iterable[tuple[np.ndarray, pa.Array, list | None]]
     worker) would otherwise outweigh the work of a file of 60 documents (the signatures took
     1.6 times as long on 1,015 files as on 24 of the same documents, bench_signatures). The
     rows, and so the band file's bytes, are the same whatever the batches."""
-    import numpy as np
-    import pyarrow as pa
-
     from ...dedup.lsh import BATCH
     from ...dedup.words import SPACED
 

@@ -78,6 +78,10 @@ class PipelineOptions:
         run's output (dedup's removal), a hidden staging dir inside it."""
         return joined(self.output_dir, CURATED_DIR) if self.phases.output_staged else self.output_dir
 
+    def stores(self) -> tuple[str, ...]:
+        """The input and output locations, some of which may be in an object store."""
+        return tuple(location for location in (self.input_dir, self.output_dir) if location)
+
     @classmethod
     def field_defaults(cls) -> dict[str, Any]:
         """The default of every run option these options hold as a field, by option name."""

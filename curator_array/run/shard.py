@@ -208,8 +208,10 @@ def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
             "--new-run archives the checkpoint's run and must happen once, not in every array element: "
             "use `curator-array submit --new-run`, or run once outside the array"
         )
+    from ..storage.s3 import ensure_reachable
     from .prepare import prepare_shard
 
+    ensure_reachable(request.options.stores())  # a store that does not answer: refused in seconds
     pipeline = request.build_pipeline(phases)
     options = request.pinned
     try:

@@ -156,6 +156,7 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
     ``new_run`` archives a run that differs (``say`` tells where); ``dry_run`` writes nothing;
     ``max_array_size`` is read as ``--max-array-size`` reads it, once the run is checked.
     """
+    from ..storage.s3 import ensure_reachable
     from .prepare import check_against_run, pin_run
 
     chosen = submission_options(flags, site, environment)
@@ -164,6 +165,7 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
     PHASES.check(request_of(chosen).options.phases, shards)
     request = request_of(with_files_in_checkpoint(chosen, layout, copy=not dry_run))
     pinned = request.pinned
+    ensure_reachable(request.options.stores())  # a store that does not answer: refused in seconds
 
     def start_new_run() -> None:
         if not new_run or dry_run:

@@ -87,12 +87,12 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.mark.parametrize("where", ["input", "output"])
+@pytest.mark.parametrize("where", ["input", "output", "submitted input"])
 def test_a_store_that_cannot_be_reached_is_refused_in_one_line_naming_endpoint_and_bucket(where, silent_store,
                                                                                          tmp_path):
     """Refused (exit 2) after one request, not the SDK's retries; the line names the endpoint and the
-    bucket, and never a checkpoint the user did not give."""
-    from tests.conftest import SAMPLE, curator_cli
+    bucket, and never a checkpoint the user did not give. ``submit`` checks too, a dry run included."""
+    from tests.conftest import REPO, SAMPLE, curator_cli
 
     silent, connections = silent_store
     closed = f"http://127.0.0.1:{free_port()}"
@@ -101,8 +101,13 @@ def test_a_store_that_cannot_be_reached_is_refused_in_one_line_naming_endpoint_a
         paths = (["--input-dir", "s3://in-bucket/data", "--output-dir", str(tmp_path / "out")] if where == "input" else
                  ["--input-dir", str(SAMPLE / "jsonl"), "--output-dir", "s3://out-bucket/data",
                   "--checkpoint-path", str(tmp_path / "ckpt")])
-        done = curator_cli("run", *paths, "--num-cpus", "1", "--no-progress", env=env, check=False)
-        bucket = "in-bucket" if where == "input" else "out-bucket"
+        if where == "submitted input":
+            done = curator_cli("submit", "--site", "local", "--sites-dir", str(REPO / "site_configs"), "--total-shards",
+                               "2", "--dry-run", env={**env, "INPUT_DIR": "s3://in-bucket/data",
+                                                      "OUTPUT_DIR": str(tmp_path / "out")}, check=False)
+        else:
+            done = curator_cli("run", *paths, "--num-cpus", "1", "--no-progress", env=env, check=False)
+        bucket = "out-bucket" if where == "output" else "in-bucket"
         assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert f"cannot reach the object store at {endpoint} for bucket '{bucket}'" in done.stderr, done.stderr
     assert len(connections) == 1, "one request to a store that never answers, not the SDK's retries"

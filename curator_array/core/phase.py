@@ -240,24 +240,50 @@ class PlannedPhase:
         return self.phase.name
 
 
+# In a phase's ``needs``: the run's documents as the last phase before it that writes them
+# left them (the first phase, or one that rewrites its output), whichever that is in a run.
+OUTPUT = "output"
+
+
+@dataclass(frozen=True)
+class OutputChain:
+    """The phases of one run that write its documents, in the run's order: the first phase,
+    then each that rewrites what the one before wrote (``Phase.output_staged``). The last of
+    them writes into the output dir, each before it into a hidden staging dir there, which
+    the next one reads. One value, computed from the plan, that everything asks: where a phase
+    reads the documents, where a writer writes them, which files are the run's output."""
+
+    phases: tuple[str, ...]  # every phase of the run, in order
+    writers: tuple[Phase, ...]
+
+    @classmethod
+    def of(cls, phases: list[Phase]) -> OutputChain:
+        return cls(tuple(phase.name for phase in phases),
+                   tuple(phase for phase in phases if isinstance(phase, RootPhase) or phase.output_staged))
+
+    @property
+    def last(self) -> Phase:
+        """The writer whose files are the run's output."""
+        return self.writers[-1]
+
+    @property
+    def staged(self) -> bool:
+        """Whether a phase after the first rewrites the output (the first then writes to staging)."""
+        return len(self.writers) > 1
+
+    def before(self, phase: Phase) -> Phase:
+        """The last writer before ``phase``: whose documents ``phase`` reads."""
+        position = self.phases.index(phase.name) if phase.name in self.phases else len(self.phases)
+        return [writer for writer in self.writers if self.phases.index(writer.name) < position][-1]
+
+    def is_last(self, phase: Phase) -> bool:
+        """Whether ``phase`` writes into the output dir itself (no later phase rewrites its files)."""
+        return self.last.name == phase.name
+
+
 def needed(plan: list[PlannedPhase], phase: Phase) -> list[PlannedPhase]:
-    """The phases of the run whose elements ``phase`` reads."""
-    return [planned for planned in plan if planned.name in phase.needs]
-
-
-def output_writers(plan: list[PlannedPhase]) -> list[Phase]:
-    """The phases of a run that write its output files, in order: the first phase, then
-    each that rewrites what the one before wrote (``Phase.output_staged``)."""
-    return [planned.phase for planned in plan if isinstance(planned.phase, RootPhase) or planned.phase.output_staged]
-
-
-def writer_before(plan: list[PlannedPhase], phase: Phase) -> Phase:
-    """The last writer of the run's output before ``phase``: whose files ``phase`` reads."""
-    names = [planned.name for planned in plan]
-    position = names.index(phase.name) if phase.name in names else len(names)
-    return [writer for writer in output_writers(plan) if names.index(writer.name) < position][-1]
-
-
-def is_last_writer(plan: list[PlannedPhase], phase: Phase) -> bool:
-    """Whether ``phase`` writes into the output dir itself (no later phase rewrites its files)."""
-    return output_writers(plan)[-1].name == phase.name
+    """The phases of the run whose elements ``phase`` reads (``OUTPUT``: the writer before it)."""
+    names = set(phase.needs)
+    if OUTPUT in names:
+        names = (names - {OUTPUT}) | {OutputChain.of([item.phase for item in plan]).before(phase).name}
+    return [planned for planned in plan if planned.name in names]

@@ -13,7 +13,7 @@ from .amendments import Amendment, read_amendments
 from .arrays import format_array_expression
 from .checkpoint import find_attempt_records, scan_completion_manifests
 from .layout import CheckpointLayout
-from .phase import PhaseState, PlannedPhase
+from .phase import OutputChain, PhaseState, PlannedPhase
 from .phase_states import blocked_by, phase_states
 from .records.contamination import Contamination
 from .records.run import OptionValue, PinnedRequest
@@ -119,9 +119,9 @@ class RunStatus:
 
     @property
     def last_writer(self) -> PhaseState:
-        """The phase whose files are the run's output: the first, or the last that rewrites
-        what the one before it wrote (dedup's removal, the quality selection)."""
-        return [state for state in self.phases if state is self.phases[0] or state.phase.output_staged][-1]
+        """The phase whose files are the run's output (``OutputChain.last``)."""
+        last = OutputChain.of([state.phase for state in self.phases]).last
+        return next(state for state in self.phases if state.phase is last)
 
     @property
     def final_rows_out(self) -> int | None:

@@ -25,15 +25,7 @@ from ..core.arrays import format_array_expression
 from ..core.errors import ConfigError, CuratorArrayError
 from ..core.formats import DEFAULT_FORMAT
 from ..core.layout import CheckpointLayout, PhaseLayout, utc_now
-from ..core.phase import (
-    Phase,
-    PhaseSettings,
-    PlannedPhase,
-    RootPhase,
-    is_last_writer,
-    needed,
-    writer_before,
-)
+from ..core.phase import OutputChain, Phase, PhaseSettings, PlannedPhase, RootPhase, needed
 from ..core.records.phase import PhaseFailure, PhaseManifest, phase_manifests
 from ..core.records.shard import shard_output_files
 from ..core.run_contract import RunConfig, check_pipeline, read_run_config
@@ -127,6 +119,11 @@ class PhaseContext:
         return self.registry.plan_of(self.run)
 
     @cached_property
+    def chain(self) -> OutputChain:
+        """Which phases of the run write its documents, and where each reads them."""
+        return OutputChain.of([item.phase for item in self.plan])
+
+    @cached_property
     def settings(self) -> PhaseSettings:
         return self.registry.settings_of(self.run.pipeline)
 
@@ -147,18 +144,18 @@ class PhaseContext:
     def written_dir(self, phase: Phase) -> str:
         """Where ``phase``, a writer of the run's output, writes: the output dir when no later
         phase rewrites its files, else its hidden staging dir there."""
-        if is_last_writer(self.plan, phase):
+        if self.chain.is_last(phase):
             return self.output_dir
         return self.staged if isinstance(phase, RootPhase) else joined(self.output_dir, phase.staging_dir)
 
     def input_dir(self, phase: Phase) -> str:
         """Where the output files ``phase`` reads are: those of the last writer before it."""
-        return self.written_dir(writer_before(self.plan, phase))
+        return self.written_dir(self.chain.before(phase))
 
     def input_files(self, phase: Phase, shard: int) -> tuple[str, ...]:
         """The output files of curation shard ``shard`` that ``phase`` reads, relative to
         ``input_dir(phase)``."""
-        return writer_before(self.plan, phase).files_written(self, shard)
+        return self.chain.before(phase).files_written(self, shard)
 
     def curated_files(self, shard: int) -> tuple[str, ...]:
         """The files the first phase wrote for shard ``shard``, relative to where it wrote them."""

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -17,7 +18,7 @@ from curator_array.cli.run_command import parse_run_args
 from curator_array.core.counts import Counts
 from curator_array.core.layout import CheckpointLayout
 from curator_array.core.options import RunOption
-from curator_array.core.phase import SHARD, Phase, PhaseResult
+from curator_array.core.phase import OUTPUT, SHARD, Phase, PhaseResult
 from curator_array.core.records.shard import CompletionManifest, ShardWork
 from curator_array.core.run_contract import read_run_config
 from curator_array.core.sharding import ShardConfig, ShardRange
@@ -73,13 +74,15 @@ def run(tmp_path):
     return inputs, out, prepared
 
 
-def complete(out, prepared, shard: int) -> None:
-    """Shard ``shard``'s curation, done by hand: its inputs copied as its outputs, its manifest."""
+def complete(out, prepared, shard: int, written: Path | None = None) -> None:
+    """Shard ``shard``'s curation, done by hand: its inputs copied as its outputs (into
+    ``written``, default the output dir), its manifest."""
     files = []
+    (written or out).mkdir(parents=True, exist_ok=True)
     for task in prepared[shard].tasks:
         for path in task.files:
             name = f"{task.task_id}.jsonl"
-            shutil.copy(path, out / name)
+            shutil.copy(path, (written or out) / name)
             files.append(name)
     CompletionManifest.of(ShardConfig(shard, 2), work=ShardWork.with_files(tuple(files), source_tasks=1)).write(
         CheckpointLayout(out))
@@ -254,3 +257,73 @@ def test_a_filter_brings_its_own_option_to_help_the_default_pipeline_and_the_con
     kept = stage.process(DocumentBatch("t", table=pa.table({"text": ["words and words", "1234567 and 89"]})))
     assert kept.table["text"].to_pylist() == ["words and words"]
     assert kept.counters.dropped == {"digit_share": 1}
+
+
+@dataclass(frozen=True)
+class ShoutCounts(Counts):
+    rows_out: int = 0
+
+
+class Shout(Phase):
+    """A toy phase that rewrites the run's documents (their text in capitals): one class, and
+    one line to register it before tokenize, which then reads what it wrote."""
+
+    name = "shout"
+    needs = (OUTPUT,)
+    noun = SHARD
+    counts = ShoutCounts
+    matching_elements = True
+    output_staged = True
+    staging_dir = ".shouted"
+
+    def elements(self, settings, shards):
+        return shards
+
+    def work(self, context, index):
+        rows = 0
+        for relative in context.input_files(self, index):
+            source = Path(joined(context.input_dir(self), relative))
+            documents = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+            put_bytes(joined(context.written_dir(self), relative),
+                      "".join(json.dumps({**d, "text": d["text"].upper()}) + "\n" for d in documents).encode())
+            rows += len(documents)
+        return PhaseResult(ShoutCounts(rows))
+
+
+@pytest.fixture
+def shout():
+    PHASES.register(Shout(), before="tokenize")
+    yield
+    PHASES.unregister("shout")
+
+
+def test_a_phase_that_rewrites_the_output_is_read_by_tokenize_without_naming_it(shout, capsys, tmp_path):
+    from tokenizers import Tokenizer
+
+    from tests.support.tokenizer import train_tokenizer
+
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    shutil.copytree(SAMPLE / "jsonl", inputs, ignore=shutil.ignore_patterns("*.gz"))
+    texts = [json.loads(line)["text"] for p in sorted(inputs.iterdir()) for line in p.read_text().splitlines()]
+    tokenizer = train_tokenizer([t.upper() for t in texts], tmp_path / "tokenizer.json", 500)
+    flags = parse_run_args(["--input-dir", str(inputs), "--output-dir", str(out), "--tokenize", str(tokenizer)])
+    layout, groups = plan_submit(flags, None, "site.sbatch", ShardRange(2), None, "none", None, {})
+    assert [item.phase for group in groups for item in group] == [None, "shout", "tokenize", "tokens"]
+    request_id = groups[1][0].script_args[groups[1][0].script_args.index("--request") + 1]
+    pipeline = request_of(options_for_start(flags, {})).build_pipeline(PHASES)
+    prepared = [prepare_shard(pipeline, out, ShardConfig(shard, 2)) for shard in range(2)]
+    for shard in range(2):
+        complete(out, prepared, shard, out / ".curated")  # the first phase writes to staging: a later one rewrites
+    early = cli(capsys, "run", "--checkpoint-path", str(out), "--request", request_id, "--phase", "tokenize")
+    assert early[0] == 2 and "tokenize element 0 cannot start: shout shard(s) 0" in early[2], early[2]
+    for phase in ("shout", "tokenize", "tokens"):
+        code, _, err = cli(capsys, "run", "--checkpoint-path", str(out), "--request", request_id, "--phase", phase)
+        assert code == 0, err
+    status = json.loads(cli(capsys, "status", "--checkpoint-path", str(out), "--json")[1])
+    phases = {p["phase"]: p for p in status["phases"]}
+    assert phases["shout"]["counts"]["rows_out"] == len(texts) == status["final_rows_out"]
+    encoder = Tokenizer.from_file(str(tokenizer))
+    expected = sum(len(encoder.encode(t.upper()).ids) + 1 for t in texts if t)
+    assert phases["tokens"]["counts"]["tokens"] == expected, "tokenize read the shouted documents"
+    assert all(json.loads(line)["text"].isupper() or not any(c.isalpha() for c in json.loads(line)["text"])
+               for p in out.glob("*.jsonl") for line in p.read_text().splitlines()), "the output is shout's"

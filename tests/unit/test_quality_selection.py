@@ -13,7 +13,7 @@ import pytest
 from curator_array.classify.model import load_model, model_labels, quality_probability
 from curator_array.classify.settings import QUALITY, QualitySettings
 from curator_array.core.errors import ConfigError
-from curator_array.core.phase import PhaseSettings, is_last_writer, output_writers, writer_before
+from curator_array.core.phase import OutputChain, PhaseSettings, needed
 from curator_array.core.sharding import ShardRange
 from curator_array.dedup.settings import DedupSettings
 from curator_array.run.option_table import option_named
@@ -163,13 +163,17 @@ def test_a_threshold_alone_adds_no_phase_and_a_run_wide_choice_adds_three_after_
 def test_each_writer_reads_the_one_before_and_the_last_writes_the_output():
     planned = plan(quality(top_fractions={"hq": 0.1}), dedup=True, tokenize=True)
     phases = {p.name: p.phase for p in planned}
-    assert [w.name for w in output_writers(planned)] == ["curation", "removal", "quality_selection"]
-    assert writer_before(planned, phases["signatures"]).name == "curation"
-    assert writer_before(planned, phases["quality_scores"]).name == "removal"
-    assert writer_before(planned, phases["tokenize"]).name == "quality_selection"
-    assert is_last_writer(planned, phases["quality_selection"]) and not is_last_writer(planned, phases["removal"])
+    chain = OutputChain.of([p.phase for p in planned])
+    assert [w.name for w in chain.writers] == ["curation", "removal", "quality_selection"] and chain.staged
+    assert chain.before(phases["signatures"]).name == "curation"
+    assert chain.before(phases["quality_scores"]).name == "removal"
+    assert chain.before(phases["tokenize"]).name == "quality_selection"
+    assert chain.is_last(phases["quality_selection"]) and not chain.is_last(phases["removal"])
+    assert [p.name for p in needed(planned, phases["tokenize"])] == ["quality_selection"], \
+        "tokenize reads the output, whichever phase wrote it last"
+    assert [p.name for p in needed(planned, phases["quality_scores"])] == ["removal"]
     dedup_only = PHASES.plan(PhaseSettings({"dedup": DedupSettings("exact")}), ShardRange(1))
-    assert is_last_writer(dedup_only, next(p.phase for p in dedup_only if p.name == "removal")), \
+    assert OutputChain.of([p.phase for p in dedup_only]).is_last(next(p.phase for p in dedup_only if p.name == "removal")), \
         "without the quality phases, removal writes the output as it always did"
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from ...core.errors import ConfigError
 from ...core.layout import CheckpointLayout
 from ...core.options import RunOption
-from ...core.phase import Phase, PhaseSettings, PhaseState, PlannedPhase, RootPhase
+from ...core.phase import OutputChain, Phase, PhaseSettings, PhaseState, PlannedPhase, RootPhase
 from ...core.phase_states import phase_states
 from ...core.run_contract import RunConfig, read_run_config
 from ...core.sharding import ShardRange
@@ -55,11 +55,12 @@ class PhaseRegistry:
                 return phase
         raise ConfigError(f"--phase {name!r}: no such phase (the phases are {', '.join(p.name for p in self)})")
 
-    def register(self, phase: Phase) -> None:
-        """Add a phase after the others (a plugin's, or a test's)."""
+    def register(self, phase: Phase, before: str | None = None) -> None:
+        """Add a phase after the others, or ``before`` the phase so named (a plugin's, or a test's)."""
         if any(p.name == phase.name for p in self._phases):
             raise ValueError(f"a phase named {phase.name!r} is registered already")
-        self._phases.append(phase)
+        position = [p.name for p in self._phases].index(before) if before else len(self._phases)
+        self._phases.insert(position, phase)
 
     def unregister(self, name: str) -> None:
         self._phases = [p for p in self._phases if p.name != name]
@@ -90,7 +91,7 @@ class PhaseRegistry:
     def _with_staging(self, by_key: dict[str, Any]) -> PhaseSettings:
         """The settings, saying whether a phase after the first rewrites the output."""
         planned = self.plan(PhaseSettings(by_key), ShardRange(1))
-        return PhaseSettings(by_key, any(item.phase.output_staged for item in planned))
+        return PhaseSettings(by_key, OutputChain.of([item.phase for item in planned]).staged)
 
     def settings_from_options(self, values: Mapping[str, Any]) -> PhaseSettings:
         """The settings the run options ``values`` (option name → value) give the phases: a

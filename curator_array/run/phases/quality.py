@@ -33,12 +33,12 @@ from ...core.atomic import dump_json, write_bytes_atomic
 from ...core.counts import Counts, breakdown
 from ...core.errors import CuratorArrayError
 from ...core.options import RunOption
-from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
+from ...core.phase import OUTPUT, SHARD, Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
 from ...stages.defaults import REMOVED_DIR
 from ...stages.defaults import TOKEN_COUNT_FIELD as TOKEN_COUNT
 from ...storage.places import fetched, joined
-from .layouts import CURATION, CUT, REMOVAL, SCORES, SELECTION, TOKENIZE
+from .layouts import CUT, SCORES, SELECTION, TOKENIZE
 
 if TYPE_CHECKING:
     import numpy as np
@@ -159,7 +159,7 @@ class QualityScores(Phase):
     first phase score each document as it is written."""
 
     name = SCORES
-    needs = (CURATION, REMOVAL)  # the documents the run keeps
+    needs = (OUTPUT,)  # the documents the run keeps
     noun = SHARD
     counts = ScoreCounts
     matching_elements = True

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, ClassVar
 from ...core.counts import Counts, breakdown
 from ...core.errors import ConfigError
 from ...core.options import RunOption
-from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
+from ...core.phase import OUTPUT, SHARD, Phase, PhaseResult, PhaseSettings
 from ...storage.places import fetched, joined
 from ...tokens.settings import TOKEN_FORMAT_NAMES, TokenizeSettings
 from ...tokens.tokenizer import fetch_tokenizer
-from .layouts import CURATION, REMOVAL, SELECTION, TOKENIZE, token_file
+from .layouts import TOKENIZE, token_file
 
 if TYPE_CHECKING:
     from ...tokens.encoder import EncoderProcess
@@ -61,7 +61,7 @@ class Tokenize(Phase):
     first phase count each document's tokens."""
 
     name = TOKENIZE
-    needs = (CURATION, REMOVAL, SELECTION)  # the run's final output, whichever phase wrote it
+    needs = (OUTPUT,)  # the run's documents, whichever phase wrote them last
     noun = SHARD
     counts = TokenizeCounts
     matching_elements = True

@@ -80,22 +80,32 @@ class RunRequest:
         """Where the nodes of a multi-node element meet: the option, else under the checkpoint."""
         return Path(self.rendezvous_dir) if self.rendezvous_dir else self.layout.rendezvous_root
 
-    def build_pipeline(self, phases: Any, refresh_crawls: bool = False, save_crawls: bool = True) -> Pipeline:
+    def with_crawls(self, refresh: bool = False, save: bool = True) -> RunRequest:
+        """This request with its crawls' paths lists resolved (``run.crawls``): read from the
+        run, or fetched where it has none yet (``refresh``: fetched again and checked against
+        the run's; without ``save``, a dry run's, nothing is written). The one step of
+        building a run's pipeline that may use the network: submit and a shard's start take
+        it once, before the pipeline is built."""
+        from dataclasses import replace
+
+        if not self.options.crawl:
+            return self
+        from .crawls import crawl_paths_files
+
+        saved = crawl_paths_files(self.options.crawl, self.options.crawl_base_url, self.layout, refresh=refresh,
+                                  save=save, retries=self.options.download_retries,
+                                  read_timeout_s=self.options.download_timeout)
+        return replace(self, options=replace(self.options, crawl_lists=tuple(map(str, saved))))
+
+    def build_pipeline(self, phases: Any) -> Pipeline:
         """The pipeline as the run runs it (``Pipeline.for_run``; ``phases``: the phase
-        registry, which says what the later phases need of it), its crawls' paths lists
-        resolved first (``run.crawls``)."""
+        registry, which says what the later phases need of it); no I/O: a crawl's paths list is
+        resolved before (``with_crawls``)."""
         from ..pipelines.pipeline import default_pipeline, load_pipeline
 
         options = self.options
-        if options.crawl:
-            from dataclasses import replace
-
-            from .crawls import crawl_paths_files
-
-            saved = crawl_paths_files(options.crawl, options.crawl_base_url, self.layout, refresh=refresh_crawls,
-                                      save=save_crawls, retries=options.download_retries,
-                                      read_timeout_s=options.download_timeout)
-            options = replace(options, crawl_lists=tuple(map(str, saved)))
+        if options.crawl and not options.crawl_lists:
+            raise RuntimeError("the crawls' paths lists are resolved before the pipeline is built (with_crawls)")
         pipeline = load_pipeline(self.pipeline_ref, options) if self.pipeline_ref else default_pipeline(options)
         return pipeline.for_run(options, phases.before_writer(options))
 

@@ -212,7 +212,7 @@ def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
     from .prepare import prepare_shard
 
     ensure_reachable(request.options.stores())  # a store that does not answer: refused in seconds
-    pipeline = request.build_pipeline(phases)
+    pipeline = request.with_crawls().build_pipeline(phases)
     options = request.pinned
     try:
         return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist, options,

@@ -177,10 +177,10 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
         say(f"archived the previous run's records and outputs in {archive}; {outputs} holds only the new run's")
 
     try:  # a crawl's paths list fetched again must be the one the run saved
-        pipeline = request.build_pipeline(PHASES, refresh_crawls=True, save_crawls=not dry_run)
+        pipeline = request.with_crawls(refresh=True, save=not dry_run).build_pipeline(PHASES)
     except CheckpointMismatchError:
         start_new_run()
-        pipeline = request.build_pipeline(PHASES, refresh_crawls=True)
+        pipeline = request.with_crawls(refresh=True).build_pipeline(PHASES)
     plan = PHASES.plan(pipeline.phases, shards)
     try:
         if dry_run:
@@ -205,7 +205,7 @@ def plan_retry_submit(layout: CheckpointLayout, flags: Mapping[str, Any], states
 
     request = request_of(with_files_in_checkpoint(retry_options(layout, flags, environment), layout,
                                                   copy=not dry_run))
-    pipeline = request.build_pipeline(PHASES, refresh_crawls=True, save_crawls=not dry_run)
+    pipeline = request.with_crawls(refresh=True, save=not dry_run).build_pipeline(PHASES)
     if request.repair and not dry_run:
         from .prepare import amend_policy
 

@@ -54,11 +54,12 @@ def test_a_crawl_by_name_equals_its_warcs_read_from_disk(two_node_cluster, archi
         options = PipelineOptions("", str(tmp_path / "out"), crawl=(CRAWL,), crawl_base_url=server.url("mirror", ""),
                                   max_requests_per_second=RATE, download_dir=str(tmp_path / "downloads"))
         request = RunRequest(options, checkpoint_path=str(tmp_path / "ckpt"), pipeline_ref="commoncrawl")
-        outcome = run_shard_here(request.build_pipeline(PHASES), tmp_path / "ckpt", output_dir=tmp_path / "out")
+        outcome = run_shard_here(request.with_crawls().build_pipeline(PHASES), tmp_path / "ckpt",
+                                 output_dir=tmp_path / "out")
         assert outcome.status == "completed"
         gets = {name: server.gets("mirror", name) for name in names}
         again = run_shard_here(RunRequest(options, checkpoint_path=str(tmp_path / "ckpt2"),
-                                          pipeline_ref="commoncrawl").build_pipeline(PHASES),
+                                          pipeline_ref="commoncrawl").with_crawls().build_pipeline(PHASES),
                                tmp_path / "ckpt2", output_dir=tmp_path / "out2")
         assert again.status == "completed"
         assert {name: server.gets("mirror", name) for name in names} == gets, "nothing downloaded twice"
@@ -93,7 +94,8 @@ def test_a_slice_of_the_crawl(two_node_cluster, archive, tmp_path):
         options = PipelineOptions("", str(tmp_path / "out"), crawl=(CRAWL,), crawl_base_url=server.url("mirror", ""),
                                   crawl_files="2:4")
         request = RunRequest(options, checkpoint_path=str(tmp_path / "ckpt"), pipeline_ref="commoncrawl")
-        assert run_shard_here(request.build_pipeline(PHASES), tmp_path / "ckpt", output_dir=tmp_path / "out").status == \
+        assert run_shard_here(request.with_crawls().build_pipeline(PHASES), tmp_path / "ckpt",
+                              output_dir=tmp_path / "out").status == \
             "completed"
         fetched = [name for name in names if server.gets("mirror", name)]
     finally:

@@ -141,3 +141,28 @@ def test_submit_saves_the_crawl_list_and_refuses_a_changed_one(tmp_path, capsys,
     capsys.readouterr()
     assert main([*submit, "--dry-run", *crawl]) == 2
     assert "paths list of crawl CC-TEST changed since the run saved it (5 → 3 files" in capsys.readouterr().err
+
+
+def test_building_the_pipeline_uses_no_network_the_crawl_lists_are_resolved_once_before(tmp_path):
+    """A crawl's paths list is fetched (or read from the run) by ``with_crawls``, once; building the
+    pipeline afterwards reads nothing from the network, and refuses a request not resolved first."""
+    import socket
+
+    from curator_array.pipelines.options import PipelineOptions
+    from curator_array.run.phases import PHASES
+    from curator_array.run.request import RunRequest
+
+    with socket.socket() as probe:  # a port nothing listens on: any fetch from it fails
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/"
+    layout = CheckpointLayout(tmp_path / "ckpt")
+    layout.completion_dir.mkdir(parents=True)
+    layout.crawl_paths_path("CC-TEST-1").write_bytes(gzip.compress(b"crawl-data/CC-TEST-1/a.warc.gz\n"))
+    options = PipelineOptions("", str(tmp_path / "out"), crawl=("CC-TEST-1",), crawl_base_url=dead,
+                              download_retries=0)
+    request = RunRequest(options, checkpoint_path=str(layout.root), pipeline_ref="commoncrawl")
+    with pytest.raises(RuntimeError, match="resolved before the pipeline is built"):
+        request.build_pipeline(PHASES)
+    resolved = request.with_crawls()
+    assert resolved.options.crawl_lists == (str(layout.crawl_paths_path("CC-TEST-1")),)
+    assert resolved.build_pipeline(PHASES).stages, "built from the saved list, the dead base never asked"

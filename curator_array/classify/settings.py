@@ -26,7 +26,8 @@ class QualitySettings:
     known by their ``digests`` alone), their label, and how documents are selected by their
     scores: at least a threshold (``thresholds``, in the first phase), in the best fraction of
     the whole run (``top_fractions``), in run-wide percentile ``buckets`` (written under
-    ``bucket=KK/`` with ``partition_by_bucket``)."""
+    ``bucket=KK/`` with ``partition_by_bucket``), the models' buckets combined into one by
+    ``ensemble`` (``run.phases.quality.ENSEMBLES``)."""
 
     digests: dict[str, str]
     paths: dict[str, str] = field(default_factory=dict, compare=False)
@@ -36,9 +37,11 @@ class QualitySettings:
     top_fractions: dict[str, float] = field(default_factory=dict)
     buckets: int | None = None
     partition_by_bucket: bool = False
+    ensemble: str = "max"
 
     PINNED: ClassVar[tuple[str, ...]] = ("digests", "label", "binary", "thresholds", "top_fractions", "buckets",
-                                         "partition_by_bucket")
+                                         "partition_by_bucket", "ensemble")
+    PINNED_UNLESS_DEFAULT: ClassVar[dict[str, Any]] = {"ensemble": "max"}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -50,7 +53,10 @@ class QualitySettings:
         return bool(self.top_fractions) or self.buckets is not None
 
     def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.PINNED}
+        """The pinned settings; one added later is left out at its default, so that a run
+        made before it keeps its fingerprint."""
+        return {name: getattr(self, name) for name in self.PINNED
+                if name not in self.PINNED_UNLESS_DEFAULT or getattr(self, name) != self.PINNED_UNLESS_DEFAULT[name]}
 
     @classmethod
     def from_json(cls, payload: Mapping[str, Any]) -> QualitySettings:
@@ -59,7 +65,7 @@ class QualitySettings:
     @classmethod
     def field_defaults(cls) -> dict[str, Any]:
         return {"models": (), "label": DEFAULT_QUALITY_LABEL, "thresholds": (), "top_fractions": (), "buckets": None,
-                "partition_by_bucket": False}
+                "partition_by_bucket": False, "ensemble": "max"}
 
     @classmethod
     def from_options(cls, given: Mapping[str, Any]) -> QualitySettings:
@@ -78,7 +84,7 @@ class QualitySettings:
             binary = binary and len(labels) == 2
         settings = cls({name: file_digest(path) for name, path in paths.items()}, paths, label, binary,
                        named(given.get("thresholds") or (), float), named(given.get("top_fractions") or (), float),
-                       given.get("buckets"), bool(given.get("partition_by_bucket")))
+                       given.get("buckets"), bool(given.get("partition_by_bucket")), given.get("ensemble") or "max")
         for option, chosen in (("--quality-threshold", settings.thresholds),
                                ("--keep-top-fraction", settings.top_fractions)):
             unknown = sorted(set(chosen) - set(paths))
@@ -87,4 +93,6 @@ class QualitySettings:
                                   f"(the models are {', '.join(paths) or 'none'})")
         if settings.partition_by_bucket and settings.buckets is None:
             raise ConfigError("--partition-by-bucket needs --quality-buckets N (the buckets to write under)")
+        if settings.ensemble != "max" and settings.buckets is None:
+            raise ConfigError(f"--quality-ensemble {settings.ensemble} needs --quality-buckets N (the buckets it combines)")
         return settings

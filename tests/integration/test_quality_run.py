@@ -1,13 +1,17 @@
-"""Selection by model through `curator-array run`, on real text and a fastText model trained
+"""Selection by model through `curator-array run`, on real text and fastText models trained
 here: the scores against fastText's own `predict`, the run-wide top fraction against an
 exact sort of every score, Nemotron-CC-style buckets (by documents, and by tokens with
-`--tokenize`, written under bucket=KK/), thresholds, and the refusals of bad input."""
+`--tokenize`, written under bucket=KK/) and their ensembles (max, mean) against the same
+rule in plain Python, thresholds, and the refusals of bad input."""
 
 from __future__ import annotations
 
 import json
+import math
 import random
 import shutil
+from collections import Counter
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +44,12 @@ def corpus(tmp_path_factory):
     return root, train_model(root / "model"), {d["id"]: d for d in documents}
 
 
+@pytest.fixture(scope="module")
+def second_model(corpus, tmp_path_factory):
+    """A model whose quality class is GNOME's manuals: its scores disagree with the first's."""
+    return train_model(tmp_path_factory.mktemp("gnome"), positive_source="gnome-user-docs")
+
+
 def records(directory: Path) -> list[dict]:
     """Every record of the visible files under ``directory`` (hidden dirs left out)."""
     return [json.loads(line) for path in sorted(directory.rglob("*.jsonl"))
@@ -53,12 +63,40 @@ def status_of(out: Path) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def top_tenth(corpus, tmp_path_factory):
+def top_tenth(corpus, second_model, tmp_path_factory):
     root, model, _ = corpus
     out = tmp_path_factory.mktemp("top") / "out"
     curator("run", "--input-dir", str(root / "in"), "--output-dir", str(out), *SMALL, "--quality-model",
-            f"hq={model}", "--keep-top-fraction", "hq=0.1", "--quality-buckets", "5", "--keep-removed")
+            f"hq={model}", "--quality-model", f"gn={second_model}", "--keep-top-fraction", "hq=0.1",
+            "--quality-buckets", "5", "--keep-removed")
     return out
+
+
+def plain_buckets(scores: list[float], buckets: int) -> list[int]:
+    """The run-wide bucket rule, written out in plain Python: scores in bins of 2**-24; the
+    edge of bucket k is the first bin whose documents below come closest to k/N of them all;
+    a document's bucket is how many edges its bin is at or above."""
+    bins = [min(max(math.floor(score * 2**24), 0), 2**24) for score in scores]
+    per_bin = Counter(bins)
+    below, seen = {}, 0
+    for found in sorted(per_bin):
+        below[found], seen = seen, seen + per_bin[found]
+    edges = [min(sorted(per_bin), key=lambda b: abs(below[b] - seen * k / buckets)) for k in range(1, buckets)]
+    return [sum(edge <= found for edge in edges) for found in bins]
+
+
+PLAIN_ENSEMBLES = {"max": max, "mean": lambda buckets: math.floor(Fraction(sum(buckets), len(buckets)) + Fraction(1, 2))}
+
+
+def assert_ensemble_as_plain_python(documents: list[dict], names: tuple[str, ...], buckets: int, ensemble: str):
+    per_model = {name: plain_buckets([d[name] for d in documents], buckets) for name in names}
+    for name in names:
+        assert [d[f"{name}_bucket"] for d in documents] == per_model[name], f"{name}_bucket"
+    expected = [PLAIN_ENSEMBLES[ensemble]([per_model[name][i] for name in names]) for i in range(len(documents))]
+    assert [d["quality_bucket"] for d in documents] == expected, f"quality_bucket ({ensemble})"
+    other = "mean" if ensemble == "max" else "max"
+    differs = sum(PLAIN_ENSEMBLES[other]([per_model[n][i] for n in names]) != e for i, e in enumerate(expected))
+    assert differs > len(documents) / 20, f"the models disagree enough that {ensemble} and {other} differ"
 
 
 def test_scores_equal_fasttexts_own_predict(corpus, top_tenth):
@@ -95,9 +133,22 @@ def test_buckets_are_run_wide_percentiles_and_the_best_is_their_maximum(top_tent
     documents = records(top_tenth) + records(top_tenth / ".removed" / "quality")
     buckets = np.bincount([d["hq_bucket"] for d in documents], minlength=5)
     assert np.all(np.abs(buckets - len(documents) / 5) <= 2), buckets
-    assert all(d["quality_bucket"] == d["hq_bucket"] for d in documents)
     by_score = sorted(documents, key=lambda d: d["hq"])
     assert [d["hq_bucket"] for d in by_score] == sorted(d["hq_bucket"] for d in by_score), "higher scores, higher buckets"
+    assert_ensemble_as_plain_python(documents, ("hq", "gn"), 5, "max")
+
+
+def test_the_mean_ensemble_is_the_models_buckets_mean_rounded_half_up(corpus, second_model, tmp_path):
+    root, model, documents = corpus
+    out = tmp_path / "out"
+    curator("run", "--input-dir", str(root / "in"), "--output-dir", str(out), *SMALL, "--quality-model",
+            f"hq={model}", "--quality-model", f"gn={second_model}", "--quality-buckets", "6",
+            "--quality-ensemble", "mean")
+    written = records(out)
+    assert len(written) == len(documents)
+    assert_ensemble_as_plain_python(written, ("hq", "gn"), 6, "mean")
+    run = json.loads((out / ".nemo_curator_metadata" / ".slurm_array_completion" / "run.json").read_text())
+    assert '"ensemble": "mean"' in json.dumps(run), "the ensemble is pinned with the run"
 
 
 def test_a_threshold_drops_and_counts_in_the_first_phase(corpus, tmp_path):

@@ -33,11 +33,12 @@ def write_jsonl(path: Path, documents: list[dict]) -> Path:
     return path
 
 
-def training_files(directory: Path) -> tuple[Path, Path]:
-    """The positive and negative documents, as JSONL files."""
+def training_files(directory: Path, positive: str = POSITIVE_SOURCE) -> tuple[Path, Path]:
+    """The positive documents (those whose source starts with ``positive``) and the negative
+    ones, as JSONL files."""
     documents = paragraphs()
-    good = [d for d in documents if d["source"].startswith(POSITIVE_SOURCE)]
-    bad = [d for d in documents if not d["source"].startswith(POSITIVE_SOURCE)]
+    good = [d for d in documents if d["source"].startswith(positive)]
+    bad = [d for d in documents if not d["source"].startswith(positive)]
     return write_jsonl(directory / "positive.jsonl", good), write_jsonl(directory / "negative.jsonl", bad)
 
 
@@ -73,11 +74,12 @@ def official_scores(model: Path, texts: list[str], label: str = "__label__hq") -
     return json.loads(done.stdout)
 
 
-def train_model(directory: Path, bucket: int = 20_000) -> Path:
-    """A small model (its n-gram buckets cut, so it is ~20 MB) of the developers' reference."""
+def train_model(directory: Path, bucket: int = 20_000, positive_source: str = POSITIVE_SOURCE) -> Path:
+    """A small model (its n-gram buckets cut, so it is ~20 MB) of one source (the developers'
+    reference unless told)."""
     from curator_array.classify.training import Hyperparameters, train
 
-    positive, negative = training_files(directory)
+    positive, negative = training_files(directory, positive_source)
     model = directory / "hq.bin"
     train([str(positive)], [str(negative)], model, settings=Hyperparameters(bucket=bucket))
     return model

@@ -120,6 +120,8 @@ def test_settings_refuse_a_label_the_model_lacks_and_names_it_has(language_model
      "--keep-top-fraction hq=...: no --quality-model is named hq (the models are en)"),
     ({"quality_model": ("en=M",), "partition_by_bucket": True},
      "--partition-by-bucket needs --quality-buckets N"),
+    ({"quality_model": ("en=M",), "quality_ensemble": "mean"}, "--quality-ensemble mean needs --quality-buckets N"),
+    ({"quality_ensemble": "mean"}, "--quality-ensemble mean: it needs --quality-model"),
     ({"quality_threshold": ("hq=0.5",)}, "--quality-threshold hq=0.5: it needs --quality-model"),
     ({"keep_top_fraction": ("hq=0.5",)}, "--keep-top-fraction hq=0.5: it needs --quality-model"),
 ])
@@ -130,6 +132,14 @@ def test_bad_quality_options_are_refused_in_one_line(language_model, values, mes
         PHASES.settings_from_options({**({"quality_label": "__label__en"} if "quality_model" in values else {}),
                                       **values})
     assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_the_ensemble_is_pinned_only_when_not_the_default_so_older_runs_keep_their_fingerprint():
+    older = {"digests": {"hq": "d"}, "label": "__label__hq", "binary": True, "thresholds": {}, "top_fractions": {},
+             "buckets": 20, "partition_by_bucket": False}
+    assert QualitySettings.from_json(older).to_json() == older
+    mean = QualitySettings.from_json({**older, "ensemble": "mean"})
+    assert mean.to_json() == {**older, "ensemble": "mean"} and mean != QualitySettings.from_json(older)
 
 
 @pytest.mark.parametrize("text", ["hq=0", "hq=1.5", "hq=-0.1", "hq=many", "0.5", "hq=0.1,hq=0.2"])

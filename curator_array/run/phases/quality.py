@@ -17,8 +17,9 @@ when it asks for ``--keep-top-fraction`` or ``--quality-buckets``:
   document, before any top fraction is removed.
 - ``quality_selection``, one element per shard: each output file rewritten without the
   documents below a threshold, with ``NAME_bucket`` per model and ``quality_bucket`` (their
-  maximum), under ``bucket=KK/`` with ``--partition-by-bucket``; with ``--keep-removed`` the
-  removed documents go to ``OUTPUT_DIR/.removed/quality/``, scores and all.
+  maximum, or their mean with ``--quality-ensemble mean``), under ``bucket=KK/`` with
+  ``--partition-by-bucket``; with ``--keep-removed`` the removed documents go to
+  ``OUTPUT_DIR/.removed/quality/``, scores and all.
 """
 
 from __future__ import annotations
@@ -50,6 +51,19 @@ QUALITY_REMOVED_DIR = Path(REMOVED_DIR) / "quality"
 BEST_BUCKET = "quality_bucket"
 CUT_FILE = "cut.json"
 
+
+def _highest(buckets: np.ndarray) -> np.ndarray:
+    return buckets.max(axis=0)
+
+
+def _mean_rounded_half_up(buckets: np.ndarray) -> np.ndarray:
+    """floor(mean + 1/2), in integers so that no float decides a tie: 2.5 is 3, 2.49 is 2."""
+    return (2 * buckets.sum(axis=0) + len(buckets)) // (2 * len(buckets))
+
+
+# How the models' buckets (one row per model) make a document's quality_bucket.
+ENSEMBLES = {"max": _highest, "mean": _mean_rounded_half_up}
+
 QUALITY_OPTIONS = (
     RunOption("quality_model", "Score every document with a fastText classifier (.bin or .ftz), given a name: the "
               "document's NAME field is the model's probability of --quality-label, as DCLM computes it. Repeatable; "
@@ -62,8 +76,12 @@ QUALITY_OPTIONS = (
               "documents it keeps: after dedup), as phases after the others; repeatable.", "named-numbers", QUALITY,
               minimum=0, minimum_open=True, maximum=1, metavar="NAME=F", sets="top_fractions"),
     RunOption("quality_buckets", "Give each document NAME_bucket: which of N run-wide percentile buckets of each "
-              "model's scores it is in (0 lowest; weighted by tokens with --tokenize), and quality_bucket, the highest "
-              "of them (Nemotron-CC: 20).", "int", QUALITY, minimum=2, metavar="N", sets="buckets"),
+              "model's scores it is in (0 lowest; weighted by tokens with --tokenize), and quality_bucket, the models' "
+              "buckets combined by --quality-ensemble (Nemotron-CC: 20, max).", "int", QUALITY, minimum=2, metavar="N",
+              sets="buckets"),
+    RunOption("quality_ensemble", "How quality_bucket combines the models' buckets: the highest (max, as Nemotron-CC), "
+              "or their mean rounded half up (mean: buckets 2 and 3 give 3, and 0, 4 and 1 give 2).", "choice", QUALITY,
+              choices=tuple(ENSEMBLES), sets="ensemble"),
     RunOption("partition_by_bucket", "Write the output under bucket=KK/ directories by quality_bucket.", "flag",
               QUALITY),
 )
@@ -329,10 +347,11 @@ class QualitySelection(Phase):
                 keep &= bins[name] >= cut[name]["threshold_bin"]
             added, best = {}, np.zeros(rows, np.int64)
             if settings.buckets:
-                for name in settings.names:
-                    bucket = np.searchsorted(np.asarray(cut[name]["bucket_edge_bins"]), bins[name], side="right")
+                buckets = np.stack([np.searchsorted(np.asarray(cut[name]["bucket_edge_bins"]), bins[name], side="right")
+                                    for name in settings.names]).astype(np.int64)
+                best = ENSEMBLES[settings.ensemble](buckets)
+                for name, bucket in zip(settings.names, buckets):
                     added[f"{name}_bucket"] = (dict(enumerate(bucket.tolist())), None)
-                    best = np.maximum(best, bucket)
                 added[BEST_BUCKET] = (dict(enumerate(best.tolist())), None)
             removed = set(np.flatnonzero(~keep).tolist())
             if settings.partition_by_bucket:

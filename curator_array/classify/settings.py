@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 
 from ..core.errors import ConfigError
 from ..core.fingerprint import file_digest
+from ..core.option_kinds import split_bound
 from ..core.options import split_named
 from .model import DEFAULT_QUALITY_LABEL
 
@@ -24,7 +25,8 @@ def named(items: tuple[str, ...], read=str) -> dict[str, Any]:
 class QualitySettings:
     """The run's quality models (``paths`` by name here; read back from ``run.json`` they are
     known by their ``digests`` alone), their label, and how documents are selected by their
-    scores: at least a threshold (``thresholds``, in the first phase), in the best fraction of
+    scores: at least a threshold (``thresholds``) or at most a ceiling (``ceilings``: a score
+    that means harm), in the first phase; in the best fraction of
     the whole run (``top_fractions``), in run-wide percentile ``buckets`` (written under
     ``bucket=KK/`` with ``partition_by_bucket``), the models' buckets combined into one by
     ``ensemble`` (``run.phases.quality.ENSEMBLES``)."""
@@ -38,10 +40,11 @@ class QualitySettings:
     buckets: int | None = None
     partition_by_bucket: bool = False
     ensemble: str = "max"
+    ceilings: dict[str, float] = field(default_factory=dict)
 
     PINNED: ClassVar[tuple[str, ...]] = ("digests", "label", "binary", "thresholds", "top_fractions", "buckets",
-                                         "partition_by_bucket", "ensemble")
-    PINNED_UNLESS_DEFAULT: ClassVar[dict[str, Any]] = {"ensemble": "max"}
+                                         "partition_by_bucket", "ensemble", "ceilings")
+    PINNED_UNLESS: ClassVar[dict[str, Any]] = {"ensemble": "max", "ceilings": {}}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -56,7 +59,7 @@ class QualitySettings:
         """The pinned settings; one added later is left out at its default, so that a run
         made before it keeps its fingerprint."""
         return {name: getattr(self, name) for name in self.PINNED
-                if name not in self.PINNED_UNLESS_DEFAULT or getattr(self, name) != self.PINNED_UNLESS_DEFAULT[name]}
+                if name not in self.PINNED_UNLESS or getattr(self, name) != self.PINNED_UNLESS[name]}
 
     @classmethod
     def from_json(cls, payload: Mapping[str, Any]) -> QualitySettings:
@@ -82,10 +85,13 @@ class QualitySettings:
                 raise ConfigError(f"--quality-model {name}={path}: its labels are {', '.join(labels)}, not "
                                   f"{label} (--quality-label names the label to score)")
             binary = binary and len(labels) == 2
+        bounds = [split_bound(item) for item in given.get("thresholds") or ()]
         settings = cls({name: file_digest(path) for name, path in paths.items()}, paths, label, binary,
-                       named(given.get("thresholds") or (), float), named(given.get("top_fractions") or (), float),
-                       given.get("buckets"), bool(given.get("partition_by_bucket")), given.get("ensemble") or "max")
-        for option, chosen in (("--quality-threshold", settings.thresholds),
+                       {name: value for name, way, value in bounds if way == ">="},
+                       named(given.get("top_fractions") or (), float), given.get("buckets"),
+                       bool(given.get("partition_by_bucket")), given.get("ensemble") or "max",
+                       {name: value for name, way, value in bounds if way == "<="})
+        for option, chosen in (("--quality-threshold", {**settings.thresholds, **settings.ceilings}),
                                ("--keep-top-fraction", settings.top_fractions)):
             unknown = sorted(set(chosen) - set(paths))
             if unknown:

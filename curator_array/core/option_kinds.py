@@ -338,6 +338,7 @@ class Named(Kind):
 
     repeatable = True
     named = True
+    shape = "NAME=VALUE"
 
     def read(self, option: RunOption, value: str) -> str:
         raise NotImplementedError
@@ -345,13 +346,17 @@ class Named(Kind):
     def items(self, text: str) -> list[str]:
         return [item for item in text.split(",") if item.strip()]
 
+    def split(self, item: str) -> tuple[str, str, str]:
+        """An item's name, what joins it to its value (``=``; "" when nothing does), its value."""
+        return item.partition("=")
+
     def parse(self, option, text):
         named = []
         for item in self.items(text):
-            name, equals, value = item.strip().partition("=")
-            if not equals or not VALUE_NAME.match(name):
-                raise ValueError(f"{item.strip()!r} is not NAME=VALUE (a name of letters, digits and _)")
-            named.append(f"{name}={self.read(option, value.strip())}")
+            name, joiner, value = self.split(item.strip())
+            if not joiner or not VALUE_NAME.match(name):
+                raise ValueError(f"{item.strip()!r} is not {self.shape} (a name of letters, digits and _)")
+            named.append(f"{name}{joiner}{self.read(option, value.strip())}")
         twice = names_given_twice(tuple(named))
         if twice:
             raise ValueError(f"{', '.join(twice)} given twice")
@@ -381,6 +386,25 @@ class NamedNumbers(Named):
         return repr(bounded(option, number))
 
 
+class NamedBounds(NamedNumbers):
+    """Lower bounds (``NAME=T``: at least T) and upper bounds (``NAME<=T``: at most T) of named
+    numbers; a name may have one of each (a band)."""
+
+    name = "named-bounds"
+    shape = "NAME=T or NAME<=T"
+
+    def split(self, item):
+        if "<=" in item:
+            return item.partition("<=")
+        return super().split(item)
+
+
+def split_bound(item: str) -> tuple[str, str, float]:
+    """A bound as run options keep it: its name, ``>=`` or ``<=``, its number."""
+    name, joiner, value = item.partition("<=") if "<=" in item else item.partition("=")
+    return name, "<=" if joiner == "<=" else ">=", float(value)
+
+
 class NamedFiles(Named):
     """Files, each named (``NAME=FILE``), copied into the checkpoint when a run is submitted."""
 
@@ -400,4 +424,4 @@ class NamedFiles(Named):
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind(), Path(), File(), Files(), NamedFiles(), FileOrName(), ExistingPaths(), Integer(), Size(), Number(),
-    NamedNumbers(), Flag(), Switch(), Choice(), TextList())}
+    NamedNumbers(), NamedBounds(), Flag(), Switch(), Choice(), TextList())}

@@ -3,8 +3,9 @@ those that score at least a threshold.
 
 ``--quality-model NAME=FILE`` (repeatable) gives each document a column ``NAME``: the
 model's probability that the document is of ``--quality-label`` (``classify.model``: as DCLM
-computes it). ``--quality-threshold NAME=T`` drops the documents scoring below ``T``,
-counted as ``quality_model.NAME``. The models are pinned by their digests; each runs in the
+computes it). ``--quality-threshold NAME=T`` drops the documents scoring below ``T``, and
+``NAME<=T`` those scoring above it (a score that means harm: toxicity, advertising), counted
+as ``quality_model.NAME``. The models are pinned by their digests; each runs in the
 stage's actors, loaded once per actor process, in its own memory. The phases that select the
 best of the whole run from these scores (``--keep-top-fraction``, ``--quality-buckets``) are
 ``run.phases.quality``'s.
@@ -33,26 +34,28 @@ def _load_models(stage: QualityScorer) -> dict[str, Any]:
 
 class QualityScorer(FilterStage):
     """Adds a column per model (its name) with the model's probability of the quality label,
-    and drops documents below their ``thresholds``. An actor stage: each actor loads the
+    and drops documents below their ``thresholds`` or above their ``ceilings``. An actor stage: each actor loads the
     models once, in its own memory (never through the object store)."""
 
     name = "quality_model"
     pinned = ("digests", "label", "thresholds", "text_field")  # the models by their digests, not their paths
+    pinned_unless = {"ceilings": {}}
     ray_stage_spec = {"is_actor_stage": True}
     models = PerProcess(_load_models, key=lambda stage: tuple(sorted(stage.paths.items())))
 
     def __init__(self, paths: Mapping[str, str], label: str = DEFAULT_QUALITY_LABEL, binary: bool = True,
                  thresholds: Mapping[str, float] | None = None, text_field: str = TEXT_FIELD,
-                 digests: Mapping[str, str] | None = None):
+                 digests: Mapping[str, str] | None = None, ceilings: Mapping[str, float] | None = None):
         self.paths = dict(paths)
         self.digests = dict(digests) if digests is not None else {name: file_digest(p) for name, p in self.paths.items()}
         self.label, self.binary = label, binary
-        self.thresholds = dict(thresholds or {})
+        self.thresholds, self.ceilings = dict(thresholds or {}), dict(ceilings or {})
         super().__init__(text_field)
 
     @classmethod
     def of(cls, settings: QualitySettings, text_field: str) -> QualityScorer:
-        return cls(settings.paths, settings.label, settings.binary, settings.thresholds, text_field, settings.digests)
+        return cls(settings.paths, settings.label, settings.binary, settings.thresholds, text_field, settings.digests,
+                   settings.ceilings)
 
     def writes(self) -> tuple[str, ...]:
         return tuple(self.paths)
@@ -82,7 +85,9 @@ class QualityScorer(FilterStage):
         for name, model in self.models.items():
             scores = pa.array([quality_probability(model, t, self.label, self.binary) for t in texts], pa.float64())
             table = table.append_column(name, scores)
-            if name in self.thresholds:
-                rules[name] = pc.greater_equal(scores, self.thresholds[name])
+            bounds = [pc.greater_equal(scores, self.thresholds[name])] if name in self.thresholds else []
+            bounds += [pc.less_equal(scores, self.ceilings[name])] if name in self.ceilings else []
+            if bounds:
+                rules[name] = bounds[0] if len(bounds) == 1 else pc.and_(*bounds)
         return table, rules
 

@@ -151,15 +151,17 @@ def test_the_mean_ensemble_is_the_models_buckets_mean_rounded_half_up(corpus, se
     assert '"ensemble": "mean"' in json.dumps(run), "the ensemble is pinned with the run"
 
 
-def test_a_threshold_drops_and_counts_in_the_first_phase(corpus, tmp_path):
+@pytest.mark.parametrize(("bound", "keeps"), [("hq=0.5", lambda s: s >= 0.5), ("hq<=0.5", lambda s: s <= 0.5)],
+                         ids=["at-least", "at-most"])
+def test_a_threshold_drops_and_counts_in_the_first_phase(corpus, tmp_path, bound, keeps):
     root, model, documents = corpus
     out = tmp_path / "out"
     curator("run", "--input-dir", str(root / "in"), "--output-dir", str(out), *SMALL, "--quality-model",
-            f"hq={model}", "--quality-threshold", "hq=0.5", "--keep-removed")
+            f"hq={model}", "--quality-threshold", bound, "--keep-removed")
     kept = records(out)
     removed = [json.loads(line) for path in (out / ".removed").rglob("*.jsonl")
                for line in path.read_text(encoding="utf-8").splitlines()]
-    assert kept and all(r["hq"] >= 0.5 for r in kept) and all(r["hq"] < 0.5 for r in removed)
+    assert kept and removed and all(keeps(r["hq"]) for r in kept) and not any(keeps(r["hq"]) for r in removed)
     assert len(kept) + len(removed) == len(documents)
     manifests = (out / ".nemo_curator_metadata" / ".slurm_array_completion").glob("completed_*.json")
     dropped = json.loads(next(manifests).read_text())

@@ -101,6 +101,35 @@ def test_the_scorer_adds_a_column_per_model_and_drops_below_a_threshold(language
     assert done.counters.dropped == {"quality_model.en": len(texts) - done.table.num_rows}
 
 
+@pytest.mark.parametrize(("bounds", "kept"), [
+    ({"ceilings": {"en": 0.5}}, lambda s: s <= 0.5),
+    ({"thresholds": {"en": 0.01}, "ceilings": {"en": 0.9}}, lambda s: 0.01 <= s <= 0.9),
+])
+def test_a_ceiling_drops_above_it_and_with_a_threshold_keeps_a_band(language_model, bounds, kept):
+    texts = ["The quick brown fox jumps over the lazy dog and runs far away.", "Der schnelle braune Fuchs springt.",
+             "The cat sat on the mat.", "Le renard brun rapide saute par-dessus le chien paresseux.", "日本語の文章です。"]
+    stage = QualityScorer({"en": str(language_model)}, "__label__en", binary=False, **bounds)
+    done = stage.process(DocumentBatch("t", {}, table=pa.table({"text": texts})))
+    expected = [quality_probability(load_model(language_model), t, "__label__en", binary=False) for t in texts]
+    assert 0 < sum(map(kept, expected)) < len(texts), "the bounds keep some and drop some"
+    assert done.table["text"].to_pylist() == [t for t, s in zip(texts, expected) if kept(s)]
+    assert done.counters.dropped == {"quality_model.en": len(texts) - done.table.num_rows}
+    assert stage.pinned_settings()["ceilings"] == bounds["ceilings"]
+    assert "ceilings" not in QualityScorer({"en": str(language_model)}, "__label__en").pinned_settings()
+
+
+def test_threshold_options_read_at_least_and_at_most_into_their_settings(language_model):
+    option = option_named("quality_threshold")
+    assert option.parse("tox<=0.2, hq=0.1,hq<=1") == ("tox<=0.2", "hq=0.1", "hq<=1.0")
+    for bad in ("hq<0.2", "hq>=0.2", "hq<=many"):
+        with pytest.raises(ValueError):
+            option.parse(bad)
+    settings = QualitySettings.from_options({"models": (f"en={language_model}", f"tox={language_model}"),
+                                             "label": "__label__en", "thresholds": ("en=0.1", "tox<=0.2", "en<=0.9")})
+    assert settings.thresholds == {"en": 0.1} and settings.ceilings == {"tox": 0.2, "en": 0.9}
+    assert QualitySettings.from_json(settings.to_json()) == settings
+
+
 def test_the_scorer_refuses_a_score_column_the_input_has(language_model):
     stage = QualityScorer({"hq": str(language_model)}, "__label__en", binary=False)
     done = stage.process(DocumentBatch("t", {"source_files": ["/in/a.jsonl"]},
@@ -122,6 +151,8 @@ def test_settings_refuse_a_label_the_model_lacks_and_names_it_has(language_model
      "--partition-by-bucket needs --quality-buckets N"),
     ({"quality_model": ("en=M",), "quality_ensemble": "mean"}, "--quality-ensemble mean needs --quality-buckets N"),
     ({"quality_ensemble": "mean"}, "--quality-ensemble mean: it needs --quality-model"),
+    ({"quality_model": ("en=M",), "quality_threshold": ("tox<=0.2",)},
+     "--quality-threshold tox=...: no --quality-model is named tox"),
     ({"quality_threshold": ("hq=0.5",)}, "--quality-threshold hq=0.5: it needs --quality-model"),
     ({"keep_top_fraction": ("hq=0.5",)}, "--keep-top-fraction hq=0.5: it needs --quality-model"),
 ])

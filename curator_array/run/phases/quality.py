@@ -70,8 +70,9 @@ QUALITY_OPTIONS = (
               "the models are copied into the checkpoint and pinned by their digests.", "named-files", QUALITY,
               metavar="NAME=FILE", sets="models"),
     RunOption("quality_label", "The label whose probability the quality models give.", group=QUALITY, sets="label"),
-    RunOption("quality_threshold", "Keep the documents whose score NAME is at least T (DCLM-Baseline: 0.018112); "
-              "repeatable.", "named-numbers", QUALITY, metavar="NAME=T", sets="thresholds"),
+    RunOption("quality_threshold", "Keep the documents whose score NAME is at least T (NAME=T; DCLM-Baseline: "
+              "0.018112), or at most T (NAME<=T: a score that means harm); repeatable, a name may have both.",
+              "named-bounds", QUALITY, metavar="NAME=T|NAME<=T", sets="thresholds"),
     RunOption("keep_top_fraction", "Keep the documents whose score NAME is in the top F of the whole run (of the "
               "documents it keeps: after dedup), as phases after the others; repeatable.", "named-numbers", QUALITY,
               minimum=0, minimum_open=True, maximum=1, metavar="NAME=F", sets="top_fractions"),

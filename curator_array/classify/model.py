@@ -94,3 +94,10 @@ def quality_probability(model: Any, content: str, label: str = DEFAULT_QUALITY_L
         return probability if labels[0] == label else 1.0 - probability
     labels, probabilities = model.predict(text, k=-1, threshold=-1.0)
     return next((float(p) for found, p in zip(labels, probabilities) if found == label), 0.0)
+
+
+def top_labels(model: Any, content: str, k: int = 1) -> list[tuple[str, float]]:
+    """The ``k`` most probable labels of ``content`` (read as ``quality_probability`` reads
+    it), best first, each without fastText's ``__label__`` prefix, with its probability."""
+    labels, probabilities = model.predict(model_text(content), k=k, threshold=-1.0)
+    return [(label.removeprefix(LABEL_PREFIX), float(p)) for label, p in zip(labels, probabilities)]

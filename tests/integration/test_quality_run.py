@@ -269,3 +269,30 @@ def test_train_classifier_warns_of_a_useless_model_and_names_a_large_files_size_
                    str(tmp_path / "mirrored.jsonl"), "-o", str(tmp_path / "good.ftz"), "--bucket", "10000",
                    "--dim", "16", "--quantize")
     assert "warning" not in good.stderr and "will take" not in good.stderr, good.stderr
+
+
+def test_label_models_write_the_best_labels_as_fasttext_predicts_them(corpus, tmp_path):
+    """The bundled language identifier is a real model of 176 labels: each document gets its
+    best label and probability, and the three best, as fastText's own predict gives them."""
+    import fasttext
+
+    from curator_array.classify.model import model_text
+    from curator_array.stages.web.fasttext_language import bundled_model
+
+    root, quality, documents = corpus
+    out = tmp_path / "out"
+    curator("run", "--input-dir", str(root / "in"), "--output-dir", str(out), *SMALL, "--quality-model",
+            f"hq={quality}", "--quality-threshold", "hq=0.2", "--label-model", f"lang={bundled_model()}",
+            "--label-top-k", "3")
+    written = records(out)
+    assert written and len(written) < len(documents), "labelled after the threshold dropped some"
+    lid = fasttext.load_model(str(bundled_model()))
+    for record in written:
+        labels, probabilities = lid.predict(model_text(documents[record["id"]]["text"]), k=3, threshold=-1.0)
+        assert record["lang_labels"] == [label.removeprefix("__label__") for label in labels]
+        assert record["lang"] == record["lang_labels"][0] and record["lang_prob"] == record["lang_probs"][0]
+        assert np.allclose(record["lang_probs"], probabilities, atol=1e-6)
+    assert len({r["lang"] for r in written}) >= 5, "the corpus's languages, as labels"
+    done = curator("run", "--input-dir", str(root / "in"), "--output-dir", str(tmp_path / "again"), *SMALL,
+                   "--label-model", f"hq={quality}", "--label-top-k", "3", check=False)
+    assert done.returncode == 2 and "--label-top-k 3: --label-model hq=" in done.stderr and "has 2 labels" in done.stderr

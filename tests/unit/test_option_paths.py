@@ -126,7 +126,8 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
              "tokenize": str(root / "tokenizer.json"), "url_blocklist": (str(root / "blocked.txt"),),
              "decontaminate": (str(root / "evals.jsonl"),),
              "language_model": str(root / "lid.ftz"), "blocklists_dir": str(root / "lists"),
-             "quality_model": (f"lid={root / 'lid.ftz'}",)}  # a fastText model whose labels include en
+             "quality_model": (f"lid={root / 'lid.ftz'}",),  # a fastText model whose labels include en
+             "label_model": (f"topic={root / 'lid.ftz'}",)}
     return {o.name: value_of(o, paths) for o in run_options()
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 

@@ -130,6 +130,19 @@ def test_threshold_options_read_at_least_and_at_most_into_their_settings(languag
     assert QualitySettings.from_json(settings.to_json()) == settings
 
 
+def test_the_label_scorer_keeps_every_row_and_refuses_a_column_the_input_has(language_model):
+    from curator_array.stages.labels import LabelScorer
+
+    stage = LabelScorer({"lang": str(language_model)}, top_k=2)
+    texts = ["The quick brown fox jumps over the lazy dog.", "Der schnelle braune Fuchs springt.", None]
+    done = stage.process(DocumentBatch("t", {}, table=pa.table({"text": texts})))
+    assert done.table.num_rows == 3 and done.table["lang"].to_pylist()[:2] == ["en", "de"]
+    assert done.table["lang_labels"].to_pylist()[0][0] == "en" and len(done.table["lang_probs"].to_pylist()[1]) == 2
+    clash = stage.process(DocumentBatch("t", {"source_files": ["/in/a.jsonl"]},
+                                        table=pa.table({"text": ["words"], "lang_prob": [0.3]})))
+    assert isinstance(clash, FailedTask) and "/in/a.jsonl already has a field 'lang_prob'" in clash.reason
+
+
 def test_the_scorer_refuses_a_score_column_the_input_has(language_model):
     stage = QualityScorer({"hq": str(language_model)}, "__label__en", binary=False)
     done = stage.process(DocumentBatch("t", {"source_files": ["/in/a.jsonl"]},
@@ -151,6 +164,7 @@ def test_settings_refuse_a_label_the_model_lacks_and_names_it_has(language_model
      "--partition-by-bucket needs --quality-buckets N"),
     ({"quality_model": ("en=M",), "quality_ensemble": "mean"}, "--quality-ensemble mean needs --quality-buckets N"),
     ({"quality_ensemble": "mean"}, "--quality-ensemble mean: it needs --quality-model"),
+    ({"label_top_k": 3}, "--label-top-k 3: it needs --label-model"),
     ({"quality_model": ("en=M",), "quality_threshold": ("tox<=0.2",)},
      "--quality-threshold tox=...: no --quality-model is named tox"),
     ({"quality_threshold": ("hq=0.5",)}, "--quality-threshold hq=0.5: it needs --quality-model"),

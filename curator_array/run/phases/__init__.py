@@ -27,6 +27,7 @@ from .clusters import Clusters
 from .components import Components
 from .curation import Curation
 from .decontamination import Decontamination
+from .labels import LabelModels
 from .quality import QualityCut, QualityScores, QualitySelection
 from .removal import Removal
 from .signatures import Signatures
@@ -172,6 +173,7 @@ PHASES = PhaseRegistry([
     Components(),
     Removal(),
     QualityScores(),
+    LabelModels(),
     QualityCut(),
     QualitySelection(),
     Tokenize(),

@@ -1,0 +1,60 @@
+"""The run's label models, as the run options give them and the pipeline fingerprint pins
+them (``label_model``): fastText classifiers whose answer is a label (a topic, a format, a
+language), not one probability."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..core.errors import ConfigError
+from ..core.fingerprint import file_digest
+from .settings import named
+
+LABEL_MODELS = "label_model"  # the fingerprint key, and the option that adds the label models
+
+
+@dataclass(frozen=True)
+class LabelSettings:
+    """The label models (``paths`` by name here; read back from ``run.json`` they are known by
+    their ``digests`` alone) and how many of the best labels each document keeps (``top_k``)."""
+
+    digests: dict[str, str]
+    paths: dict[str, str] = field(default_factory=dict, compare=False)
+    top_k: int = 1
+
+    PINNED: ClassVar[tuple[str, ...]] = ("digests", "top_k")
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self.digests)
+
+    def columns(self, name: str) -> tuple[str, ...]:
+        """The columns model ``name`` writes."""
+        return (name, f"{name}_prob") + ((f"{name}_labels", f"{name}_probs") if self.top_k > 1 else ())
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: getattr(self, key) for key in self.PINNED}
+
+    @classmethod
+    def from_json(cls, payload: Mapping[str, Any]) -> LabelSettings:
+        return cls(**{key: payload[key] for key in cls.PINNED if key in payload})
+
+    @classmethod
+    def field_defaults(cls) -> dict[str, Any]:
+        return {"models": (), "top_k": 1}
+
+    @classmethod
+    def from_options(cls, given: Mapping[str, Any]) -> LabelSettings:
+        """The settings the run options give, each model checked: a fastText file with at least
+        ``top_k`` labels. ConfigError names what is wrong."""
+        from .model import header_labels
+
+        paths, top_k = named(given.get("models") or ()), given.get("top_k") or 1
+        for name, path in paths.items():
+            labels = header_labels(path)
+            if len(labels) < top_k:
+                raise ConfigError(f"--label-top-k {top_k}: --label-model {name}={path} has {len(labels)} "
+                                  f"label{'s' * (len(labels) != 1)}")
+        return cls({name: file_digest(path) for name, path in paths.items()}, paths, top_k)

@@ -115,14 +115,15 @@ def format_status(status: RunStatus) -> str:
         lines.append(f"done so far  {t.source_tasks:,} tasks, {t.rows_in:,} rows in, {rows_out}")
     dropped = status.dropped_by_step()
     if dropped:
-        lines.append("dropped      " + ", ".join(f"{step} {count:,}" for step, count in dropped.items()))
+        lines.append(("would drop   " if status.annotated else "dropped      ") + ", ".join(f"{step} {count:,}" for step, count in dropped.items()))
     skipped = {reason: count for reason, count in status.records_skipped.items() if count}
     if skipped:
         lines.append("skipped      " + ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in
                                               skipped.items()) + " (--malformed skip)")
-    edited = {step: count for step, count in status.lines_removed.items() if count}
-    if edited:
-        lines.append("lines removed " + ", ".join(f"{step} {count:,}" for step, count in edited.items()))
+    for tally, counts in status.tallies:
+        shown = {key: count for key, count in counts.items() if count}
+        if shown:
+            lines.append(f"{tally.label:<12} " + ", ".join(f"{key} {count:,}" for key, count in shown.items()))
     if status.contamination:
         lines += contamination_lines(status.contamination)
     for index, amendment in enumerate(status.amendments):

@@ -21,6 +21,7 @@ from .records.base import RecordError
 from .records.contamination import Contamination
 from .records.shard import CompletionManifest, StageTime, WorkTotals, add_stage_times
 from .run_contract import RunConfig
+from .tallies import Tallies
 
 PARALLEL_READ_THRESHOLD = 4096
 
@@ -38,7 +39,7 @@ class ManifestScan:
     stage_times: dict[tuple[str, str], StageTime] = field(default_factory=dict)  # (stage, node) → summed
     dropped: dict[str, int] = field(default_factory=dict)  # rows dropped, by step and rule
     skipped: dict[str, int] = field(default_factory=dict)  # input records skipped, by kind (malformed lines)
-    lines_removed: dict[str, int] = field(default_factory=dict)  # by line modifier
+    tallies: Tallies = field(default_factory=Tallies)
     contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
     # The stages' CPU seconds and the elements' wall time (process start to manifest) of the
     # manifests that record both: how many cores the elements kept busy.
@@ -55,7 +56,7 @@ class ManifestScan:
         add_stage_times(self.stage_times, other.stage_times.values())
         _add_counts(self.dropped, other.dropped)
         _add_counts(self.skipped, other.skipped)
-        _add_counts(self.lines_removed, other.lines_removed)
+        self.tallies = self.tallies + other.tallies
         self.contamination = self.contamination + other.contamination
         self.busy_cpu_s += other.busy_cpu_s
         self.busy_wall_s += other.busy_wall_s
@@ -71,7 +72,7 @@ class ManifestScan:
         add_stage_times(self.stage_times, manifest.stages)
         _add_counts(self.dropped, manifest.work.rows_dropped_by_stage)
         _add_counts(self.skipped, manifest.work.records_skipped)
-        _add_counts(self.lines_removed, manifest.work.lines_removed)
+        self.tallies = self.tallies + manifest.work.tallies
         self.contamination = self.contamination + manifest.work.contamination
         if manifest.stages and manifest.timeline_s.get("manifest"):
             self.busy_cpu_s += sum(stage.cpu_s for stage in manifest.stages)

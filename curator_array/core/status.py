@@ -20,6 +20,7 @@ from .records.run import OptionValue, PinnedRequest
 from .records.shard import CompletionManifest, StageTime, WorkTotals, per_stage
 from .run_contract import RunConfig, read_run_config
 from .sharding import ShardRange
+from .tallies import Tallies
 from .task_records import count_done
 
 
@@ -67,10 +68,16 @@ class RunStatus:
     busy: tuple[float, float] = (0.0, 0.0)  # the stages' CPU seconds, and the elements' wall seconds
     dropped: dict[str, int] = field(default_factory=dict)  # the first phase's drops by step and rule
     records_skipped: dict[str, int] = field(default_factory=dict)  # input records skipped (malformed lines)
-    lines_removed: dict[str, int] = field(default_factory=dict)  # by the first phase's line modifiers
+    tallies: Tallies = field(default_factory=Tallies)  # the first phase's (core.tallies)
     contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
     amendments: list[Amendment] = field(default_factory=list)  # repairs, oldest first (--repair)
     submitted: bool = True  # queued by submit or retry --submit, so resubmitted the same way; False: run by hand
+
+    @property
+    def annotated(self) -> bool:
+        """Whether the run marks what its rules would drop instead of dropping it (``--annotate``):
+        its drop counts are what a plain run would drop."""
+        return bool(getattr(self.options.get("annotate"), "value", False))
 
     @property
     def cores_busy(self) -> float | None:
@@ -166,7 +173,7 @@ class RunStatus:
             "final_rows_out": self.final_rows_out,
             "dropped": self.dropped_by_step(),
             "records_skipped": self.records_skipped,
-            "lines_removed": self.lines_removed,
+            **self.tallies.to_json(every=True),
             "contamination": self.contamination.to_json() if self.contamination else None,
             "amendments": [amendment.to_json() for amendment in self.amendments],
             "partial": {str(shard): {"tasks_done": done, "tasks": total, "attempts": attempts}
@@ -242,7 +249,7 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
         amendments=read_amendments(layout),
         dropped=scan.dropped,
         records_skipped=scan.skipped,
-        lines_removed=scan.lines_removed,
+        tallies=scan.tallies,
         contamination=scan.contamination,
         checkpoint=layout.root,
         shards=run.shards,

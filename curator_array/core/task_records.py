@@ -37,6 +37,7 @@ from .records.base import SCHEMA_VERSION
 from .records.contamination import Contamination
 from .records.shard import AttemptShare
 from .sharding import ShardConfig
+from .tallies import Tallies
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class TaskRecord:
     attempt: str = ""
     tokens: int = 0
     contamination: Contamination = field(default_factory=Contamination)
-    lines_removed: dict[str, int] = field(default_factory=dict)
+    tallies: Tallies = field(default_factory=Tallies)
 
     def to_line(self) -> str:
         """Compact JSON. An output named after its task (as writers name them) is stored as
@@ -83,8 +84,7 @@ class TaskRecord:
             payload["k"] = self.tokens
         if self.contamination:
             payload["c"] = self.contamination.to_json()
-        if self.lines_removed:
-            payload["l"] = self.lines_removed
+        payload.update(self.tallies.to_record())
         return json.dumps(payload, separators=(",", ":"))
 
     @classmethod
@@ -99,7 +99,7 @@ class TaskRecord:
                       for entry in payload["f"])
         return cls(task_id, files, int(rows_in), int(rows_out), int(bytes_in), dict(payload.get("d", {})),
                    dict(payload.get("s", {})), attempt, int(payload.get("k", 0)),
-                   Contamination.from_json(payload.get("c")), dict(payload.get("l", {})))
+                   Contamination.from_json(payload.get("c")), Tallies.from_record(payload))
 
 
 @dataclass(frozen=True)
@@ -197,7 +197,7 @@ def finished_task(parts: Mapping[int, PartRecord]) -> TaskRecord | None:
                       sum(r.bytes_in for r in records), _summed(r.dropped for r in records),
                       _summed(r.skipped for r in records), first.attempt, sum(r.tokens for r in records),
                       sum((r.contamination for r in records), Contamination()),
-                      _summed(r.lines_removed for r in records))
+                      sum((r.tallies for r in records), Tallies()))
 
 
 class PartRecordLog:

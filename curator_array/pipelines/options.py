@@ -61,6 +61,7 @@ class PipelineOptions:
     quality_settings: str | None = None
     url_blocklist: tuple[str, ...] = ()
     keep_removed: bool = False
+    annotate: bool = False
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
     output_file_size: int = defaults.OUTPUT_FILE_SIZE
     blocklists_dir: str | None = None  # where FineWeb's URL block lists are installed (default: defaults.URL_LISTS_DIR)

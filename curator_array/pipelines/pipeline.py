@@ -107,19 +107,25 @@ class Pipeline:
         for (pinned with its fingerprint), with ``before_writer`` (what those phases need of
         each document: its token count, say) just before its writer, and, with
         ``--keep-removed``, every stage that drops rows keeping them for the writer to write
-        under ``OUTPUT_DIR/.removed/pipeline/``. Its writer must write where the phases look
+        under ``OUTPUT_DIR/.removed/pipeline/`` (with ``--annotate``, marking them instead). Its writer must write where the phases look
         (``options.written_dir``)."""
         missing = first_missing([*self.stages, *before_writer])
         if missing:
             raise ConfigError(missing)
         stages = [*self.stages[:-1], *before_writer, copy.copy(self.writer)]
         stages[-1].roll_at(options.output_file_size)
-        if options.keep_removed:
+        if options.keep_removed and options.annotate:
+            raise ConfigError("--keep-removed with --annotate: an annotated run removes nothing (it marks what a rule "
+                              "would drop); give one of them")
+        if options.keep_removed or options.annotate:
             stages = [copy.copy(stage) if stage.drops_rows else stage for stage in stages]
             for stage in stages:
                 if stage.drops_rows:
-                    stage.keep_removed = True
+                    stage.keep_removed, stage.annotate = options.keep_removed, options.annotate
+        if options.keep_removed:
             stages[-1].keep_removed_in(joined(options.output_dir, PIPELINE_REMOVED_DIR))
+        if options.annotate:
+            stages = _keeping_marks(stages)
         if options.phases.output_staged and Path(self.writer.output_dir).resolve() != Path(options.written_dir).resolve():
             raise ConfigError(
                 f"the pipeline writes to {self.writer.output_dir}, but the phases after it read {options.written_dir} "
@@ -127,6 +133,22 @@ class Pipeline:
                 "(or write to options.written_dir)"
             )
         return replace(self, stages=stages, phases=options.phases)
+
+
+def _keeping_marks(stages: list) -> list:
+    """``stages`` with every stage after a rule keeping the marks and the columns the rules
+    before it add (a stage that chooses the columns written would drop them)."""
+    from ..stages.annotations import FIELDS
+
+    kept, added = [], list(FIELDS)
+    for stage in stages:
+        if added and type(stage).keep_columns is not ProcessingStage.keep_columns:
+            stage = copy.copy(stage)
+            stage.keep_columns(tuple(added))
+        kept.append(stage)
+        if stage.drops_rows:
+            added += [column for column in stage.writes() or () if column not in added]
+    return kept
 
 
 def default_pipeline(options: PipelineOptions) -> Pipeline:

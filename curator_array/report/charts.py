@@ -121,8 +121,8 @@ def duration_chart(durations: list[float]) -> str:
     return _svg(figure)
 
 
-def rows_chart(rows_in: int, rows_out: int, dropped: dict[str, int]) -> str:
-    labels = ["rows in", "rows out", *(f"dropped: {name}" for name in dropped)]
+def rows_chart(rows_in: int, rows_out: int, dropped: dict[str, int], verb: str = "dropped") -> str:
+    labels = ["rows in", "rows out", *(f"{verb}: {name}" for name in dropped)]
     values = [rows_in, rows_out, *dropped.values()]
     figure = _figure(6, max(2.2, 0.6 + 0.3 * len(labels)))
     axes = figure.add_subplot()

@@ -86,7 +86,7 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
     svg = {
         "grid": charts.grid_chart(grid),
         "durations": charts.duration_chart(durations),
-        "rows": charts.rows_chart(rows_in, rows_out, dropped),
+        "rows": charts.rows_chart(rows_in, rows_out, dropped, "would drop" if status.annotated else "dropped"),
         "throughput": charts.throughput_chart(*charts.throughput_series(manifests)),
     }
     histograms = {histogram.title: Markup(charts.histogram_chart(histogram))  # matplotlib's own SVG output
@@ -109,7 +109,8 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         rewritten_by=None if status.last_writer is status.phases[0] else status.last_writer.name,
         contamination=contamination_rows(status), removed_dir=removed_dir(status), amendments=[amendment.describe() for amendment in status.amendments], records_skipped={reason.replace("_", " "): count for reason, count
                                                           in status.records_skipped.items() if count},
-        lines_removed={step: count for step, count in status.lines_removed.items() if count},
+        tallies=[(tally.heading, {key: count for key, count in counts.items() if count}) for tally, counts in status.tallies
+                 if any(counts.values())],
         breakdowns={title: {name: show_figure(value) for name, value in values.items()}
                     for state in status.later_phases for title, values in state.totals().breakdowns().items() if values},
     )

@@ -83,6 +83,9 @@ AFTER_FILTER_OPTIONS = _with_field_defaults(
               choices=defaults.MALFORMED_POLICIES, old_variables=("MALFORMED_RECORDS",)),
     RunOption("keep_removed", "Write every document a filter dropped, with the rule that dropped it, under "
               "OUTPUT_DIR/.removed/pipeline/.", "flag", "filters"),
+    RunOption("annotate", "Keep every document a rule would drop, marked: would_drop (the first rule) and "
+              "would_drop_all (every rule); scores and measures for all. Select later without recomputing.", "flag",
+              "filters"),
     # downloads
     RunOption("download_dir", "Where downloads go (shared or node-local; default OUTPUT_DIR/.downloads, "
               "CHECKPOINT_PATH/.downloads when OUTPUT_DIR is in an object store).", "path",

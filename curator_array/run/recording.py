@@ -37,7 +37,7 @@ def part_record(written: WrittenFiles, attempt: str) -> PartRecord:
     counters = written.counters
     record = TaskRecord(written.task_id, tuple(sorted(written.checks)), counters.rows_read, written.rows_written,
                         counters.bytes_read, dict(counters.dropped), dict(counters.skipped), attempt, counters.tokens,
-                        counters.contamination, dict(counters.lines_removed))
+                        counters.contamination, counters.tallies)
     return PartRecord(written.part or 0, written.final, record, written.parts)
 
 

@@ -205,7 +205,7 @@ def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir
         files.update(name for name, _, _ in record.files)
         counters = counters + TaskCounters(record.rows_in, record.bytes_in, record.dropped, record.skipped,
                                            record.tokens, contamination=record.contamination,
-                                           lines_removed=record.lines_removed)
+                                           tallies=record.tallies)
         rows_out += record.rows_out
     ids = [t.task_id for t in prepared.tasks] + list(prepared.done)
     return ShardWork.with_files(
@@ -221,7 +221,7 @@ def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir
         bytes_in=counters.bytes_read,
         rows_dropped_by_stage=counters.dropped,
         records_skipped=counters.skipped,
-        lines_removed=counters.lines_removed,
+        tallies=counters.tallies,
         tokens=counters.tokens,
         contamination=counters.contamination,
         output_dir=str(output_dir) if output_dir is not None else None,

@@ -209,7 +209,8 @@ class ProcessingStage(_Stage):
     batch_size: int = 1
     drops_rows: ClassVar[bool] = False  # hands what it drops to ``removed.removed_rows`` (--keep-removed)
     keep_removed: bool = False  # set on a stage that drops rows when the run keeps them
-    pinned_unless: ClassVar[Mapping[str, Any]] = {"keep_removed": False}
+    annotate: bool = False  # set on a stage that drops rows when the run marks them instead (--annotate)
+    pinned_unless: ClassVar[Mapping[str, Any]] = {"keep_removed": False, "annotate": False}
     ray_stage_spec: Mapping[str, Any] = {}
 
     def __init__(self) -> None:
@@ -234,6 +235,10 @@ class ProcessingStage(_Stage):
 
     def setup(self) -> None:
         """Called once per worker before processing; override to load per-process state early."""
+
+    def keep_columns(self, columns: tuple[str, ...]) -> None:
+        """Keep ``columns`` too, for a stage that chooses the columns written (an annotated
+        run's marks and the measures its rules add); others keep every column already."""
 
     def output_bytes(self, task: Task) -> int | None:
         """The bytes its output for ``task`` will hold, when known before it runs (a download

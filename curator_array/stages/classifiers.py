@@ -39,7 +39,7 @@ class QualityScorer(FilterStage):
 
     name = "quality_model"
     pinned = ("digests", "label", "thresholds", "text_field")  # the models by their digests, not their paths
-    pinned_unless = {"ceilings": {}}
+    pinned_unless = {**FilterStage.pinned_unless, "ceilings": {}}
     ray_stage_spec = {"is_actor_stage": True}
     models = PerProcess(_load_models, key=lambda stage: tuple(sorted(stage.paths.items())))
 

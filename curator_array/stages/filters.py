@@ -43,6 +43,7 @@ class FilterStage(ProcessingStage):
     """
 
     drops_rows = True
+    compares_rows = False  # decides a row by the others (exact dedup): with --annotate, by the unmarked ones only
     options: ClassVar[tuple[RunOption, ...]] = ()  # the run options that build it in the default pipeline
 
     def __init__(self, text_field: str = TEXT_FIELD):
@@ -78,8 +79,38 @@ class FilterStage(ProcessingStage):
             text = text.cast(pa.string())
         if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
             return task.failed(f"field {self.text_field!r} has type {text.type}, expected strings", self.stage_name)
+        if self.annotate and self.compares_rows:
+            return self._score_unmarked(task, table, text)
         scored, masks = self.score(table, text)
         return self.apply_masks(task, scored, masks)
+
+    def _score_unmarked(self, task: DocumentBatch, table: pa.Table, text: pa.ChunkedArray) -> Task:
+        """Scored as if the rows an earlier rule marked were gone (they pass here)."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from .annotations import clashing, unmarked
+
+        clash = clashing(task, self.stage_name)
+        alive = None if clash is not None else unmarked(table)
+        if clash is not None or alive is None:
+            return clash or self.apply_masks(task, *self.score(table, text))
+        scored, masks = self.score(table.filter(alive), text.filter(alive))
+        if scored.column_names != table.column_names:
+            raise TypeError(f"{self.stage_name}: a filter that compares rows adds no columns")
+        rows = np.flatnonzero(alive.to_numpy(zero_copy_only=False))
+
+        def widened(mask):
+            if isinstance(mask, pa.ChunkedArray):
+                mask = mask.combine_chunks()
+            full = np.ones(table.num_rows, bool)
+            full[rows] = (pc.fill_null(mask, False).to_numpy(zero_copy_only=False) if isinstance(mask, pa.Array)
+                          else np.asarray(mask, bool))
+            return pa.array(full)
+
+        masks = {rule: widened(m) for rule, m in masks.items()} if isinstance(masks, dict) else widened(masks)
+        return self.apply_masks(task, table, masks)
 
     def apply_masks(self, task: DocumentBatch, scored: pa.Table, masks: Mask | dict[str, Mask],
                     counters=None) -> Task:
@@ -97,6 +128,9 @@ class FilterStage(ProcessingStage):
         counters = counters or task.counters
         keep = pa.array([True] * table.num_rows)
         reasons: list[str | None] = [None] * table.num_rows if self.keep_removed else []
+        if self.annotate:
+            reasons = [None] * table.num_rows
+        every: list[list[str]] = [[] for _ in range(table.num_rows)] if self.annotate else []
         for rule, mask in masks.items():
             passed = pc.fill_null(mask, False)
             dropped = pc.and_(keep, pc.invert(passed))
@@ -107,6 +141,13 @@ class FilterStage(ProcessingStage):
             if reasons and dropped_here:
                 for row in np.flatnonzero(dropped.to_numpy(zero_copy_only=False)):
                     reasons[row] = key
+            if self.annotate:
+                for row in np.flatnonzero(pc.invert(passed).to_numpy(zero_copy_only=False)):
+                    every[row].append(key)
+        if self.annotate:
+            from .annotations import mark
+
+            return mark(self.stage_name, replace(task, counters=counters), scored, reasons, every)
         return removed_rows(self, replace(task, counters=counters), scored, keep, reasons)
 
 
@@ -171,6 +212,7 @@ class ExactDuplicateFilter(FilterStage):
 
     name = "exact_dedup"
     pinned = ("text_field",)
+    compares_rows = True
     options = (RunOption("dedup_within_task", "Drop exact duplicate texts within each source task (no dedup phases).",
                          "flag", "filters", default=False),)
 

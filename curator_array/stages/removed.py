@@ -27,7 +27,12 @@ def removed_rows(stage, task: DocumentBatch, table: pa.Table, kept: pa.Array,
                  reasons: Sequence[str | None]) -> DocumentBatch:
     """``task`` holding the rows of ``table`` that ``kept`` keeps; the others, with their
     ``reasons`` (per row, the counter that counted it: ``<stage>.<rule>``), ride along on the
-    task when ``stage.keep_removed``."""
+    task when ``stage.keep_removed``; with ``stage.annotate`` every row stays, the dropped
+    ones marked (``annotations``)."""
+    if stage.annotate:
+        from .annotations import mark
+
+        return mark(stage.stage_name, task, table, reasons)
     if not stage.keep_removed:
         return replace(task, table=table.filter(kept))
     dropped = pc.invert(kept)

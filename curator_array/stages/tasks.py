@@ -8,11 +8,13 @@ Counts that the runner records in the completion manifest travel as typed
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.records.contamination import Contamination
 from ..core.records.shard import StageTime, add_stage_times
+from ..core.tallies import Tallies
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -31,9 +33,9 @@ class TaskCounters:
 
     ``dropped`` maps a stage name to the rows it removed; ``skipped`` maps a reason
     (``malformed_lines``, ``non_html_records``, ...) to records a reader left out on purpose;
-    ``lines_removed`` maps a line modifier (``<stage>.<modifier>``) to the lines it took out of
-    the documents it edited; ``tokens`` counts the tokens of the documents a token counter saw; ``contamination``
-    is what decontamination found; ``times`` is where the stages' time went while producing
+    ``tallies`` holds the counts ``core.tallies`` declares (the lines each line modifier took
+    out of the documents it edited, the documents each rule would drop); ``tokens`` counts the
+    tokens of the documents a token counter saw; ``contamination`` is what decontamination found; ``times`` is where the stages' time went while producing
     this task (``stages.meter``).
     """
 
@@ -44,7 +46,7 @@ class TaskCounters:
     tokens: int = 0
     times: tuple[StageTime, ...] = ()
     contamination: Contamination = field(default_factory=Contamination)
-    lines_removed: dict[str, int] = field(default_factory=dict)
+    tallies: Tallies = field(default_factory=Tallies)
 
     def with_time(self, time: StageTime) -> TaskCounters:
         totals = {t.key: t for t in self.times}
@@ -59,22 +61,19 @@ class TaskCounters:
             return self
         return replace(self, skipped={**self.skipped, reason: self.skipped.get(reason, 0) + records})
 
-    def with_lines_removed(self, lines: dict[str, int]) -> TaskCounters:
-        merged = dict(self.lines_removed)
-        for key, count in lines.items():
-            merged[key] = merged.get(key, 0) + count
-        return replace(self, lines_removed=merged)
+    def with_tally(self, name: str, counts: Mapping[str, int]) -> TaskCounters:
+        return replace(self, tallies=self.tallies.plus(name, counts))
 
     def __add__(self, other: TaskCounters) -> TaskCounters:
-        dropped, skipped, lines = dict(self.dropped), dict(self.skipped), dict(self.lines_removed)
-        for target, source in ((dropped, other.dropped), (skipped, other.skipped), (lines, other.lines_removed)):
+        dropped, skipped = dict(self.dropped), dict(self.skipped)
+        for target, source in ((dropped, other.dropped), (skipped, other.skipped)):
             for key, value in source.items():
                 target[key] = target.get(key, 0) + value
         times = {t.key: t for t in self.times}
         add_stage_times(times, other.times)
         return TaskCounters(self.rows_read + other.rows_read, self.bytes_read + other.bytes_read, dropped, skipped,
                             self.tokens + other.tokens, tuple(times.values()),
-                            self.contamination + other.contamination, lines)
+                            self.contamination + other.contamination, self.tallies + other.tallies)
 
 
 @dataclass

@@ -43,6 +43,9 @@ RUNTIMES = ("pyxis", "oci", "apptainer", "charliecloud", "baremetal")
 WAYS = ("submit flag", "submit variable", "site env", "sbatch variable")
 # Chosen by the job, not by the user: the entrypoint passes --cluster, submit passes --request.
 NOT_GIVEN = {"cluster", "request"}
+# Options that refuse others (--annotate: the later phases and --keep-removed) reach the element
+# in a run of their own, beside the options they combine with.
+ALONE = {"annotate": ("keep_removed", "dedup", "quality_model", "tokenize")}  # options, or settings keys of phases
 IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/opt/curator-array/venv",
              "CURATOR_ARRAY_PYTHON": "/opt/curator-array/venv/bin/python", "RAY_USAGE_STATS_ENABLED": "0"}
 # The commoncrawl builder by reference: a pipeline of one's own may use every option (a built-in
@@ -143,9 +146,26 @@ def site_file(sites: Path, runtime: str, image: Path, env: dict[str, str]) -> st
 @pytest.mark.parametrize("way", WAYS)
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
+    values = values_for(world[0], tmp_path, start_options=way == "sbatch variable")
+    for name in ALONE:
+        del values[name]
+    launch_and_check(world, tmp_path, runtime, way, values)
+
+
+@pytest.mark.parametrize("way", ("submit flag", "sbatch variable"))
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("alone", sorted(ALONE))
+def test_an_option_that_refuses_others_reaches_the_element(world, tmp_path, runtime, way, alone):
+    values = values_for(world[0], tmp_path, start_options=way == "sbatch variable")
+    refused = {*ALONE[alone], *(o.name for phase in PHASES if phase.settings_key in ALONE[alone] for o in phase.options)}
+    values = {name: value for name, value in values.items() if name not in refused and name not in set(ALONE) - {alone}}
+    launch_and_check(world, tmp_path, runtime, way, values)
+
+
+def launch_and_check(world, tmp_path: Path, runtime: str, way: str, values: dict[str, object]) -> None:
+    """Launch one element with ``values`` given ``way`` under ``runtime``; each must arrive."""
     root, record, image, fakes = world
     record.unlink(missing_ok=True)
-    values = values_for(root, tmp_path, start_options=way == "sbatch variable")
     if way == "submit variable":  # the checkpoint is then the output dir, as by default
         del values["checkpoint_path"]
     sites = tmp_path / "sites"
@@ -171,7 +191,7 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     settings = options_for_start(flags, element["env"])
     checkpoint = values.get("checkpoint_path", values["output_dir"])
     if way != "sbatch variable":  # a file option arrives as its copy in the checkpoint
-        for option in (o for o in run_options() if o.kind in FILE_KINDS):
+        for option in (o for o in run_options() if o.kind in FILE_KINDS and o.name in values):
             given, arrived = values[option.name], settings[option.name].value
             pairs = zip(given, arrived) if isinstance(given, tuple) else [(given, arrived)]
             for original, copy in pairs:
@@ -191,9 +211,12 @@ def test_every_option_reaches_the_element(world, tmp_path, runtime, way):
     if way != "sbatch variable":
         assert flags.keys() == {"checkpoint_path", "request"}, "a submitted element gets only where to read its request"
         phases = [parse_run_args(e["argv"]) for e in recorded[1:]]
-        rounds = ["components"] * STEPS_QUEUED if values["dedup_components_elements"] > 1 else ["clusters"]
-        assert [p.get("phase") for p in phases] == ["signatures", "buckets", *rounds, "removal", "quality_scores",
-                                                    "quality_cut", "quality_selection", "tokenize", "tokens"]
+        if "dedup" in values:
+            rounds = ["components"] * STEPS_QUEUED if values["dedup_components_elements"] > 1 else ["clusters"]
+            assert [p.get("phase") for p in phases] == ["signatures", "buckets", *rounds, "removal", "quality_scores",
+                                                        "quality_cut", "quality_selection", "tokenize", "tokens"]
+        else:
+            assert phases == []
         assert all(p.keys() == {"checkpoint_path", "request", "phase"} for p in phases)
         alone = options_for_start(flags, {})
         assert all(alone[name].value == value for name, value in values.items()), \

@@ -4,7 +4,7 @@ attempt's share of it and the time each stage took."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,6 +26,7 @@ from .base import (
     require_int,
     unknown_fields,
 )
+from ..tallies import Tallies
 from .contamination import Contamination
 
 MALFORMED_LINES = "malformed_lines"
@@ -47,7 +48,7 @@ class ShardWork:
     bytes_in: int = 0
     rows_dropped_by_stage: dict[str, int] = field(default_factory=dict)
     records_skipped: dict[str, int] = field(default_factory=dict)
-    lines_removed: dict[str, int] = field(default_factory=dict)  # by the line modifiers
+    tallies: Tallies = field(default_factory=Tallies)  # each under its own name (core.tallies)
     tokens: int = 0  # of the documents written, when the run counts them (--tokenize)
     contamination: Contamination = field(default_factory=Contamination)  # with --decontaminate
     output_dir: str | None = None
@@ -67,14 +68,15 @@ class ShardWork:
         values = read_fields(cls, payload)
         if not values.get("output_file_count"):  # written before the count was
             values["output_file_count"] = len(values.get("output_files", ()))
-        return cls(**values)
+        return cls(**values, tallies=Tallies.from_json(payload) if isinstance(payload, Mapping) else Tallies())
 
     def to_json(self) -> dict[str, Any]:
         written = plain_fields(self)
-        for name in ("tokens", "tasks_without_output", "lines_removed", "task_inputs"):  # only runs that have them
+        for name in ("tokens", "tasks_without_output", "task_inputs"):  # only runs that have them
             if not written[name]:
                 del written[name]
-        del written["contamination"]
+        del written["contamination"], written["tallies"]
+        written.update(self.tallies.to_json())
         if self.contamination:  # only a run that decontaminates has it
             written["contamination"] = self.contamination.to_json()
         return {**written, "malformed_records_skipped": self.malformed_records_skipped}

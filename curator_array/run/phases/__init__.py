@@ -107,7 +107,18 @@ class PhaseRegistry:
                          if values.get(option.name) is not None}
                 given.update({name: values.get(name) for name in phase.run_values})
                 by_key[phase.settings_key] = phase.settings_type.from_options(given)
+        if values.get("annotate"):
+            self._refuse_later_phases_of_annotated(PhaseSettings(by_key))
         return self._with_staging(by_key)
+
+    def _refuse_later_phases_of_annotated(self, settings: PhaseSettings) -> None:
+        """An annotated run's output holds the documents a rule only marked: a later phase
+        would dedup, rank or tokenize them as kept. Those phases belong to the selection."""
+        later = [item.phase for item in self.plan(settings, ShardRange(1))][1:]
+        if later:
+            flag = self.enabling_flag(later[0]) or later[0].name
+            raise ConfigError(f"--annotate does not combine with {flag} yet: the {later[0].name} phase would treat "
+                              "the documents a rule only marked as kept")
 
     def settings_of(self, fingerprint: Mapping[str, Any] | None) -> PhaseSettings:
         """The settings a pipeline fingerprint pins (``run.json``)."""

@@ -4,7 +4,7 @@ DCLM's order.
 One stage, not one per rule: the rules hand each other the modified text and word counts, and
 a batch crosses Arrow and Python once. Each drop is counted under its DCLM step
 (``dclm.page_length_filter``), each line modifier's removed lines under its name
-(``TaskCounters.lines_removed``), and ``--keep-removed`` keeps a dropped page as it came in,
+(the ``lines_removed`` tally), and ``--keep-removed`` keeps a dropped page as it came in,
 with the step that dropped it. The fastText language model and the domain list are loaded
 once per process.
 """
@@ -94,6 +94,6 @@ class DclmRefinedWebFilter(FilterStage):
         lines: Counter[str] = Counter()
         for outcome in outcomes:
             lines.update(outcome.lines_removed)
-        counters = task.counters.with_lines_removed({f"{self.stage_name}.{name}": count
+        counters = task.counters.with_tally("lines_removed", {f"{self.stage_name}.{name}": count
                                                      for name, count in lines.items() if count})
         return self.apply_masks(task, scored, masks, counters)

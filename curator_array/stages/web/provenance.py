@@ -34,6 +34,9 @@ class WarcProvenance(ProcessingStage):
     def writes(self) -> tuple[str, ...]:
         return PROVENANCE_COLUMNS
 
+    def keep_columns(self, columns: tuple[str, ...]) -> None:
+        self.columns = tuple(dict.fromkeys((*self.columns, *columns)))
+
     def process(self, task: DocumentBatch) -> Task:
         table = task.table
         if not table.column_names:

@@ -46,15 +46,51 @@ def run(ctx: click.Context, **kwargs) -> None:
     `#SBATCH --signal` sends), SIGTERM and SIGINT (Ctrl-C) stop the shard cleanly, without a
     manifest (exit 4); a rerun resumes it.
     """
+    from ..run.precedence import options_for_start, request_of
+
+    _run_request(ctx, request_of(options_for_start(given_flags(ctx), os.environ)))
+
+
+SELECT_EPILOG = """\b
+Examples:
+  curator-array run --input-dir data/ --output-dir tagged/ --annotate --min-words 50 --drop-empty
+  curator-array select --select-from tagged/ --output-dir kept/ --where "would_drop IS NULL"
+  curator-array select --select-from tagged/ --output-dir long/ \\
+      --where "would_drop IS NULL OR would_drop = 'word_count'" --output-file-type parquet
+
+\b
+Exit codes as for run.
+"""
+
+
+@cli.command(cls=OptionTableCommand, epilog=SELECT_EPILOG)
+@click.pass_context
+def select(ctx: click.Context, **kwargs) -> None:
+    """Select from a finished run's output without computing it again: `run` with --select-from.
+
+    The run selected from is usually an annotated one (`run --annotate`): every document a
+    rule would drop is kept and marked (would_drop, would_drop_all) beside its scores, so a
+    selection is a --where expression over those columns (SQL, DuckDB's dialect), and any
+    output option (format, file size, --tokenize). It is sharded, retried and pinned as any
+    run; submit it with `submit ... -- --select-from DIR --where ...`.
+    """
+    from ..run.precedence import options_for_start, request_of
+
+    chosen = options_for_start(given_flags(ctx), os.environ)
+    if not chosen["select_from"].value:
+        raise click.UsageError("select needs --select-from (or SELECT_FROM): the output dir of a finished run")
+    _run_request(ctx, request_of(chosen))
+
+
+def _run_request(ctx: click.Context, request) -> None:
+    """Run this process's element of ``request``; exits with its code."""
     from ..execution.quiet_stderr import quiet_stderr
     from ..run import startup_log, supervisor
     from ..run.element import number_this_node, run_element_command
-    from ..run.precedence import options_for_start, request_of
     from ..run.stopping import StopController
     from ..slurm.job_context import JobContext
     from ..slurm.jobenv import JobEnvironment
 
-    request = request_of(options_for_start(given_flags(ctx), os.environ))
     logging.getLogger("curator_array").setLevel(logging.INFO)
     context = number_this_node(request, ctx.obj or JobContext.from_env(os.environ))
     # This process's own environment decides, not a context handed in (a test's SLURM

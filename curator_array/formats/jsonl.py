@@ -91,6 +91,13 @@ class JsonlReader(ReaderStage):
     def read_file(self, path: str) -> FileContents:
         return read_jsonl(path, self.malformed)
 
+    def schema(self, path: str) -> pa.Schema:
+        """The types the first block's rows give (a later row may widen a type)."""
+        try:
+            return _parse(next(_line_blocks(path), b""), pa_json.ParseOptions()).schema
+        except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+            return super().schema(path)
+
     def read_columns(self, path: str, columns: Collection[str]) -> Iterator[pa.Table]:
         """Blocks of whole lines parsed as they are read, only ``columns`` kept, as strings
         (other fields are skipped unparsed, so their types never matter); a file whose first

@@ -34,6 +34,9 @@ class ParquetReader(ReaderStage):
         except pa.ArrowException as exc:
             raise MalformedRecordError(f"{path}: unreadable Parquet file ({exc})") from None
 
+    def schema(self, path: str) -> pa.Schema:
+        return pq.read_schema(path)
+
     def read_columns(self, path: str, columns: Collection[str]) -> Iterator[pa.Table]:
         if os.path.getsize(path) == 0:
             return

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core.options import RunOption
 from ..stages.filters import ExactDuplicateFilter, FilterStage, NonEmptyTextFilter, WordCountFilter
+from ..stages.selection import WhereFilter
 
 
 class FilterRegistry:
@@ -49,4 +50,5 @@ FILTERS = FilterRegistry([
     NonEmptyTextFilter,
     WordCountFilter,
     ExactDuplicateFilter,
+    WhereFilter,  # last: a selection over what the rules decided, as a selection from an annotated run is
 ])

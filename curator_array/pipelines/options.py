@@ -10,7 +10,7 @@ imports pyarrow, Ray Data or the stages; each method imports the stage it builds
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +72,9 @@ class PipelineOptions:
     extra: dict[str, str] = field(default_factory=dict)
     # The saved paths lists of ``crawl`` (``run.crawls``), added when the run resolves them.
     crawl_lists: tuple[str, ...] = ()
+    select_from: str | None = None
+    # The identity of the run ``select_from`` names (``run.selected_run``), added when the run resolves it.
+    selected_from: Mapping[str, str] | None = None
 
     @property
     def written_dir(self) -> str:
@@ -107,6 +110,11 @@ class PipelineOptions:
         own.update({name: tuple(own.get(name) or ()) for name in LIST_FIELDS})
         filter_options = {option.name: values[option.name] for option in FILTERS.options() if option.name in values}
         return cls(**own, filter_options=filter_options, phases=phases or PhaseSettings())
+
+    def selecting(self, output_dir: str, output_format: str, identity: Mapping[str, str]) -> PipelineOptions:
+        """These options reading the output (``output_dir``, in ``output_format``) of the run
+        whose identity is ``identity``, which the pipeline's fingerprint then pins."""
+        return replace(self, input_dir=output_dir, input_file_type=output_format, selected_from=dict(identity))
 
     @property
     def url_lists(self) -> tuple[str, ...]:

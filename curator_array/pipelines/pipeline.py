@@ -12,7 +12,7 @@ import copy
 import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ class Pipeline:
     stages: list[ProcessingStage]
     text_field: str | None = None
     phases: PhaseSettings = field(default_factory=PhaseSettings)  # the phases after this one (curation)
+    selected_from: Mapping[str, str] | None = None  # the run it reads the output of (--select-from)
 
     def __post_init__(self) -> None:
         if not isinstance(self.source, SourceStage):
@@ -100,6 +101,7 @@ class Pipeline:
             "output": writer.format_name if isinstance(writer, WriterStage) else None,
             "text_field": self.text_field,
             **self.phases.fingerprint(),
+            **({"selected_from": dict(self.selected_from)} if self.selected_from else {}),
         }
 
     def for_run(self, options: PipelineOptions, before_writer: Sequence[ProcessingStage] = ()) -> Pipeline:
@@ -132,7 +134,7 @@ class Pipeline:
                 f"and write the run's output to {options.output_dir}: build the writer with options.writer() "
                 "(or write to options.written_dir)"
             )
-        return replace(self, stages=stages, phases=options.phases)
+        return replace(self, stages=stages, phases=options.phases, selected_from=options.selected_from)
 
 
 def _keeping_marks(stages: list) -> list:

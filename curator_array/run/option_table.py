@@ -51,6 +51,10 @@ def _with_field_defaults(*rows: RunOption) -> tuple[RunOption, ...]:
 
 INPUT_OPTIONS = _with_field_defaults(
     RunOption("input_dir", "Input directory; not needed with --input-urls.", "path"),
+    RunOption("select_from", "Read the output of this finished run (its output dir, or its checkpoint path): a "
+              "selection from an annotated run (--annotate), with --where and the output options. The run must be "
+              "complete; its identity is pinned, and a changed run is refused on retry.", "path",
+              pipelines=(DEFAULT_PIPELINE,)),
     RunOption("output_dir", "Output directory, or an s3://bucket/prefix.", "path", required=True),
     RunOption("checkpoint_path", "Checkpoint directory of the logical run (default: the output dir; a POSIX path, "
               "needed when the output dir is in an object store).", "path"),

@@ -204,8 +204,12 @@ def pinned_request(chosen: Mapping[str, OptionValue]) -> PinnedRequest:
 def checkpoint_of(chosen: Mapping[str, OptionValue]) -> CheckpointLayout:
     """The checkpoint the values name; ConfigError when they name no inputs or no output dir."""
     values = {name: given.value for name, given in chosen.items()}
-    if not values.get("input_dir") and not values.get("input_urls") and not values.get("crawl"):
-        raise ConfigError("give --input-dir (or INPUT_DIR), --input-urls (or INPUT_URLS), or --crawl (or CRAWL)")
+    given_inputs = [name for name in ("input_dir", "input_urls", "crawl", "select_from") if values.get(name)]
+    if not given_inputs:
+        raise ConfigError("give --input-dir (or INPUT_DIR), --input-urls (or INPUT_URLS), --crawl (or CRAWL), or "
+                          "--select-from (or SELECT_FROM)")
+    if "select_from" in given_inputs and len(given_inputs) > 1:
+        raise ConfigError(f"--select-from reads the output of the run it names: give no --{given_inputs[0].replace('_', '-')}")
     if not values.get("output_dir"):
         raise ConfigError("give --output-dir (or OUTPUT_DIR)")
     checkpoint = values.get("checkpoint_path") or values["output_dir"]

@@ -97,6 +97,24 @@ class RunRequest:
                                   read_timeout_s=self.options.download_timeout)
         return replace(self, options=replace(self.options, crawl_lists=tuple(map(str, saved))))
 
+    def with_selection(self, phases: Any, refresh: bool = False, save: bool = True) -> RunRequest:
+        """This request reading the output of the run ``--select-from`` names, as this run pinned
+        it (``run.selected_run``; ``phases``: the phase registry, which says whether that run is
+        complete): resolved on the first start, compared again with ``refresh``."""
+        from dataclasses import replace
+
+        if not self.options.select_from:
+            return self
+        from .selected_run import resolve_selected_run
+
+        found = resolve_selected_run(self.options.select_from, self.layout, phases, refresh=refresh, save=save)
+        where = self.options.filter_options.get("where")
+        if where and refresh:
+            from ..stages.selection import check_expression
+
+            check_expression(where, found.schema())
+        return replace(self, options=self.options.selecting(found.output_dir, found.output_format, found.identity()))
+
     def build_pipeline(self, phases: Any) -> Pipeline:
         """The pipeline as the run runs it (``Pipeline.for_run``; ``phases``: the phase
         registry, which says what the later phases need of it); no I/O: a crawl's paths list is
@@ -106,6 +124,8 @@ class RunRequest:
         options = self.options
         if options.crawl and not options.crawl_lists:
             raise RuntimeError("the crawls' paths lists are resolved before the pipeline is built (with_crawls)")
+        if options.select_from and not options.selected_from:
+            raise RuntimeError("the selected run is resolved before the pipeline is built (with_selection)")
         pipeline = load_pipeline(self.pipeline_ref, options) if self.pipeline_ref else default_pipeline(options)
         return pipeline.for_run(options, phases.before_writer(options))
 

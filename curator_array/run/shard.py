@@ -212,9 +212,10 @@ def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
     from .prepare import prepare_shard
 
     ensure_reachable(request.options.stores())  # a store that does not answer: refused in seconds
-    pipeline = request.with_crawls().build_pipeline(phases)
     options = request.pinned
+    checks_again = _whole_run(context) and context.job.array_task_id is None  # as a submission does
     try:
+        pipeline = request.with_crawls().with_selection(phases, refresh=checks_again).build_pipeline(phases)
         return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist, options,
                              request.repair, compare_tree=_whole_run(context))
     except CheckpointMismatchError as exc:
@@ -223,6 +224,7 @@ def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
         archive = archive_run(request.layout, Path(request.options.output_dir), kept=(DOWNLOADS_DIR,))
         logger.warning("a new logical run starts (%s); the previous run's records and outputs are in %s", exc,
                        archive)
+    pipeline = request.with_crawls().with_selection(phases).build_pipeline(phases)
     return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request=options,
                          repair=request.repair)
 

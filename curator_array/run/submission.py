@@ -121,7 +121,8 @@ def queued_phases(request: RunRequest, request_id: str, wanted: Mapping[str, Seq
     """One group of windows per phase that has elements to queue, in the phases' order (see
     ``slurm.submit.chained``), and one per pass of a phase of steps (``Phase.passes``):
     elements get the checkpoint and the request id as arguments, and the job script the
-    paths it mounts (it cannot read them from the request)."""
+    paths it mounts (it cannot read them from the request; a selection reads the output dir of
+    the run it selects from, which ``request`` holds resolved as its input dir)."""
     paths = {"OUTPUT_DIR": request.options.output_dir, "CHECKPOINT_PATH": request.checkpoint}
     if request.options.input_dir:
         paths["INPUT_DIR"] = request.options.input_dir
@@ -176,11 +177,13 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
         archive = archive_run(layout, outputs, kept=(DOWNLOADS_DIR,))
         say(f"archived the previous run's records and outputs in {archive}; {outputs} holds only the new run's")
 
-    try:  # a crawl's paths list fetched again must be the one the run saved
-        pipeline = request.with_crawls(refresh=True, save=not dry_run).build_pipeline(PHASES)
+    try:  # a crawl's paths list fetched again, and a selected run, must be the ones the run saved
+        resolved = request.with_crawls(refresh=True, save=not dry_run).with_selection(PHASES, refresh=True,
+                                                                                       save=not dry_run)
     except CheckpointMismatchError:
         start_new_run()
-        pipeline = request.with_crawls(refresh=True).build_pipeline(PHASES)
+        resolved = request.with_crawls(refresh=True).with_selection(PHASES, refresh=True)
+    pipeline = resolved.build_pipeline(PHASES)
     plan = PHASES.plan(pipeline.phases, shards)
     try:
         if dry_run:
@@ -193,7 +196,7 @@ def plan_submit(flags: Mapping[str, Any], site: SiteConfig | None, script: str, 
     wanted = {planned.name: list(planned.elements) for planned in plan}
     wanted[plan[0].name] = parse_array_expression(array_expression) if array_expression else shards.indices()
     max_size = resolve_max_array_size(max_array_size, environment, default="auto")
-    return layout, queued_phases(request, pinned.id, wanted, plan, script, max_size, parallel)
+    return layout, queued_phases(resolved, pinned.id, wanted, plan, script, max_size, parallel)
 
 
 def plan_retry_submit(layout: CheckpointLayout, flags: Mapping[str, Any], states: Sequence[PhaseState], script: str,
@@ -205,7 +208,8 @@ def plan_retry_submit(layout: CheckpointLayout, flags: Mapping[str, Any], states
 
     request = request_of(with_files_in_checkpoint(retry_options(layout, flags, environment), layout,
                                                   copy=not dry_run))
-    pipeline = request.with_crawls(refresh=True, save=not dry_run).build_pipeline(PHASES)
+    resolved = request.with_crawls(refresh=True, save=not dry_run).with_selection(PHASES, refresh=True, save=not dry_run)
+    pipeline = resolved.build_pipeline(PHASES)
     if request.repair and not dry_run:
         from .prepare import amend_policy
 
@@ -219,4 +223,4 @@ def plan_retry_submit(layout: CheckpointLayout, flags: Mapping[str, Any], states
     wanted = {state.name: state.missing for state in states}
     plan = [PlannedPhase(state.phase, state.elements) for state in states]
     max_size = resolve_max_array_size(max_array_size, environment, default="auto")
-    return queued_phases(request, pinned.id, wanted, plan, script, max_size, parallel)
+    return queued_phases(resolved, pinned.id, wanted, plan, script, max_size, parallel)

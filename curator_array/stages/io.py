@@ -101,6 +101,11 @@ class ReaderStage(ProcessingStage):
     def read_parts(self, path: str) -> Iterator[FileContents]:
         yield self.read_file(path)
 
+    def schema(self, path: str) -> pa.Schema:
+        """The columns the file's rows have, as ``read_file`` gives them (formats that can tell
+        without reading every row override it)."""
+        return self.read_file(path).table.schema
+
     def read_columns(self, path: str, columns: Collection[str]) -> Iterator[pa.Table]:
         """The file's rows in order, a batch at a time, with each of ``columns`` (null where
         the file lacks it): for phases that read a run's outputs again (dedup signatures),

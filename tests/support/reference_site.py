@@ -5,6 +5,7 @@ S3 server (its boto3 would pin versions our venv does not take)."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -34,15 +35,19 @@ def ensure_reference_site(name: str = "reference-site") -> Path:
     site = CACHE / name
     marker = site / ".complete"
     wanted = " ".join(PACKAGES[name])
-    if not (marker.exists() and marker.read_text() == wanted):
-        shutil.rmtree(site, ignore_errors=True)  # pip --target keeps packages already there
-        # --no-compile: byte-compiling all of PyTorch takes longer than installing it; Python
-        # compiles the few modules a test imports.
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target",
-                               str(site), *PACKAGES[name]], capture_output=True, text=True)
-        if done.returncode:
-            raise RuntimeError(f"cannot install the reference environment ({wanted}): {done.stderr[-800:]}")
-        marker.write_text(wanted)
+    CACHE.mkdir(parents=True, exist_ok=True)
+    # One installer at a time: two test workers installing into one directory delete each other's files.
+    with open(CACHE / f".{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (marker.exists() and marker.read_text() == wanted):
+            shutil.rmtree(site, ignore_errors=True)  # pip --target keeps packages already there
+            # --no-compile: byte-compiling all of PyTorch takes longer than installing it; Python
+            # compiles the few modules a test imports.
+            done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--target",
+                                   str(site), *PACKAGES[name]], capture_output=True, text=True)
+            if done.returncode:
+                raise RuntimeError(f"cannot install the reference environment ({wanted}): {done.stderr[-800:]}")
+            marker.write_text(wanted)
     return site
 
 

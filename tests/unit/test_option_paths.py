@@ -35,7 +35,7 @@ from curator_array.run.phases.components import STEPS_QUEUED
 from curator_array.run.precedence import ENVIRONMENT, FLAG, SITE, options_for_start
 from curator_array.run.submission import run_request_id
 from curator_array.stages.web.fasttext_language import bundled_model
-from tests.conftest import REPO, SAMPLE
+from tests.conftest import REPO, SAMPLE, curator_cli
 from tests.support.fake_runtimes import install_fakes, install_recording_image
 from tests.support.tokenizer import train_tokenizer
 
@@ -45,13 +45,16 @@ WAYS = ("submit flag", "submit variable", "site env", "sbatch variable")
 NOT_GIVEN = {"cluster", "request"}
 # Options that refuse others (--annotate: the later phases and --keep-removed) reach the element
 # in a run of their own, beside the options they combine with.
-ALONE = {"annotate": ("keep_removed", "dedup", "quality_model", "tokenize")}  # options, or settings keys of phases
+ALONE = {"annotate": ("keep_removed", "dedup", "quality_model", "tokenize"),  # options, or settings keys of phases
+         "select_from": ("input_dir", "input_urls", "crawl", "crawl_files", "crawl_base_url")}
+# ... with values of their own: a selection reads Parquet or JSONL, not the commoncrawl builder's WARCs.
+ALONE_VALUES = {"select_from": {"pipeline_ref": "curator_array.pipelines.pipeline:default_pipeline"}}
 IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/opt/curator-array/venv",
              "CURATOR_ARRAY_PYTHON": "/opt/curator-array/venv/bin/python", "RAY_USAGE_STATS_ENABLED": "0"}
 # The commoncrawl builder by reference: a pipeline of one's own may use every option (a built-in
 # pipeline refuses the ones it does not use).
 TEXT_VALUES = {"text_field": "body", "pipeline_ref": "curator_array.pipelines.commoncrawl:build", "node_ip": "10.9.8.7",
-               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "phase": "curation", "eos_token": "<|endoftext|>",
+               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "where": "length(text) > 3", "phase": "curation", "eos_token": "<|endoftext|>",
                "dedup_language": "de", "quality_label": "__label__en", "quality_threshold": ("lid=0.25",),
                "keep_top_fraction": ("lid=0.5",)}
 CRAWLS = ("CC-TEST-1", "CC-TEST-2")
@@ -108,6 +111,8 @@ def world(tmp_path_factory):
         (root / "mirror" / "crawl-data" / crawl).mkdir(parents=True)
         (root / "mirror" / "crawl-data" / crawl / "warc.paths.gz").write_bytes(
             gzip.compress(f"crawl-data/{crawl}/segments/0/warc/a.warc.gz\n".encode()))
+    curator_cli("run", "--input-dir", str(root / "input"), "--output-dir", str(root / "finished"), "--num-cpus", "1",
+                "--no-progress")  # a finished run, for --select-from
     earlier = CheckpointLayout(root / "earlier")  # the records of an earlier run, for --dedup-against
     run = ensure_run_config(earlier, ShardRange(1), ["task"], PhaseSettings({"dedup": DedupSettings("exact")}).fingerprint())
     PhaseManifest("signatures", 0, 1, run.run_id).write(PHASES.get("signatures").layout_of(earlier))
@@ -130,7 +135,7 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
              "decontaminate": (str(root / "evals.jsonl"),),
              "language_model": str(root / "lid.ftz"), "blocklists_dir": str(root / "lists"),
              "quality_model": (f"lid={root / 'lid.ftz'}",),  # a fastText model whose labels include en
-             "label_model": (f"topic={root / 'lid.ftz'}",)}
+             "label_model": (f"topic={root / 'lid.ftz'}",), "select_from": str(root / "finished")}
     return {o.name: value_of(o, paths) for o in run_options()
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 
@@ -159,6 +164,7 @@ def test_an_option_that_refuses_others_reaches_the_element(world, tmp_path, runt
     values = values_for(world[0], tmp_path, start_options=way == "sbatch variable")
     refused = {*ALONE[alone], *(o.name for phase in PHASES if phase.settings_key in ALONE[alone] for o in phase.options)}
     values = {name: value for name, value in values.items() if name not in refused and name not in set(ALONE) - {alone}}
+    values.update(ALONE_VALUES.get(alone, {}))
     launch_and_check(world, tmp_path, runtime, way, values)
 
 

@@ -41,14 +41,16 @@ class QualitySettings:
     partition_by_bucket: bool = False
     ensemble: str = "max"
     ceilings: dict[str, float] = field(default_factory=dict)
+    columns: tuple[str, ...] = ()  # scores the documents carry already (a selection's input), used as models' are
 
     PINNED: ClassVar[tuple[str, ...]] = ("digests", "label", "binary", "thresholds", "top_fractions", "buckets",
-                                         "partition_by_bucket", "ensemble", "ceilings")
-    PINNED_UNLESS: ClassVar[dict[str, Any]] = {"ensemble": "max", "ceilings": {}}
+                                         "partition_by_bucket", "ensemble", "ceilings", "columns")
+    PINNED_UNLESS: ClassVar[dict[str, Any]] = {"ensemble": "max", "ceilings": {}, "columns": ()}
 
     @property
     def names(self) -> tuple[str, ...]:
-        return tuple(self.digests)
+        """Every score the run selects by: each model's, then each column's."""
+        return (*self.digests, *self.columns)
 
     @property
     def selects_run_wide(self) -> bool:
@@ -58,17 +60,19 @@ class QualitySettings:
     def to_json(self) -> dict[str, Any]:
         """The pinned settings; one added later is left out at its default, so that a run
         made before it keeps its fingerprint."""
-        return {name: getattr(self, name) for name in self.PINNED
-                if name not in self.PINNED_UNLESS or getattr(self, name) != self.PINNED_UNLESS[name]}
+        return {name: list(value) if isinstance(value, tuple) else value
+                for name, value in ((name, getattr(self, name)) for name in self.PINNED)
+                if name not in self.PINNED_UNLESS or value != self.PINNED_UNLESS[name]}
 
     @classmethod
     def from_json(cls, payload: Mapping[str, Any]) -> QualitySettings:
-        return cls(**{name: payload[name] for name in cls.PINNED if name in payload})
+        read = {name: payload[name] for name in cls.PINNED if name in payload}
+        return cls(**{**read, "columns": tuple(read.get("columns", ()))})
 
     @classmethod
     def field_defaults(cls) -> dict[str, Any]:
         return {"models": (), "label": DEFAULT_QUALITY_LABEL, "thresholds": (), "top_fractions": (), "buckets": None,
-                "partition_by_bucket": False, "ensemble": "max"}
+                "partition_by_bucket": False, "ensemble": "max", "columns": ()}
 
     @classmethod
     def from_options(cls, given: Mapping[str, Any]) -> QualitySettings:
@@ -90,13 +94,22 @@ class QualitySettings:
                        {name: value for name, way, value in bounds if way == ">="},
                        named(given.get("top_fractions") or (), float), given.get("buckets"),
                        bool(given.get("partition_by_bucket")), given.get("ensemble") or "max",
-                       {name: value for name, way, value in bounds if way == "<="})
-        for option, chosen in (("--quality-threshold", {**settings.thresholds, **settings.ceilings}),
-                               ("--keep-top-fraction", settings.top_fractions)):
-            unknown = sorted(set(chosen) - set(paths))
+                       {name: value for name, way, value in bounds if way == "<="}, tuple(given.get("columns") or ()))
+        twice = sorted(set(paths) & set(settings.columns))
+        if twice:
+            raise ConfigError(f"--quality-column {twice[0]}: a --quality-model is named so too; name one of them "
+                              "otherwise")
+        for option, chosen, known in (
+                ("--quality-threshold", {**settings.thresholds, **settings.ceilings}, set(paths)),
+                ("--keep-top-fraction", settings.top_fractions, set(settings.names))):
+            unknown = sorted(set(chosen) - known)
             if unknown:
-                raise ConfigError(f"{option} {unknown[0]}=...: no --quality-model is named {unknown[0]} "
+                column = " (a --quality-column is chosen by with --where)" if unknown[0] in settings.columns else ""
+                raise ConfigError(f"{option} {unknown[0]}=...: no --quality-model is named {unknown[0]}{column} "
                                   f"(the models are {', '.join(paths) or 'none'})")
+        if settings.columns and not settings.selects_run_wide:
+            raise ConfigError(f"--quality-column {settings.columns[0]}: it is for --keep-top-fraction and "
+                              "--quality-buckets (to choose by a score alone, use --where)")
         if settings.partition_by_bucket and settings.buckets is None:
             raise ConfigError("--partition-by-bucket needs --quality-buckets N (the buckets to write under)")
         if settings.ensemble != "max" and settings.buckets is None:

@@ -112,7 +112,8 @@ class Phase:
     ``settings_key`` names the settings the phase is planned by (``PhaseSettings``): it is
     part of a run when they are. One phase of those that share them brings them: its
     ``settings_type`` builds them from its run ``options`` (each sets the field its
-    ``sets`` names; the option named as the key turns the phases on), pins them in the
+    ``sets`` names; the option named as the key turns the phases on, and so do those named in
+    ``also_enabled_by``), pins them in the
     pipeline fingerprint and reads them back (with the values of the run options named in
     ``run_values``: where the checkpoint is, say). ``output_staged`` says that the phase rewrites
     the run's output files: the last such phase of a run writes into the output dir, and
@@ -128,6 +129,7 @@ class Phase:
     passes: ClassVar[int] = 1
     settings_key: ClassVar[str | None] = None
     settings_type: ClassVar[Any] = None
+    also_enabled_by: ClassVar[tuple[str, ...]] = ()  # options besides the settings key that turn its phases on
     options: ClassVar[tuple[Any, ...]] = ()  # core.options.RunOption
     output_staged: ClassVar[bool] = False
     staging_dir: ClassVar[str] = ""
@@ -143,6 +145,15 @@ class Phase:
     def submitted_name(self) -> str | None:
         """The phase a submission of its elements names (they run with ``--phase NAME``)."""
         return self.name
+
+    def published(self, layout: CheckpointLayout) -> dict[str, Any] | None:
+        """What the phase publishes of the run (``status --json`` shows it under the phase's
+        name), once it is complete; None for most phases."""
+        return None
+
+    def enabled_by(self, values: Mapping[str, Any]) -> bool:
+        """Whether the run option ``values`` turn this phase's settings on."""
+        return any(values.get(name) for name in (self.settings_key, *self.also_enabled_by))
 
     def layout_of(self, layout: CheckpointLayout) -> PhaseLayout:
         """Where this phase's records and data live in the checkpoint ``layout``."""

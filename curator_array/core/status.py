@@ -188,7 +188,14 @@ class RunStatus:
             "phases": [phase_json(state, self.phases, self.queued_of(state)) for state in self.later_phases],
             "stages": [stage_json(time) for time in self.stage_totals],
             "stages_per_node": [stage_json(time) for time in self.stage_times],
+            **self.published(),
         }
+
+    def published(self) -> dict[str, Any]:
+        """What the complete later phases publish of the run (a corpus's statistics), by phase."""
+        layout = CheckpointLayout(self.checkpoint)
+        found = ((state.name, state.phase.published(layout)) for state in self.later_phases if state.is_complete)
+        return {name: data for name, data in found if data is not None}
 
 
 def stage_json(time: StageTime) -> dict[str, Any]:

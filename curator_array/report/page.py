@@ -73,6 +73,30 @@ def phase_histograms(status: RunStatus) -> list[Histogram]:
     return [histogram for state in status.later_phases for histogram in state.totals().histograms()]
 
 
+STATS_MEASURES = {"characters": "characters", "words": "words", "lines": "lines", "tokens": "tokens"}
+STATS_GROUPS_SHOWN = 30
+
+
+def corpus_stats(status: RunStatus) -> dict | None:
+    """The run's corpus statistics (``--stats``), as tables and the whole run's histograms."""
+    stats = status.published().get("stats")
+    if not stats:
+        return None
+    groups = stats["groups"]
+    rows = [{"group": name, "documents": figures["documents"],
+             **{measure: figures.get(measure) for measure in STATS_MEASURES}}
+            for name, figures in sorted(groups.items(), key=lambda item: (item[0] != "all", -item[1]["documents"]))]
+    whole = groups.get("all", {})
+    charts_by_measure = {
+        f"{label.capitalize()} per document": Markup(charts.histogram_chart(Histogram(
+            {int(low): count for low, count in whole[measure]["histogram"].items()}, f"{label} per document",
+            f"{label} per document (bin: at least)", "documents")))
+        for measure, label in STATS_MEASURES.items() if measure in whole}
+    return {"group_by": stats["group_by"], "rows": rows[:STATS_GROUPS_SHOWN], "groups": len(rows),
+            "charts": charts_by_measure, "languages": whole.get("languages", {}), "domains": whole.get("domains", {}),
+            "distinct_domains": whole.get("distinct_domains", 0), "tlds": dict(list(whole.get("tlds", {}).items())[:20])}
+
+
 def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
     import jinja2
 
@@ -111,6 +135,7 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
                                                           in status.records_skipped.items() if count},
         tallies=[(tally.heading, {key: count for key, count in counts.items() if count}) for tally, counts in status.tallies
                  if any(counts.values())],
+        corpus=corpus_stats(status),
         breakdowns={title: {name: show_figure(value) for name, value in values.items()}
                     for state in status.later_phases for title, values in state.totals().breakdowns().items() if values},
     )

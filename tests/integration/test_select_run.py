@@ -96,3 +96,22 @@ def test_an_expression_that_cannot_run_is_refused_before_any_element(world, tmp_
                       *SMALL, check=False)
     assert refused.returncode == 2 and message in refused.stderr
     assert not list(out.glob("*.parquet"))
+
+
+def test_a_selection_ranks_the_whole_run_by_a_score_it_carries(world):
+    """--quality-column: the run-wide top fraction and buckets of a score the tagged run wrote,
+    as a run that scores with the model decides them."""
+    root, model, tagged = world
+    ranking = ["--keep-top-fraction", "q=0.6", "--quality-buckets", "4"]
+    selected, direct = root / "ranked-selected", root / "ranked-direct"
+    curator("select", "--select-from", str(tagged), "--output-dir", str(selected), "--where", "would_drop IS NULL",
+            "--quality-column", "q", *ranking, *SMALL)
+    curator("run", "--input-dir", str(root / "in"), "--output-dir", str(direct), *RULES, "--quality-model",
+            f"q={model}", *ranking, *SMALL)
+    chosen = {row["id"]: (row["q_bucket"], row["quality_bucket"]) for row in rows_of(selected)}
+    kept = {row["id"]: (row["q_bucket"], row["quality_bucket"]) for row in rows_of(direct)}
+    assert chosen == kept and 0 < len(kept) < len(rows_of(root / "selected-as the rules decided"))
+    assert len({bucket for bucket, _ in kept.values()}) >= 2
+    refused = curator("select", "--select-from", str(tagged), "--output-dir", str(root / "no"), "--quality-column",
+                      "q", *SMALL, check=False)
+    assert refused.returncode == 2 and "it is for --keep-top-fraction and --quality-buckets" in refused.stderr

@@ -45,7 +45,7 @@ WAYS = ("submit flag", "submit variable", "site env", "sbatch variable")
 NOT_GIVEN = {"cluster", "request"}
 # Options that refuse others (--annotate: the later phases and --keep-removed) reach the element
 # in a run of their own, beside the options they combine with.
-ALONE = {"annotate": ("keep_removed", "dedup", "quality_model", "tokenize"),  # options, or settings keys of phases
+ALONE = {"annotate": ("keep_removed", "dedup", "quality_model", "tokenize", "stats"),  # options, or settings keys of phases
          "select_from": ("input_dir", "input_urls", "crawl", "crawl_files", "crawl_base_url")}
 # ... with values of their own: a selection reads Parquet or JSONL, not the commoncrawl builder's WARCs.
 ALONE_VALUES = {"select_from": {"pipeline_ref": "curator_array.pipelines.pipeline:default_pipeline"}}
@@ -54,7 +54,7 @@ IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV":
 # The commoncrawl builder by reference: a pipeline of one's own may use every option (a built-in
 # pipeline refuses the ones it does not use).
 TEXT_VALUES = {"text_field": "body", "pipeline_ref": "curator_array.pipelines.commoncrawl:build", "node_ip": "10.9.8.7",
-               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "where": "length(text) > 3", "phase": "curation", "eos_token": "<|endoftext|>",
+               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "where": "length(text) > 3", "stats_group_by": "language", "phase": "curation", "eos_token": "<|endoftext|>",
                "dedup_language": "de", "quality_label": "__label__en", "quality_threshold": ("lid=0.25",),
                "keep_top_fraction": ("lid=0.5",)}
 CRAWLS = ("CC-TEST-1", "CC-TEST-2")
@@ -220,7 +220,7 @@ def launch_and_check(world, tmp_path: Path, runtime: str, way: str, values: dict
         if "dedup" in values:
             rounds = ["components"] * STEPS_QUEUED if values["dedup_components_elements"] > 1 else ["clusters"]
             assert [p.get("phase") for p in phases] == ["signatures", "buckets", *rounds, "removal", "quality_scores",
-                                                        "quality_cut", "quality_selection", "tokenize", "tokens"]
+                                                        "quality_cut", "quality_selection", "tokenize", "tokens", "shard_stats", "stats"]
         else:
             assert phases == []
         assert all(p.keys() == {"checkpoint_path", "request", "phase"} for p in phases)

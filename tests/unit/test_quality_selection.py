@@ -185,6 +185,21 @@ def test_the_ensemble_is_pinned_only_when_not_the_default_so_older_runs_keep_the
     assert QualitySettings.from_json(older).to_json() == older
     mean = QualitySettings.from_json({**older, "ensemble": "mean"})
     assert mean.to_json() == {**older, "ensemble": "mean"} and mean != QualitySettings.from_json(older)
+    ranked = QualitySettings.from_json({**older, "columns": ["q"]})
+    assert ranked.to_json() == {**older, "columns": ["q"]} and ranked.names == ("hq", "q")
+
+
+def test_score_columns_turn_the_run_wide_phases_on_without_a_model():
+    settings = PHASES.settings_from_options({"quality_column": ("q", "edu"), "quality_buckets": 4}).get(QUALITY)
+    assert settings.names == ("q", "edu") and not settings.digests
+    assert [p.name for p in plan(settings)][1:] == ["quality_scores", "quality_cut", "quality_selection"]
+    assert PHASES.before_writer(type("Options", (), {"phases": PhaseSettings({QUALITY: settings}),
+                                                     "text_field": "text"})()) == [], "no model scores anything"
+    for values, message in (({"quality_column": ("q",)}, "it is for --keep-top-fraction and --quality-buckets"),
+                            ({"quality_column": ("q",), "quality_threshold": ("q=0.5",), "quality_buckets": 4},
+                             "a --quality-column is chosen by with --where")):
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            PHASES.settings_from_options(values)
 
 
 @pytest.mark.parametrize("text", ["hq=0", "hq=1.5", "hq=-0.1", "hq=many", "0.5", "hq=0.1,hq=0.2"])

@@ -31,6 +31,7 @@ from .labels import LabelModels
 from .quality import QualityCut, QualityScores, QualitySelection
 from .removal import Removal
 from .signatures import Signatures
+from .stats import CorpusStats, ShardStats
 from .tokenize import Tokenize
 from .tokens import TokenFiles
 
@@ -99,10 +100,10 @@ class PhaseRegistry:
         group of phases is in the run when the option named as its settings key is set."""
         by_key = {}
         for phase in self._bringing_settings():
-            if not values.get(phase.settings_key):
+            if not phase.enabled_by(values):
                 _refuse_without_enabling(phase, values)
                 continue
-            if values.get(phase.settings_key):
+            if phase.enabled_by(values):
                 given = {option.field: values[option.name] for option in phase.options
                          if values.get(option.name) is not None}
                 given.update({name: values.get(name) for name in phase.run_values})
@@ -170,7 +171,8 @@ def _refuse_without_enabling(phase: Phase, values: Mapping[str, Any]) -> None:
     defaults = phase.settings_type.field_defaults()
     for option in phase.options:
         given = values.get(option.name)
-        if option.name != phase.settings_key and given not in (None, (), False, defaults.get(option.field)):
+        if option.name not in (phase.settings_key, *phase.also_enabled_by) and \
+                given not in (None, (), False, defaults.get(option.field)):
             enabling = next(o.flag for o in phase.options if o.name == phase.settings_key)
             raise ConfigError(f"{option.flag} {option.show(given)}: it needs {enabling}")
 
@@ -189,4 +191,6 @@ PHASES = PhaseRegistry([
     QualitySelection(),
     Tokenize(),
     TokenFiles(),
+    ShardStats(),
+    CorpusStats(),
 ])

@@ -69,6 +69,9 @@ QUALITY_OPTIONS = (
               "document's NAME field is the model's probability of --quality-label, as DCLM computes it. Repeatable; "
               "the models are copied into the checkpoint and pinned by their digests.", "named-files", QUALITY,
               metavar="NAME=FILE", sets="models"),
+    RunOption("quality_column", "Use a score the documents already carry (a column of the run selected from, as a "
+              "--quality-model wrote it) as a model's, for --keep-top-fraction and --quality-buckets: a selection ranks "
+              "the whole run without scoring again; repeatable.", "list", QUALITY, metavar="NAME", sets="columns"),
     RunOption("quality_label", "The label whose probability the quality models give.", group=QUALITY, sets="label"),
     RunOption("quality_threshold", "Keep the documents whose score NAME is at least T (NAME=T; DCLM-Baseline: "
               "0.018112), or at most T (NAME<=T: a score that means harm); repeatable, a name may have both.",
@@ -185,6 +188,7 @@ class QualityScores(Phase):
     settings_key = QUALITY
     settings_type = QualitySettings
     options = QUALITY_OPTIONS
+    also_enabled_by = ("quality_column",)
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
         return _planned_when_run_wide(settings, shards)
@@ -192,7 +196,7 @@ class QualityScores(Phase):
     def before_writer(self, settings: QualitySettings, options: Any) -> list:
         from ...stages.classifiers import QualityScorer
 
-        return [QualityScorer.of(settings, options.text_field)]
+        return [QualityScorer.of(settings, options.text_field)] if settings.digests else []
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         import io

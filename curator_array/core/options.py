@@ -65,6 +65,9 @@ class RunOption:
     variable_name: str | None = None  # a variable that is not the flag's: another tool's (RAY_ADDRESS)
     old_variables: tuple[str, ...] = ()  # names it had before the naming rule: still read, with a warning
     pipelines: tuple[str, ...] = ()  # the built-in pipelines that use it ("default" for read, filters, write); () all
+    # The value for a request pinned before the option existed, when not its default: what
+    # that run did (a retry must not change it).
+    before_it_existed: Any = None
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

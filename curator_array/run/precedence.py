@@ -95,6 +95,8 @@ class Pinned:
 
     def value_of(self, option: RunOption) -> OptionValue | None:
         found = self.request.options.get(option.name)
+        if option.scope == RUN and found is None and option.before_it_existed is not None:
+            return OptionValue(option.before_it_existed, "pinned before the option existed")
         if option.scope != RUN or found is None:
             return None
         if self.checkpoint_is_output and option.name == "checkpoint_path" and found.value is None:

@@ -20,6 +20,7 @@ from dataclasses import replace
 
 import pyarrow as pa
 
+from .columns import taken_field
 from .tasks import DocumentBatch, Task
 
 FIRST_FIELD = "would_drop"
@@ -33,12 +34,7 @@ def clashing(task: DocumentBatch, stage: str) -> Task | None:
     marked it, the field is the input's)."""
     if task.metadata.get(MARKED):
         return None
-    name = next((name for name in FIELDS if name in task.table.column_names), None)
-    if name is None:
-        return None
-    where = ", ".join(task.metadata.get("source_files", [])) or "input"
-    return task.failed(f"{where} already has a field {name!r}, which --annotate writes: rename or drop the field",
-                       stage)
+    return taken_field(task, FIELDS, stage, ", which --annotate writes: rename or drop the field")
 
 
 def unmarked(table: pa.Table) -> pa.Array | None:

@@ -19,6 +19,7 @@ from typing import Any
 from ..classify.model import DEFAULT_QUALITY_LABEL
 from ..classify.settings import QualitySettings
 from ..core.fingerprint import file_digest
+from .columns import taken_field
 from .defaults import TEXT_FIELD
 from .filters import FilterStage
 from .process_state import PerProcess
@@ -67,12 +68,9 @@ class QualityScorer(FilterStage):
         _ = self.models  # loaded once, when the actor starts
 
     def process(self, task: DocumentBatch) -> Task:
-        taken = [name for name in self.paths if name in task.table.column_names]
-        if taken:
-            where = ", ".join(task.metadata.get("source_files", [])) or "input"
-            return task.failed(f"{where} already has a field {taken[0]!r}: name the quality model otherwise "
-                               f"(--quality-model OTHER=...), or drop the field", self.stage_name)
-        return super().process(task)
+        taken = taken_field(task, self.paths, self.stage_name,
+                            ": name the quality model otherwise (--quality-model OTHER=...), or drop the field")
+        return taken or super().process(task)
 
     def score(self, table, text):
         import pyarrow as pa

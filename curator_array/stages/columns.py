@@ -35,3 +35,13 @@ def missing_field(task, field: str, stage: str, purpose: str = ""):
         return None
     where = ", ".join(task.metadata.get("source_files", [])) or "input"
     return task.failed(f"no {field!r} field in {where}{' ' + purpose if purpose else ''}", stage)
+
+
+def taken_field(task, fields, stage: str, advice: str):
+    """``task`` failed when its batch already has a column named as one of ``fields`` (which
+    the stage would write over); None when it has none. ``advice`` says how to avoid it."""
+    name = next((name for name in fields if name in task.table.column_names), None)
+    if name is None:
+        return None
+    where = ", ".join(task.metadata.get("source_files", [])) or "input"
+    return task.failed(f"{where} already has a field {name!r}{advice}", stage)

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from ..classify.label_settings import LabelSettings
 from ..core.fingerprint import file_digest
+from .columns import taken_field
 from .defaults import TEXT_FIELD
 from .filters import FilterStage
 from .process_state import PerProcess
@@ -60,12 +61,9 @@ class LabelScorer(FilterStage):
         _ = self.models
 
     def process(self, task: DocumentBatch) -> Task:
-        taken = [column for column in self.writes() if column in task.table.column_names]
-        if taken:
-            where = ", ".join(task.metadata.get("source_files", [])) or "input"
-            return task.failed(f"{where} already has a field {taken[0]!r}: name the label model otherwise "
-                               f"(--label-model OTHER=...), or drop the field", self.stage_name)
-        return super().process(task)
+        taken = taken_field(task, self.writes(), self.stage_name,
+                            ": name the label model otherwise (--label-model OTHER=...), or drop the field")
+        return taken or super().process(task)
 
     def score(self, table, text):
         import pyarrow as pa

@@ -197,6 +197,49 @@ def merge(fmt: TokenFormat, inputs: Sequence[Path], directory: Path, file_size: 
     return parts
 
 
+def merge_by_keys(fmt: TokenFormat, inputs: Sequence[Path], keys: Sequence[np.ndarray], directory: Path,
+                  file_size: int, stem: str = "part") -> list[Part]:
+    """The documents of ``inputs`` in the order of their ``keys`` (one uint64 per document of
+    each input), into files of at most ``file_size`` bytes of ids each, as ``merge`` names
+    them. Memory: the documents' keys, lengths and places (about 40 bytes a document); the
+    ids are read from the memory-mapped inputs a document at a time, never all at once."""
+    read = [fmt.read(path) for path in inputs]
+    if not read:
+        return merge(fmt, [], directory, file_size, stem)
+    lengths = np.concatenate([found[0] for found in read])
+    starts = np.concatenate([np.concatenate([[0], np.cumsum(found[0])[:-1]]).astype(np.int64) for found in read])
+    source = np.concatenate([np.full(len(found[0]), n, np.int32) for n, found in enumerate(read)])
+    order = np.argsort(np.concatenate(keys).astype(np.uint64), kind="stable")
+    dtype = read[0][1].dtype
+    parts: list[Part] = []
+    writer: TokenWriter | None = None
+    used = 0
+    try:
+        for document in order.tolist():
+            size = int(lengths[document]) * dtype.itemsize
+            if writer is not None and used and used + size > file_size:
+                writer.__exit__(None, None, None)
+                parts.append(Part(writer.prefix.name, writer.documents, writer.tokens, writer.tokens * dtype.itemsize))
+                writer, used = None, 0
+            if writer is None:
+                writer = TokenWriter(fmt, directory / f"{stem}-{len(parts):05d}", dtype).__enter__()
+            ids = read[source[document]][1]
+            start = int(starts[document])
+            writer.add(ids[start:start + int(lengths[document])], lengths[document:document + 1])
+            used += size
+        if writer is not None:
+            writer.__exit__(None, None, None)
+            parts.append(Part(writer.prefix.name, writer.documents, writer.tokens, writer.tokens * dtype.itemsize))
+            writer = None
+    finally:
+        if writer is not None:
+            writer.__exit__(RuntimeError, RuntimeError("merge stopped"), None)
+    for stale in directory.glob(f"{stem}-*"):
+        if stale.name.split(".")[0] not in {part.name for part in parts}:
+            stale.unlink()
+    return parts
+
+
 def _ranges(lengths: np.ndarray, itemsize: int, limit: int, used: int) -> Iterator[tuple[int | None, int | None]]:
     """Document ranges [first, last) of one input to add to the current part, with
     ``(None, None)`` wherever the current part is full and a new one starts."""

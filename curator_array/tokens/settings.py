@@ -18,6 +18,8 @@ from ..core.fingerprint import file_digest
 TOKEN_FORMAT_NAMES = ("megatron", "datatrove")
 GB = 10**9
 DEFAULT_FILE_SIZE = 10 * GB
+DEFAULT_MAX_SETS = 256
+LATER_FIELDS = {"partition_by": (), "max_sets": DEFAULT_MAX_SETS, "shuffle": False}  # pinned only when not these
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,12 @@ class TokenizeSettings:
     eos_token: str | None = None
     format: str = TOKEN_FORMAT_NAMES[0]
     file_size: int = DEFAULT_FILE_SIZE
+    # Added later: at these values a run writes what runs pinned before them wrote, and they are
+    # then left out of the fingerprint. A new run shuffles unless told not to (``from_options``).
+    partition_by: tuple[str, ...] = ()
+    max_sets: int = DEFAULT_MAX_SETS
+    shuffle: bool = False
+    shuffle_seed: int = 0
 
     def __post_init__(self) -> None:
         if self.format not in TOKEN_FORMAT_NAMES:
@@ -39,17 +47,28 @@ class TokenizeSettings:
             raise ValueError(f"the token file size must be at least 1 byte, got {self.file_size}")
 
     def to_json(self) -> dict[str, Any]:
-        """What the pipeline fingerprint pins: everything but the path (another mount point is the same run)."""
-        return {item.name: getattr(self, item.name) for item in fields(self) if item.name != "tokenizer"}
+        """What the pipeline fingerprint pins: everything but the path (another mount point is
+        the same run); a field added later only when it changes what is written."""
+        pinned = {item.name: getattr(self, item.name) for item in fields(self) if item.name != "tokenizer"}
+        for name, unchanged in LATER_FIELDS.items():
+            if pinned[name] == unchanged:
+                del pinned[name]
+        if not self.shuffle:
+            del pinned["shuffle_seed"]
+        if "partition_by" in pinned:
+            pinned["partition_by"] = list(self.partition_by)
+        return pinned
 
     @classmethod
     def from_json(cls, payload: Mapping[str, Any]) -> TokenizeSettings:
-        return cls(None, **{f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name != "tokenizer"})
+        read = {f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name != "tokenizer"}
+        return cls(None, **{**read, "partition_by": tuple(read.get("partition_by", ()))})
 
     @classmethod
     def field_defaults(cls) -> dict[str, Any]:
-        return {item.name: None if item.default is MISSING else item.default for item in fields(cls)
-                if item.name != "digest"}
+        defaults = {item.name: None if item.default is MISSING else item.default for item in fields(cls)
+                    if item.name != "digest"}
+        return {**defaults, "shuffle": None}  # unset: a new run shuffles
 
     @classmethod
     def from_options(cls, given: Mapping[str, Any]) -> TokenizeSettings:
@@ -61,4 +80,7 @@ class TokenizeSettings:
             raise ConfigError(f"--tokenize {tokenizer}: no such file (a tokenizer's name on the Hugging Face Hub is "
                               "fetched by `curator-array submit` on the login node; to run here, give its "
                               "tokenizer.json)")
-        return cls(str(path), file_digest(path), **{name: value for name, value in given.items() if name != "tokenizer"})
+        values = {name: value for name, value in given.items() if name != "tokenizer"}
+        values["shuffle"] = values.get("shuffle") is not False
+        values["partition_by"] = tuple(values.get("partition_by") or ())
+        return cls(str(path), file_digest(path), **values)

@@ -76,7 +76,7 @@ def corpus(tmp_path_factory):
 def tokenized(corpus, tmp_path_factory):
     inputs, tokenizer = corpus
     out = tmp_path_factory.mktemp("two") / "out"
-    run(inputs, out, "--tokenize", str(tokenizer), "--token-file-size", str(FILE_SIZE), shards=2)
+    run(inputs, out, "--tokenize", str(tokenizer), "--token-file-size", str(FILE_SIZE), "--no-token-shuffle", shards=2)
     return out
 
 
@@ -106,7 +106,7 @@ def test_rerunning_the_phases_writes_the_same_bytes(corpus, tokenized):
     before = {p.name: p.read_bytes() for p in (tokenized / "tokens").iterdir()}
     for phase in ("tokenize", "tokens"):
         curator("run", "--input-dir", str(inputs), "--output-dir", str(tokenized), *SMALL, "--tokenize",
-                str(tokenizer), "--token-file-size", str(FILE_SIZE), "--phase", phase, "--force")
+                str(tokenizer), "--token-file-size", str(FILE_SIZE), "--no-token-shuffle", "--phase", phase, "--force")
     assert {p.name: p.read_bytes() for p in (tokenized / "tokens").iterdir()} == before
 
 
@@ -125,7 +125,7 @@ def test_a_changed_tokenizer_is_a_changed_pipeline(corpus, tokenized, tmp_path):
     inputs, _ = corpus
     other = train_tokenizer(["another corpus entirely"] * 50, tmp_path / "other.json", vocab_size=300)
     refused = curator("run", "--input-dir", str(inputs), "--output-dir", str(tokenized), *SMALL, "--tokenize", str(other),
-                      "--token-file-size", str(FILE_SIZE), "--phase", "tokenize", check=False,
+                      "--token-file-size", str(FILE_SIZE), "--no-token-shuffle", "--phase", "tokenize", check=False,
                       env={"NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX": "0", "NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": "2"})
     assert refused.returncode == 2 and "tokenize.digest" in refused.stderr, refused.stderr
 

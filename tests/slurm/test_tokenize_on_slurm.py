@@ -56,8 +56,9 @@ def test_a_tokenize_element_killed_mid_write_is_retried_to_the_same_files(tokeni
     kill_when_held(marker, jobs, "tokenize")
     wait_all(jobs)
     data = CheckpointLayout(out).phases_root / "tokenize" / "data"
-    assert sorted(p.name for p in data.iterdir() if not p.name.startswith(".")) == ["shard_1.bin", "shard_1.idx"], \
-        "the killed element's pair is under no final name"
+    assert sorted(p.name for p in data.iterdir() if not p.name.startswith(".")) == ["shard_1.bin", "shard_1.idx", "shard_1.keys",
+                                                                            "shard_1.sets.json"], \
+        "the killed element's files are under no final name (shuffled: each file's keys beside it)"
     assert curator("retry", "--checkpoint-path", str(out), "--format", "fields").stdout == "0 0 0 2 tokenize\n"
     status = curator("status", "--checkpoint-path", str(out)).stdout
     assert "tokens     0/1; missing 0; blocked by tokenize (missing 0)" in status

@@ -93,7 +93,11 @@ def test_the_settings_pin_the_tokenizer_by_digest_not_path(tmp_path):
     one = PHASES.settings_from_options({"tokenize": str(path), "token_file_size": 100}).get("tokenize")
     other = PHASES.settings_from_options({"tokenize": str(copy), "token_file_size": 100}).get("tokenize")
     assert one.to_json() == other.to_json() and "tokenizer" not in one.to_json()
-    assert TokenizeSettings.from_json(one.to_json()) == TokenizeSettings(None, one.digest, file_size=100)
+    assert TokenizeSettings.from_json(one.to_json()) == TokenizeSettings(None, one.digest, file_size=100, shuffle=True)
+    assert one.to_json()["shuffle"] is True and one.to_json()["shuffle_seed"] == 0, "a new run shuffles"
+    older = {key: value for key, value in one.to_json().items() if key not in ("shuffle", "shuffle_seed")}
+    assert not TokenizeSettings.from_json(older).shuffle, "a run pinned before the shuffle keeps its order"
+    assert TokenizeSettings.from_json(older).to_json() == older, "and its fingerprint"
     assert PHASES.settings_from_options({}).get("tokenize") is None
     with pytest.raises(ConfigError, match="no such file"):
         PHASES.settings_from_options({"tokenize": str(tmp_path / "missing.json")})
@@ -128,3 +132,18 @@ def test_submit_refuses_a_tokenizer_it_cannot_use_before_writing_anything(proble
             "no end-of-text token": "no end-of-text token", "not on the Hub": "not a tokenizer the Hugging Face Hub gave"
             }[problem] in error
     assert not out.exists(), "refused before anything is written or queued"
+
+
+def test_a_request_pinned_before_the_shuffle_existed_keeps_the_runs_order(tmp_path):
+    """An element or a retry of a run pinned before --token-shuffle existed resolves it as that
+    run did (off), not as a new run's default (on): its fingerprint stays the run's."""
+    from curator_array.core.records.run import OptionValue, PinnedRequest
+    from curator_array.run.precedence import Defaults, Pinned, resolve
+
+    path = train_tokenizer(["words"] * 30, tmp_path / "t.json", 300)
+    older = PinnedRequest({"output_dir": OptionValue(str(tmp_path), "flag"), "tokenize": OptionValue(str(path), "flag")})
+    chosen = resolve([Pinned(older), Defaults()])
+    assert chosen["token_shuffle"].value is False and "before the option existed" in chosen["token_shuffle"].source
+    settings = PHASES.settings_from_options({name: given.value for name, given in chosen.items()}).get("tokenize")
+    assert not settings.shuffle and "shuffle" not in settings.to_json()
+    assert resolve([Defaults()])["token_shuffle"].value is None, "a new request: unset, which shuffles"

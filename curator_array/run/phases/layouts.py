@@ -90,6 +90,18 @@ def cluster_file(layout: CheckpointLayout, shard: int) -> Path:
     return PhaseLayout(layout, CLUSTERS).data_dir / "shards" / f"shard_{shard}.parquet"
 
 
-def token_file(layout: CheckpointLayout, shard: int) -> Path:
-    """Where shard ``shard``'s token file lives (a prefix: its format adds the suffixes)."""
-    return PhaseLayout(layout, TOKENIZE, SHARD).data_dir / f"shard_{shard}"
+def token_file(layout: CheckpointLayout, shard: int, token_set: str = "") -> Path:
+    """Where shard ``shard``'s token file of the set ``token_set`` lives (a prefix: its format
+    adds the suffixes); the unnamed set's is where a run without sets keeps its one file."""
+    data = PhaseLayout(layout, TOKENIZE, SHARD).data_dir
+    return data / "sets" / token_set / f"shard_{shard}" if token_set else data / f"shard_{shard}"
+
+
+def keys_file(prefix: Path) -> Path:
+    """The shuffle keys of a token file's documents (uint64, in its order)."""
+    return prefix.with_name(prefix.name + ".keys")
+
+
+def sets_file(layout: CheckpointLayout, shard: int) -> Path:
+    """The sets shard ``shard`` wrote, with their documents and tokens (none before sets existed)."""
+    return PhaseLayout(layout, TOKENIZE, SHARD).data_dir / f"shard_{shard}.sets.json"

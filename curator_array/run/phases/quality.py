@@ -71,7 +71,7 @@ QUALITY_OPTIONS = (
               metavar="NAME=FILE", sets="models"),
     RunOption("quality_column", "Use a score the documents already carry (a column of the run selected from, as a "
               "--quality-model wrote it) as a model's, for --keep-top-fraction and --quality-buckets: a selection ranks "
-              "the whole run without scoring again; repeatable.", "list", QUALITY, metavar="NAME", sets="columns"),
+              "the whole run without scoring again; comma-separated.", "list", QUALITY, metavar="NAME", sets="columns"),
     RunOption("quality_label", "The label whose probability the quality models give.", group=QUALITY, sets="label"),
     RunOption("quality_threshold", "Keep the documents whose score NAME is at least T (NAME=T; DCLM-Baseline: "
               "0.018112), or at most T (NAME<=T: a score that means harm); repeatable, a name may have both.",

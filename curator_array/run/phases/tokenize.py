@@ -11,6 +11,7 @@ element leaves nothing under a final name and a rerun writes the same bytes.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -21,9 +22,11 @@ from ...core.phase import OUTPUT, SHARD, Phase, PhaseResult, PhaseSettings
 from ...storage.places import fetched, joined
 from ...tokens.settings import TOKEN_FORMAT_NAMES, TokenizeSettings
 from ...tokens.tokenizer import fetch_tokenizer
-from .layouts import TOKENIZE, token_file
+from .layouts import TOKENIZE, keys_file, sets_file, token_file
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ...tokens.encoder import EncoderProcess
     from ...tokens.files import TokenWriter
     from ...tokens.tokenizer import LoadedTokenizer
@@ -43,6 +46,16 @@ TOKENIZE_OPTIONS = (
               TOKENIZE, choices=TOKEN_FORMAT_NAMES, sets="format"),
     RunOption("token_file_size", "The largest merged token file under OUTPUT_DIR/tokens/, in bytes of tokens "
               "(units: K, M, G, T, KiB, ...).", "size", TOKENIZE, minimum=1, sets="file_size"),
+    RunOption("token_partition_by", "One token-file set per value of these fields (quality_bucket, language, a label "
+              "column; comma-separated), nested in the order given: OUTPUT_DIR/tokens/FIELD=VALUE/....", "list", TOKENIZE,
+              metavar="FIELD", sets="partition_by"),
+    RunOption("token_max_sets", "The most token-file sets a run may write: more fails the tokenize phase, naming "
+              "the fields and the count.", "int", TOKENIZE, minimum=1, sets="max_sets"),
+    RunOption("token_shuffle", "Shuffle the documents within each token-file set across the whole run, by "
+              "--token-shuffle-seed: the same seed gives the same bytes on any sharding (default: on for a new run; "
+              "--no-token-shuffle keeps the run's order).", "switch", TOKENIZE, sets="shuffle",
+              before_it_existed=False),
+    RunOption("token_shuffle_seed", "The seed of the shuffle.", "int", TOKENIZE, minimum=0, sets="shuffle_seed"),
 )
 
 
@@ -83,32 +96,95 @@ class Tokenize(Phase):
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         from ...tokens.encoder import EncoderFailed, EncoderProcess
-        from ...tokens.files import TOKEN_FORMATS, TokenWriter
+        from ...tokens.files import TOKEN_FORMATS
 
         settings = context.request.options.phases.get(self.settings_key)  # the run's: open_run compared the digests
         fmt = TOKEN_FORMATS[settings.format]
         try:
             with (EncoderProcess(settings.tokenizer, settings.eos_token, allocator=context.request.options.allocator)
-                  as encoder,
-                  TokenWriter(fmt, token_file(context.layout, index), fmt.dtype(encoder.wide)) as writer):
-                empty, by_language = _write_documents(context, self, index, encoder, writer)
+                  as encoder, ExitStack() as files):
+                sets = ShardSets(context.layout, index, fmt, fmt.dtype(encoder.wide), files, settings)
+                empty, by_language = _write_documents(context, self, index, encoder, sets)
+                sets.close()
         except EncoderFailed:
             context.tick_stop()  # a stop signal the encoder saw first: stopped, not failed
             raise
-        return PhaseResult(TokenizeCounts(writer.documents, writer.tokens, empty, by_language))
+        return PhaseResult(TokenizeCounts(sets.documents, sets.tokens, empty, by_language))
+
+
+class ShardSets:
+    """A shard's token files, one per token-file set (one unnamed set without
+    ``--token-partition-by``), with each document's shuffle key when the run shuffles, and
+    the list of them (``sets_file``) written last."""
+
+    def __init__(self, layout, shard: int, fmt, dtype, files: ExitStack, settings: TokenizeSettings):
+        self.layout, self.shard, self.fmt, self.dtype, self.files, self.settings = layout, shard, fmt, dtype, files, settings
+        self.writers: dict[str, TokenWriter] = {}
+        self.keys: dict[str, list[np.ndarray]] = {}
+        self.closed = False
+        files.callback(self._abandon)
+        if not settings.partition_by:  # the one unnamed set: a shard without documents has an empty file
+            import numpy as np
+
+            self.add("", np.zeros(0, dtype), np.zeros(0, np.int64), np.zeros(0, np.uint64) if settings.shuffle else None)
+
+    def add(self, name: str, ids: np.ndarray, lengths: np.ndarray, keys: np.ndarray | None) -> None:
+        from ...tokens.files import TokenWriter
+
+        if name not in self.writers:
+            if len(self.writers) >= self.settings.max_sets:
+                raise ConfigError(f"--token-partition-by {','.join(self.settings.partition_by)}: more than "
+                                  f"{self.settings.max_sets} token-file sets (--token-max-sets) in shard {self.shard} "
+                                  "alone; partition by fields with fewer values")
+            self.writers[name] = TokenWriter(self.fmt, token_file(self.layout, self.shard, name), self.dtype).__enter__()
+            self.keys[name] = []
+        self.writers[name].add(ids, lengths)
+        if keys is not None:
+            self.keys[name].append(keys)
+
+    def close(self) -> None:
+        """Every file complete (the keys beside each), then the list of sets."""
+        import numpy as np
+
+        from ...core.atomic import dump_json, write_bytes_atomic
+
+        self.closed = True
+        for name, writer in self.writers.items():
+            writer.__exit__(None, None, None)
+            if self.settings.shuffle:
+                keys = np.concatenate(self.keys[name]) if self.keys[name] else np.zeros(0, np.uint64)
+                write_bytes_atomic(keys_file(token_file(self.layout, self.shard, name)), keys.astype("<u8").tobytes())
+        listing = {name: {"documents": w.documents, "tokens": w.tokens} for name, w in sorted(self.writers.items())}
+        write_bytes_atomic(sets_file(self.layout, self.shard), dump_json(listing))
+
+    def _abandon(self) -> None:
+        """Without ``close`` (an error, a stop): no file of this attempt appears."""
+        if not self.closed:
+            for writer in self.writers.values():
+                writer.__exit__(RuntimeError, RuntimeError("tokenize stopped"), None)
+
+    @property
+    def documents(self) -> int:
+        return sum(writer.documents for writer in self.writers.values())
+
+    @property
+    def tokens(self) -> int:
+        return sum(writer.tokens for writer in self.writers.values())
 
 
 def _write_documents(context: PhaseContext, phase: Tokenize, shard: int, encoder: EncoderProcess,
-                     writer: TokenWriter) -> tuple[int, dict[str, int]]:
-    """Each of the shard's output files, its documents encoded and added to ``writer``;
+                     sets: ShardSets) -> tuple[int, dict[str, int]]:
+    """Each of the shard's output files, its documents encoded and added to their sets;
     (documents that encoded to nothing, tokens written by language)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from ...formats import reader_for
     from ...stages.columns import row_languages
+    from ...tokens.sets import set_names, shuffle_keys
 
-    reader, field = reader_for(context.output_format), context.text_field
+    reader, field, settings = reader_for(context.output_format), context.text_field, sets.settings
     empty, by_language = 0, {}
     files, directory = context.input_files(phase, shard), context.input_dir(phase)
     for done, relative in enumerate(files):
@@ -122,11 +198,25 @@ def _write_documents(context: PhaseContext, phase: Tokenize, shard: int, encoder
                               "(--text-field names the text field)")
         texts = pc.fill_null(table[field].cast(pa.string()), "").to_pylist()
         languages = row_languages(table, UNKNOWN_LANGUAGE)
+        values = [table[name].to_pylist() if name in table.column_names else [None] * table.num_rows
+                  for name in settings.partition_by]
+        names = set_names(settings.partition_by, values, table.num_rows)
+        keys = shuffle_keys(settings.shuffle_seed, relative, range(table.num_rows)) if settings.shuffle else None
         for start in range(0, len(texts), BATCH):
             ids, lengths = encoder.documents(texts[start:start + BATCH])
             kept = lengths > 0
             empty += int((~kept).sum())
-            writer.add(ids, lengths[kept] + 1)
+            sizes = lengths[kept] + 1
+            rows = np.flatnonzero(kept) + start
+            row_sets = np.array([names[row] for row in rows.tolist()], object)
+            if len(set(row_sets.tolist())) == 1:  # the usual batch: one set, as it is
+                sets.add(row_sets[0], ids, sizes, keys[rows] if keys is not None else None)
+            else:
+                pieces = np.split(ids, np.cumsum(sizes)[:-1]) if len(sizes) else []
+                for name in sorted(set(row_sets.tolist())):
+                    mine = row_sets == name
+                    sets.add(name, np.concatenate([piece for piece, take in zip(pieces, mine) if take]), sizes[mine],
+                             keys[rows[mine]] if keys is not None else None)
             for language, length in zip(languages[start:start + BATCH], lengths.tolist()):
                 if length:
                     by_language[language] = by_language.get(language, 0) + length + 1

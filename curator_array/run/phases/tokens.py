@@ -2,24 +2,29 @@
 
 It writes ``OUTPUT_DIR/tokens/`` (merged next to the checkpoint, then uploaded, when the
 output dir is an ``s3://`` prefix): files of at most ``--token-file-size`` bytes of tokens
-each (a valid file each, documents never split, in shard order), then ``manifest.json``
-listing each file with its documents and tokens, the tokenizer's digest and the
-end-of-text token: Megatron's ``--data-path`` list and datatrove's readers take the files
-as they are. A rerun writes the same bytes; parts a rerun no longer needs are removed.
+each (a valid file each, documents never split), then ``manifest.json`` listing each file
+with its documents and tokens, the tokenizer's digest and the end-of-text token:
+Megatron's ``--data-path`` list and datatrove's readers take the files as they are. With
+``--token-partition-by`` each set has its own files, under ``FIELD=VALUE/``. Documents are
+in shard order, or, when the run shuffles, in the order of their keys (``tokens.sets``):
+the same on any sharding. A rerun writes the same bytes; parts a rerun no longer needs are
+removed.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.atomic import dump_json, write_bytes_atomic
 from ...core.counts import Counts
+from ...core.errors import ConfigError
 from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
 from ...storage.places import LocalPlace, StorePlace, joined, place_of
-from .layouts import TOKENIZE, TOKENS, token_file
+from .layouts import TOKENIZE, TOKENS, keys_file, sets_file, token_file
 from .tokenize import tokenizer_of
 
 if TYPE_CHECKING:
@@ -47,38 +52,92 @@ class TokenFiles(Phase):
         return ShardRange(1) if settings.get(self.settings_key) is not None else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
-        from ...tokens.files import TOKEN_FORMATS, merge
+        from ...tokens.files import TOKEN_FORMATS
 
         settings = context.request.options.phases.get(self.settings_key)
         fmt = TOKEN_FORMATS[settings.format]
         place = place_of(joined(context.output_dir, DIRECTORY))
         directory = place.directory if isinstance(place, LocalPlace) else self.layout_of(context.layout).data_dir / DIRECTORY
         directory.mkdir(parents=True, exist_ok=True)
-        inputs = [token_file(context.layout, shard) for shard in context.elements(TOKENIZE)]
-        parts = merge(fmt, inputs, directory, settings.file_size)
+        by_set = _shards_by_set(context)
+        if len(by_set) > settings.max_sets:
+            raise ConfigError(f"--token-partition-by {','.join(settings.partition_by)}: {len(by_set)} token-file sets, "
+                              f"more than --token-max-sets {settings.max_sets}; partition by fields with fewer values")
+        sets = []
+        for name, shards in by_set.items():
+            parts = _merged(fmt, settings, context, name, shards, directory / name if name else directory)
+            sets.append({"name": name, "documents": sum(p.documents for p in parts),
+                         "tokens": sum(p.tokens for p in parts),
+                         "files": [{**part.to_json(), "name": str(Path(name) / part.name) if name else part.name}
+                                   for part in parts]})
+        _remove_stale_sets(directory, {item["name"] for item in sets})
         tokenizer = tokenizer_of(settings)
+        files = [entry for item in sets for entry in item["files"]]
         manifest = {
             "format": fmt.name, "suffixes": [fmt.data_suffix, fmt.index_suffix],
             "tokenizer_sha256": settings.digest, "eos_token": tokenizer.eos_token, "eos_id": tokenizer.eos_id,
-            "vocab_size": tokenizer.vocab_size, "files": [part.to_json() for part in parts],
-            "documents": sum(p.documents for p in parts), "tokens": sum(p.tokens for p in parts),
-            "data_path": [str(Path(DIRECTORY) / part.name) for part in parts],
+            "vocab_size": tokenizer.vocab_size, "files": files,
+            "documents": sum(item["documents"] for item in sets), "tokens": sum(item["tokens"] for item in sets),
+            "data_path": [str(Path(DIRECTORY) / entry["name"]) for entry in files],
+            **({"partition_by": list(settings.partition_by), "sets": sets} if settings.partition_by else {}),
+            **({"shuffle_seed": settings.shuffle_seed} if settings.shuffle else {}),
         }
+        parts = files
         write_bytes_atomic(directory / MANIFEST, dump_json(manifest))
         if not isinstance(place, LocalPlace):
             _upload(directory, place)
         return PhaseResult(TokenFileCounts(len(parts), manifest["documents"], manifest["tokens"],
-                                           sum(p.bytes for p in parts)))
+                                           sum(p["bytes"] for p in parts)))
+
+
+def _shards_by_set(context: PhaseContext) -> dict[str, list[int]]:
+    """Each token-file set (by name, sorted) with the shards that wrote a file of it; a
+    shard tokenized before sets existed wrote the one unnamed set."""
+    found: dict[str, list[int]] = {}
+    for shard in context.elements(TOKENIZE):
+        listed = sets_file(context.layout, shard)
+        names = json.loads(listed.read_text(encoding="utf-8")) if listed.is_file() else {"": {}}
+        for name in names:
+            found.setdefault(name, []).append(shard)
+    return dict(sorted(found.items()))
+
+
+def _merged(fmt, settings, context: PhaseContext, name: str, shards: list[int], directory: Path) -> list:
+    """The set's shard files merged into ``directory``: in shard order, or shuffled by the
+    documents' keys across the whole run."""
+    import numpy as np
+
+    from ...tokens.files import merge, merge_by_keys
+
+    directory.mkdir(parents=True, exist_ok=True)
+    inputs = [token_file(context.layout, shard, name) for shard in shards]
+    if not settings.shuffle:
+        return merge(fmt, inputs, directory, settings.file_size)
+    keys = [np.fromfile(keys_file(prefix), dtype="<u8") for prefix in inputs]
+    return merge_by_keys(fmt, inputs, keys, directory, settings.file_size)
+
+
+def _remove_stale_sets(directory: Path, names: set[str]) -> None:
+    """Set directories an earlier merge wrote that this one has not (another partitioning)."""
+    import shutil
+
+    if "" not in names:
+        for stale in directory.glob("part-*"):
+            stale.unlink()
+    for path in sorted(directory.rglob("*=*"), key=lambda p: len(p.parts), reverse=True):
+        relative = str(path.relative_to(directory))
+        if path.is_dir() and not any(name == relative or name.startswith(relative + "/") for name in names):
+            shutil.rmtree(path)
 
 
 def _upload(directory: Path, place: StorePlace) -> None:
     """The merged files, each uploaded whole and then removed here, the manifest last (so a
     manifest names only files that are there); objects of an earlier merge that this one no
     longer has are removed."""
-    files = sorted(directory.iterdir(), key=lambda path: path.name == MANIFEST)
-    names = {path.name for path in files}
+    files = sorted((path for path in directory.rglob("*") if path.is_file()), key=lambda path: path.name == MANIFEST)
+    names = {str(path.relative_to(directory)) for path in files}
     for path in files:
-        place.upload(path, path.name)
+        place.upload(path, str(path.relative_to(directory)))
         path.unlink()
     for stale in place.names():
         if stale not in names:

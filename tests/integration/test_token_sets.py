@@ -1,0 +1,107 @@
+"""Token output a training run can mix (#68, items 1 and 2): one token-file set per value of the
+partition fields, every document in its set exactly once as its tokens and the end-of-text
+token, shuffled across the whole run by a seed so that one shard and three shards write the
+same bytes; a run pinned before the shuffle existed keeps its order; too many sets fail in one
+line."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from curator_array.tokens.files import TOKEN_FORMATS
+from tests.integration.test_tokenize import run
+from tests.support.quality_corpus import paragraphs, write_jsonl
+from tests.support.tokenizer import END_OF_TEXT, train_tokenizer
+
+pytestmark = pytest.mark.ray
+SETS = ["--token-partition-by", "language,tier", "--token-shuffle-seed", "11"]
+
+
+def set_documents(out: Path) -> dict[str, list[list[int]]]:
+    manifest = json.loads((out / "tokens" / "manifest.json").read_text())
+    fmt = TOKEN_FORMATS[manifest["format"]]
+    found: dict[str, list[list[int]]] = {}
+    for item in manifest.get("sets", [{"name": "", "files": manifest["files"]}]):
+        for part in item["files"]:
+            lengths, ids = fmt.read(out / "tokens" / part["name"])
+            starts = np.concatenate([[0], np.cumsum(lengths)])
+            found.setdefault(item["name"], []).extend(ids[starts[i]:starts[i + 1]].tolist() for i in range(len(lengths)))
+    return found
+
+
+def token_bytes(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out / "tokens")): p.read_bytes() for p in (out / "tokens").rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("token-sets")
+    documents = [d for d in paragraphs()[::9] if d["language"] in ("de", "fr", "ja")][:420]
+    for n, document in enumerate(documents):
+        document["tier"] = ("high", "low", "a/b")[n % 3] if n % 10 else None  # a value with a slash; some without
+    for part in range(6):
+        write_jsonl(root / "in" / f"part-{part}.jsonl", documents[part::6])
+    tokenizer = train_tokenizer([d["text"] for d in documents], root / "tokenizer.json", vocab_size=800)
+    return root, documents, tokenizer
+
+
+@pytest.fixture(scope="module")
+def one_and_three(corpus):
+    root, _, tokenizer = corpus
+    outs = root / "one", root / "three"
+    for out, shards in zip(outs, (1, 3)):
+        run(root / "in", out, "--tokenize", str(tokenizer), "--token-file-size", "6K", *SETS, shards=shards)
+    return outs
+
+
+def test_each_set_holds_its_documents_once_each_shuffled(corpus, one_and_three):
+    from tokenizers import Tokenizer
+
+    _, documents, path = corpus
+    tokenizer = Tokenizer.from_file(str(path))
+    eos = tokenizer.token_to_id(END_OF_TEXT)
+    found = set_documents(one_and_three[0])
+    wanted: dict[str, list[list[int]]] = {}
+    for document in documents:
+        tier = "a%2Fb" if document["tier"] == "a/b" else document["tier"] or "__missing__"
+        wanted.setdefault(f"language={document['language']}/tier={tier}", []).append(
+            tokenizer.encode(document["text"]).ids + [eos])
+    assert set(found) == set(wanted) and len(found) == 12
+    for name, docs in wanted.items():
+        assert Counter(map(tuple, found[name])) == Counter(map(tuple, docs)), f"{name}: each document once"
+    in_input_order = sum(found[name] == docs for name, docs in wanted.items() if len(docs) > 5)
+    assert in_input_order == 0, "shuffled within every set"
+    manifest = json.loads((one_and_three[0] / "tokens" / "manifest.json").read_text())
+    assert manifest["partition_by"] == ["language", "tier"] and manifest["shuffle_seed"] == 11
+    assert {item["name"]: item["documents"] for item in manifest["sets"]} == {k: len(v) for k, v in wanted.items()}
+    assert all((one_and_three[0] / "tokens" / item["name"]).is_dir() for item in manifest["sets"])
+
+
+def test_one_shard_and_three_write_the_same_bytes(one_and_three):
+    one, three = one_and_three
+    assert token_bytes(one) == token_bytes(three)
+
+
+def test_another_seed_another_order_and_no_shuffle_the_runs_order(corpus, one_and_three, tmp_path):
+    root, _, tokenizer = corpus
+    other, plain = tmp_path / "other", tmp_path / "plain"
+    run(root / "in", other, "--tokenize", str(tokenizer), "--token-file-size", "6K", *SETS[:-1], "12")
+    run(root / "in", plain, "--tokenize", str(tokenizer), "--token-file-size", "6K", *SETS[:2], "--no-token-shuffle")
+    first, second, unshuffled = set_documents(one_and_three[0]), set_documents(other), set_documents(plain)
+    assert {k: sorted(v) for k, v in first.items()} == {k: sorted(v) for k, v in second.items()}
+    assert any(first[name] != second[name] for name in first)
+    assert not (plain / "tokens" / "manifest.json").read_text().count("shuffle_seed")
+    assert {k: sorted(v) for k, v in unshuffled.items()} == {k: sorted(v) for k, v in first.items()}
+
+
+def test_too_many_sets_fail_the_phase_in_one_line(corpus, tmp_path):
+    root, _, tokenizer = corpus
+    done = run(root / "in", tmp_path / "out", "--tokenize", str(tokenizer), "--token-partition-by", "id",
+               "--token-max-sets", "5", check=False)
+    assert done.returncode != 0
+    assert "--token-partition-by id: more than 5 token-file sets (--token-max-sets)" in done.stderr

@@ -19,7 +19,8 @@ TOKEN_FORMAT_NAMES = ("megatron", "datatrove")
 GB = 10**9
 DEFAULT_FILE_SIZE = 10 * GB
 DEFAULT_MAX_SETS = 256
-LATER_FIELDS = {"partition_by": (), "max_sets": DEFAULT_MAX_SETS, "shuffle": False}  # pinned only when not these
+LATER_FIELDS = {"partition_by": (), "max_sets": DEFAULT_MAX_SETS, "shuffle": False,  # pinned only when not these
+                "mix_digest": None}
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,8 @@ class TokenizeSettings:
     max_sets: int = DEFAULT_MAX_SETS
     shuffle: bool = False
     shuffle_seed: int = 0
+    mix: str | None = None  # the --mix file (not pinned: its digest is)
+    mix_digest: str | None = None
 
     def __post_init__(self) -> None:
         if self.format not in TOKEN_FORMAT_NAMES:
@@ -49,7 +52,7 @@ class TokenizeSettings:
     def to_json(self) -> dict[str, Any]:
         """What the pipeline fingerprint pins: everything but the path (another mount point is
         the same run); a field added later only when it changes what is written."""
-        pinned = {item.name: getattr(self, item.name) for item in fields(self) if item.name != "tokenizer"}
+        pinned = {item.name: getattr(self, item.name) for item in fields(self) if item.name not in ("tokenizer", "mix")}
         for name, unchanged in LATER_FIELDS.items():
             if pinned[name] == unchanged:
                 del pinned[name]
@@ -61,7 +64,7 @@ class TokenizeSettings:
 
     @classmethod
     def from_json(cls, payload: Mapping[str, Any]) -> TokenizeSettings:
-        read = {f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name != "tokenizer"}
+        read = {f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name not in ("tokenizer", "mix")}
         return cls(None, **{**read, "partition_by": tuple(read.get("partition_by", ()))})
 
     @classmethod
@@ -83,4 +86,9 @@ class TokenizeSettings:
         values = {name: value for name, value in given.items() if name != "tokenizer"}
         values["shuffle"] = values.get("shuffle") is not False
         values["partition_by"] = tuple(values.get("partition_by") or ())
+        if values.get("mix"):
+            from .mix import Mixture
+
+            Mixture.read(values["mix"])  # refused at submit, not when the last phase starts
+            values["mix_digest"] = file_digest(values["mix"])
         return cls(str(path), file_digest(path), **values)

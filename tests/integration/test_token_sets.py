@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from curator_array.tokens.files import TOKEN_FORMATS
+from tests.conftest import curator_cli as curator
 from tests.integration.test_tokenize import run
 from tests.support.quality_corpus import paragraphs, write_jsonl
 from tests.support.tokenizer import END_OF_TEXT, train_tokenizer
@@ -105,3 +106,38 @@ def test_too_many_sets_fail_the_phase_in_one_line(corpus, tmp_path):
                "--token-max-sets", "5", check=False)
     assert done.returncode != 0
     assert "--token-partition-by id: more than 5 token-file sets (--token-max-sets)" in done.stderr
+
+
+def test_a_mixture_is_written_as_megatron_reads_it(corpus, one_and_three, tmp_path):
+    """blend.json and the data args: each set's weight is its share (epochs 3 for German high
+    tier, 0 for every Japanese set, the rest one each), split among its files by tokens."""
+    root, _, tokenizer = corpus
+    held = {item["name"]: item["tokens"] for item in
+            json.loads((one_and_three[0] / "tokens" / "manifest.json").read_text())["sets"]}
+    japanese = [name for name in held if name.startswith("language=ja/")]
+    mix = tmp_path / "mix.toml"
+    mix.write_text('max_epochs = 3\n[sets."language=de/tier=high"]\nepochs = 3\n'
+                   + "".join(f'[sets."{name}"]\nepochs = 0\n' for name in japanese))
+    out = tmp_path / "mixed"
+    run(root / "in", out, "--tokenize", str(tokenizer), "--token-file-size", "6K", *SETS, "--mix", str(mix))
+    drawn = {name: tokens * (3 if name == "language=de/tier=high" else 0 if name in japanese else 1)
+             for name, tokens in held.items()}
+    blend = json.loads((out / "tokens" / "blend.json").read_text())
+    shares = {item["name"]: item["share"] for item in blend["sets"]}
+    assert shares == pytest.approx({name: d / sum(drawn.values()) for name, d in drawn.items()})
+    assert {item["name"]: item["epochs"] for item in blend["sets"]}["language=de/tier=high"] == pytest.approx(3)
+    args = (out / "tokens" / "data_args.txt").read_text().split()
+    weights = dict(zip(args[1::2], map(float, args[0::2])))
+    assert sum(weights.values()) == pytest.approx(1.0) and not any("language=ja" in p for p in weights)
+    for item in blend["sets"]:
+        assert sum(weights.get(p["prefix"], 0.0) for p in item["prefixes"]) == pytest.approx(item["share"])
+    assert all((out / f"{prefix}.bin").is_file() for prefix in weights)
+    status = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
+    counts = {p["phase"]: p for p in status["phases"]}["tokens"]["counts"]
+    assert counts["epochs_by_set"]["language=de/tier=high"] == pytest.approx(3, abs=1e-3)
+
+    mix.write_text('max_epochs = 2\n[sets."language=de/tier=high"]\nepochs = 3\n')
+    refused = run(root / "in", tmp_path / "too-many", "--tokenize", str(tokenizer), *SETS, "--mix", str(mix),
+                  check=False)
+    assert refused.returncode == 2
+    assert "set 'language=de/tier=high' holds" in refused.stderr and "more than max_epochs 2" in refused.stderr

@@ -103,6 +103,7 @@ def world(tmp_path_factory):
     shutil.copytree(SAMPLE / "jsonl", root / "input")
     (root / "urls.txt").write_text(f"file://{root / 'input' / 'part-000.jsonl'}\n")
     (root / "quality.toml").write_text("[ja]\nmin_words = 30\n")
+    (root / "mix.toml").write_text("max_epochs = 4\n")
     (root / "blocked.txt").write_text("blocked.example\n")
     (root / "evals.jsonl").write_text('{"text": "an eval answer of more than thirteen words, long enough to be indexed as it is"}\n')
     (root / "lid.ftz").write_bytes(bundled_model().read_bytes())
@@ -135,7 +136,8 @@ def values_for(root: Path, case: Path, start_options: bool) -> dict[str, object]
              "decontaminate": (str(root / "evals.jsonl"),),
              "language_model": str(root / "lid.ftz"), "blocklists_dir": str(root / "lists"),
              "quality_model": (f"lid={root / 'lid.ftz'}",),  # a fastText model whose labels include en
-             "label_model": (f"topic={root / 'lid.ftz'}",), "select_from": str(root / "finished")}
+             "label_model": (f"topic={root / 'lid.ftz'}",), "select_from": str(root / "finished"),
+             "mix": str(root / "mix.toml")}
     return {o.name: value_of(o, paths) for o in run_options()
             if o.name not in NOT_GIVEN and (start_options or o.scope == "run")}
 

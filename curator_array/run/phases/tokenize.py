@@ -56,6 +56,9 @@ TOKENIZE_OPTIONS = (
               "--no-token-shuffle keeps the run's order).", "switch", TOKENIZE, sets="shuffle",
               before_it_existed=False),
     RunOption("token_shuffle_seed", "The seed of the shuffle.", "int", TOKENIZE, minimum=0, sets="shuffle_seed"),
+    RunOption("mix", "A TOML mixture of the token-file sets: per set a weight, a token budget or epochs, a total and "
+              "the most epochs (docs/tokens.md); written as OUTPUT_DIR/tokens/blend.json and Megatron's data args. "
+              "Without it each set weighs its tokens.", "file", TOKENIZE),
 )
 
 

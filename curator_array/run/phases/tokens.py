@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.atomic import dump_json, write_bytes_atomic
-from ...core.counts import Counts
+from ...core.counts import Counts, breakdown
 from ...core.errors import ConfigError
 from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
@@ -34,12 +34,19 @@ DIRECTORY = "tokens"
 MANIFEST = "manifest.json"
 
 
+BLEND = "blend.json"
+DATA_ARGS = "data_args.txt"  # Megatron's --data-args-path: "W1 PREFIX1 W2 PREFIX2 ..."
+
+
 @dataclass(frozen=True)
 class TokenFileCounts(Counts):
     files: int = 0
     documents: int = 0
     tokens: int = 0
     bytes: int = 0
+    tokens_by_set: dict[str, int] = breakdown("Tokens by token-file set")
+    share_by_set: dict[str, float] = breakdown("Share of training by set (%, the blend's weight)")
+    epochs_by_set: dict[str, float] = breakdown("Epochs by set (what the share takes of the tokens it holds)")
 
 
 class TokenFiles(Phase):
@@ -63,6 +70,10 @@ class TokenFiles(Phase):
         if len(by_set) > settings.max_sets:
             raise ConfigError(f"--token-partition-by {','.join(settings.partition_by)}: {len(by_set)} token-file sets, "
                               f"more than --token-max-sets {settings.max_sets}; partition by fields with fewer values")
+        mixture = _mixture(settings)
+        held = _held_tokens(context)
+        if held is not None:
+            mixture.blend(held)  # a mixture the sets cannot give fails before anything is merged
         sets = []
         for name, shards in by_set.items():
             parts = _merged(fmt, settings, context, name, shards, directory / name if name else directory)
@@ -83,11 +94,60 @@ class TokenFiles(Phase):
             **({"shuffle_seed": settings.shuffle_seed} if settings.shuffle else {}),
         }
         parts = files
+        blend = mixture.blend({item["name"]: item["tokens"] for item in sets})
+        write_bytes_atomic(directory / BLEND, dump_json(_blend_file(sets, blend, mixture)))
+        write_bytes_atomic(directory / DATA_ARGS, (" ".join(_data_args(sets, blend)) + "\n").encode())
         write_bytes_atomic(directory / MANIFEST, dump_json(manifest))
         if not isinstance(place, LocalPlace):
             _upload(directory, place)
-        return PhaseResult(TokenFileCounts(len(parts), manifest["documents"], manifest["tokens"],
-                                           sum(p["bytes"] for p in parts)))
+        shown = {name or "(all)": figures for name, figures in blend.items()}
+        return PhaseResult(TokenFileCounts(
+            len(parts), manifest["documents"], manifest["tokens"], sum(p["bytes"] for p in parts),
+            {name: f["tokens"] for name, f in shown.items()}, {name: round(100 * f["share"], 4) for name, f in shown.items()},
+            {name: round(f["epochs"], 4) for name, f in shown.items()}))
+
+
+def _mixture(settings):
+    from ...tokens.mix import Mixture
+
+    return Mixture.read(settings.mix) if settings.mix else Mixture({})
+
+
+def _held_tokens(context: PhaseContext) -> dict[str, int] | None:
+    """Each set's tokens as the tokenize elements listed them (None for a run tokenized before sets)."""
+    held: dict[str, int] = {}
+    for shard in context.elements(TOKENIZE):
+        listed = sets_file(context.layout, shard)
+        if not listed.is_file():
+            return None
+        for name, figures in json.loads(listed.read_text(encoding="utf-8")).items():
+            held[name] = held.get(name, 0) + figures["tokens"]
+    return held
+
+
+def _prefixes(item: dict) -> list[tuple[str, int]]:
+    return [(str(Path(DIRECTORY) / part["name"]), part["tokens"]) for part in item["files"]]
+
+
+def _blend_file(sets: list[dict], blend: dict[str, dict[str, float]], mixture) -> dict:
+    """``blend.json``: each set's documents, tokens, share, epochs and its files' weights."""
+    return {"total_tokens": mixture.total_tokens, "max_epochs": mixture.max_epochs,
+            "sets": [{"name": item["name"], "documents": item["documents"], **blend[item["name"]],
+                      "prefixes": [{"prefix": prefix, "weight": blend[item["name"]]["share"] * tokens / item["tokens"]}
+                                   for prefix, tokens in _prefixes(item) if item["tokens"]]}
+                     for item in sets],
+            "data_path": _data_args(sets, blend)}
+
+
+def _data_args(sets: list[dict], blend: dict[str, dict[str, float]]) -> list[str]:
+    """Megatron's ``--data-path`` list: a weight, then its prefix, for every file of a set drawn."""
+    args = []
+    for item in sets:
+        share = blend[item["name"]]["share"]
+        for prefix, tokens in _prefixes(item):
+            if share and tokens:
+                args += [f"{share * tokens / item['tokens']:.12g}", prefix]
+    return args
 
 
 def _shards_by_set(context: PhaseContext) -> dict[str, list[int]]:

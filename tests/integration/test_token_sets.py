@@ -135,9 +135,31 @@ def test_a_mixture_is_written_as_megatron_reads_it(corpus, one_and_three, tmp_pa
     status = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
     counts = {p["phase"]: p for p in status["phases"]}["tokens"]["counts"]
     assert counts["epochs_by_set"]["language=de/tier=high"] == pytest.approx(3, abs=1e-3)
+    drawn = megatron_draws(out, 100_000)
+    for item in blend["sets"]:
+        share = sum(drawn.get(p["prefix"], 0) for p in item["prefixes"]) / 100_000
+        assert abs(share - item["share"]) < 0.01, f"{item['name']}: megatron-core draws {share:.4f}, asked {item['share']:.4f}"
 
     mix.write_text('max_epochs = 2\n[sets."language=de/tier=high"]\nepochs = 3\n')
     refused = run(root / "in", tmp_path / "too-many", "--tokenize", str(tokenizer), *SETS, "--mix", str(mix),
                   check=False)
     assert refused.returncode == 2
     assert "set 'language=de/tier=high' holds" in refused.stderr and "more than max_epochs 2" in refused.stderr
+
+
+def megatron_draws(out: Path, samples: int) -> dict[str, int]:
+    """How many of ``samples`` megatron-core's blended GPT dataset draws from each prefix."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, need
+    from tests.support.reference_site import ensure_reference_site, reference_environment
+
+    try:
+        ensure_reference_site("megatron-site")
+    except RuntimeError as problem:
+        need(False, str(problem))
+    done = subprocess.run([sys.executable, "-m", "tests.support.megatron_blend", str(out), str(samples)], cwd=REPO,
+                          capture_output=True, text=True, env=reference_environment("megatron-site"), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

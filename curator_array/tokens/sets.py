@@ -41,3 +41,48 @@ def shuffle_keys(seed: int, relative: str, rows: Sequence[int]) -> np.ndarray:
     prefix = f"{seed}\0{relative}\0".encode()
     return np.fromiter((int.from_bytes(hashlib.blake2b(prefix + str(row).encode(), digest_size=8).digest(), "little")
                         for row in rows), dtype=np.uint64, count=len(rows))
+
+
+def parse_rehydration(text: str) -> tuple[tuple[int, int, int], ...]:
+    """``--rehydrate`` as (lowest size, highest size, copies) ranges: ``1:1,2-4:2,5-100:3``.
+    The ranges start at 1 and follow each other without gaps or overlaps; a cluster larger
+    than the last range takes the last range's copies."""
+    ranges = []
+    for item in (part.strip() for part in text.split(",")):
+        sizes, _, copies = item.partition(":")
+        low, _, high = sizes.partition("-")
+        try:
+            entry = (int(low), int(high or low), int(copies))
+        except ValueError:
+            raise ValueError(f"{item!r} is not SIZE:COPIES or LOW-HIGH:COPIES (whole numbers)") from None
+        if entry[0] > entry[1] or entry[2] < 0:
+            raise ValueError(f"{item!r}: the sizes run low to high, the copies are at least 0")
+        expected = ranges[-1][1] + 1 if ranges else 1
+        if entry[0] != expected:
+            raise ValueError(f"{item!r}: the ranges start at 1 and follow each other (expected {expected} here)")
+        ranges.append(entry)
+    return tuple(ranges)
+
+
+def copies_of(ranges: Sequence[tuple[int, int, int]], sizes: np.ndarray) -> np.ndarray:
+    """Each cluster size's copies by ``ranges`` (beyond the last range: its copies)."""
+    highs = np.array([high for _, high, _ in ranges])
+    copies = np.array([count for _, _, count in ranges])
+    return copies[np.minimum(np.searchsorted(highs, np.maximum(sizes, 1), side="left"), len(ranges) - 1)]
+
+
+def range_label(entry: tuple[int, int, int]) -> str:
+    low, high, copies = entry
+    return f"{low}:{copies}" if low == high else f"{low}-{high}:{copies}"
+
+
+def spread_keys(keys: np.ndarray, copies: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each document repeated ``copies`` times (its row, as an index into ``keys``) and each
+    copy's key: copy k of c is k/c of the way round the 64-bit key ring from the document's
+    key, so a set sorted by key holds a document's copies evenly apart."""
+    rows = np.repeat(np.arange(len(keys)), copies)
+    first = np.concatenate([[0], np.cumsum(copies)[:-1]]).astype(np.int64)
+    k = np.arange(len(rows)) - np.repeat(first, copies)
+    step = (np.float64(2.0 ** 64) / np.maximum(np.repeat(copies, copies), 1)).astype(np.float64)
+    offsets = np.floor(k * step).astype(np.uint64) if len(rows) else np.zeros(0, np.uint64)
+    return rows, keys[rows] + offsets  # wraps around the ring

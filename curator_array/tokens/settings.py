@@ -20,7 +20,7 @@ GB = 10**9
 DEFAULT_FILE_SIZE = 10 * GB
 DEFAULT_MAX_SETS = 256
 LATER_FIELDS = {"partition_by": (), "max_sets": DEFAULT_MAX_SETS, "shuffle": False,  # pinned only when not these
-                "mix_digest": None}
+                "mix_digest": None, "rehydrate": None}
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ class TokenizeSettings:
     shuffle_seed: int = 0
     mix: str | None = None  # the --mix file (not pinned: its digest is)
     mix_digest: str | None = None
+    rehydrate: str | None = None  # cluster-size ranges → copies (``tokens.sets.parse_rehydration``)
 
     def __post_init__(self) -> None:
         if self.format not in TOKEN_FORMAT_NAMES:
@@ -86,6 +87,16 @@ class TokenizeSettings:
         values = {name: value for name, value in given.items() if name != "tokenizer"}
         values["shuffle"] = values.get("shuffle") is not False
         values["partition_by"] = tuple(values.get("partition_by") or ())
+        if values.get("rehydrate"):
+            from .sets import parse_rehydration
+
+            try:
+                parse_rehydration(values["rehydrate"])
+            except ValueError as problem:
+                raise ConfigError(f"--rehydrate {values['rehydrate']}: {problem}") from None
+            if not values["shuffle"]:
+                raise ConfigError("--rehydrate with --no-token-shuffle: a document's copies would sit side by side; "
+                                  "the shuffle spreads them")
         if values.get("mix"):
             from .mix import Mixture
 

@@ -163,3 +163,37 @@ def megatron_draws(out: Path, samples: int) -> dict[str, int]:
                           capture_output=True, text=True, env=reference_environment("megatron-site"), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_rehydration_repeats_each_kept_document_by_its_clusters_size(tmp_path):
+    """--dedup exact on the planted corpus (copies of every kind), then --rehydrate: each kept
+    document is in the token files its range's copies times, counted by range; refused
+    without --dedup."""
+    from tokenizers import Tokenizer
+
+    from tests.integration.test_tokenize import documents_in_order
+    from tests.support.planted import write_corpus
+
+    inputs = tmp_path / "in"
+    write_corpus(inputs, files=4)
+    texts = [json.loads(line)["text"] for path in sorted(inputs.iterdir()) for line in path.read_text().splitlines()]
+    path = train_tokenizer(texts, tmp_path / "tokenizer.json", vocab_size=1500)
+    out = tmp_path / "out"
+    run(inputs, out, "--dedup", "exact", "--tokenize", str(path), "--rehydrate", "1:1,2-1000:3", shards=2)
+    tokenizer = Tokenizer.from_file(str(path))
+    eos = tokenizer.token_to_id(END_OF_TEXT)
+    kept = [doc for doc in documents_in_order(out) if doc["text"]]
+    wanted = Counter()
+    for doc in kept:
+        wanted[tuple(tokenizer.encode(doc["text"]).ids + [eos])] += 1 if doc["minhash_cluster_size"] == 1 else 3
+    written = set_documents(out)[""]
+    found = Counter(map(tuple, written))
+    assert found == wanted
+    assert all(one != two for one, two in zip(written, written[1:])), "no two copies side by side"
+    assert set(wanted.values()) == {1, 3}, "kept documents with and without copies"
+    status = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
+    by_range = {p["phase"]: p for p in status["phases"]}["tokenize"]["counts"]["documents_by_copies"]
+    sizes = Counter(doc["minhash_cluster_size"] for doc in kept)
+    assert by_range == {"1:1": sizes[1], "2-1000:3": sum(v for k, v in sizes.items() if k >= 2)}
+    refused = run(inputs, tmp_path / "plain", "--tokenize", str(path), "--rehydrate", "1:1", check=False)
+    assert refused.returncode == 2 and "only a deduplicated run has: give --dedup" in refused.stderr

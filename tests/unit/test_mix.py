@@ -58,3 +58,19 @@ def test_a_file_that_is_not_toml_is_refused(tmp_path):
     (tmp_path / "mix.toml").write_text("sets = [\n")
     with pytest.raises(ConfigError, match="--mix .*mix.toml"):
         Mixture.read(tmp_path / "mix.toml")
+
+
+def test_a_rehydration_table_reads_as_ranges_and_gives_copies():
+    import numpy as np
+
+    from curator_array.tokens.sets import copies_of, parse_rehydration, spread_keys
+
+    ranges = parse_rehydration("1:1,2-4:2,5-100:3")
+    assert ranges == ((1, 1, 1), (2, 4, 2), (5, 100, 3))
+    assert copies_of(ranges, np.array([1, 2, 4, 5, 100, 101, 0])).tolist() == [1, 2, 2, 3, 3, 3, 1]
+    for text in ("2:1", "1:1,3:2", "1-0:1", "1:x", "1:-1"):
+        with pytest.raises(ValueError):
+            parse_rehydration(text)
+    rows, keys = spread_keys(np.array([5, 2**64 - 1], np.uint64), np.array([4, 1]))
+    assert rows.tolist() == [0, 0, 0, 0, 1]
+    assert keys.tolist() == [5, 5 + 2**62, 5 + 2**63, 5 + 3 * 2**62, 2**64 - 1], "evenly round the ring"

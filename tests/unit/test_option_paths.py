@@ -54,7 +54,7 @@ IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV":
 # The commoncrawl builder by reference: a pipeline of one's own may use every option (a built-in
 # pipeline refuses the ones it does not use).
 TEXT_VALUES = {"text_field": "body", "pipeline_ref": "curator_array.pipelines.commoncrawl:build", "node_ip": "10.9.8.7",
-               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "where": "length(text) > 3", "stats_group_by": "language", "phase": "curation", "eos_token": "<|endoftext|>",
+               "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "where": "length(text) > 3", "stats_group_by": "language", "rehydrate": "1:1,2-9:2", "phase": "curation", "eos_token": "<|endoftext|>",
                "dedup_language": "de", "quality_label": "__label__en", "quality_threshold": ("lid=0.25",),
                "keep_top_fraction": ("lid=0.5",)}
 CRAWLS = ("CC-TEST-1", "CC-TEST-2")

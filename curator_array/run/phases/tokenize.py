@@ -23,6 +23,7 @@ from ...storage.places import fetched, joined
 from ...tokens.settings import TOKEN_FORMAT_NAMES, TokenizeSettings
 from ...tokens.tokenizer import fetch_tokenizer
 from .layouts import TOKENIZE, keys_file, sets_file, token_file
+from .signatures import DEDUP
 
 if TYPE_CHECKING:
     import numpy as np
@@ -56,6 +57,9 @@ TOKENIZE_OPTIONS = (
               "--no-token-shuffle keeps the run's order).", "switch", TOKENIZE, sets="shuffle",
               before_it_existed=False),
     RunOption("token_shuffle_seed", "The seed of the shuffle.", "int", TOKENIZE, minimum=0, sets="shuffle_seed"),
+    RunOption("rehydrate", "Repeat each kept document of a deduplicated run by its cluster's size (FineWeb-2's "
+              "re-hydration): ranges of sizes and their copies, e.g. 1:1,2-4:2,5-100:3 (beyond the last range, its "
+              "copies); the copies are spread by the shuffle.", group=TOKENIZE, metavar="SIZES:COPIES,..."),
     RunOption("mix", "A TOML mixture of the token-file sets: per set a weight, a token budget or epochs, a total and "
               "the most epochs (docs/tokens.md); written as OUTPUT_DIR/tokens/blend.json and Megatron's data args. "
               "Without it each set weighs its tokens.", "file", TOKENIZE),
@@ -68,6 +72,7 @@ class TokenizeCounts(Counts):
     tokens: int = 0  # written, each document's end-of-text token included
     empty_documents: int = 0  # encoded to nothing: left out
     tokens_by_language: dict[str, int] = breakdown("Tokens by language")
+    documents_by_copies: dict[str, int] = breakdown("Documents by rehydration range (cluster sizes:copies)")
 
     RATE: ClassVar[str] = "tokens"
 
@@ -89,6 +94,9 @@ class Tokenize(Phase):
         tokenize = settings.get(self.settings_key)
         if tokenize is not None:
             tokenizer_of(tokenize)
+            if tokenize.rehydrate and settings.get(DEDUP) is None:
+                raise ConfigError(f"--rehydrate {tokenize.rehydrate}: it repeats documents by their cluster's size, "
+                                  "which only a deduplicated run has: give --dedup")
 
     def before_writer(self, settings: TokenizeSettings, options) -> list:
         """Each document's ``token_count``, counted as it is written."""
@@ -112,7 +120,7 @@ class Tokenize(Phase):
         except EncoderFailed:
             context.tick_stop()  # a stop signal the encoder saw first: stopped, not failed
             raise
-        return PhaseResult(TokenizeCounts(sets.documents, sets.tokens, empty, by_language))
+        return PhaseResult(TokenizeCounts(sets.documents, sets.tokens, empty, by_language, sets.by_copies))
 
 
 class ShardSets:
@@ -125,6 +133,7 @@ class ShardSets:
         self.writers: dict[str, TokenWriter] = {}
         self.keys: dict[str, list[np.ndarray]] = {}
         self.closed = False
+        self.by_copies: dict[str, int] = {}
         files.callback(self._abandon)
         if not settings.partition_by:  # the one unnamed set: a shard without documents has an empty file
             import numpy as np
@@ -185,7 +194,7 @@ def _write_documents(context: PhaseContext, phase: Tokenize, shard: int, encoder
 
     from ...formats import reader_for
     from ...stages.columns import row_languages
-    from ...tokens.sets import set_names, shuffle_keys
+    from ...tokens.sets import set_names, shuffle_keys, spread_keys
 
     reader, field, settings = reader_for(context.output_format), context.text_field, sets.settings
     empty, by_language = 0, {}
@@ -205,25 +214,54 @@ def _write_documents(context: PhaseContext, phase: Tokenize, shard: int, encoder
                   for name in settings.partition_by]
         names = set_names(settings.partition_by, values, table.num_rows)
         keys = shuffle_keys(settings.shuffle_seed, relative, range(table.num_rows)) if settings.shuffle else None
+        copies = _copies(table, settings, sets.by_copies) if settings.rehydrate else None
         for start in range(0, len(texts), BATCH):
             ids, lengths = encoder.documents(texts[start:start + BATCH])
             kept = lengths > 0
             empty += int((~kept).sum())
             sizes = lengths[kept] + 1
             rows = np.flatnonzero(kept) + start
+            if copies is not None:  # each document its copies times, each copy with a key of its own
+                pieces = np.split(ids, np.cumsum(sizes)[:-1]) if len(sizes) else []
+                repeated, copy_keys = spread_keys(keys[rows], copies[rows])
+                ids = np.concatenate([pieces[i] for i in repeated.tolist()]) if len(repeated) else ids[:0]
+                sizes, rows, row_keys = sizes[repeated], rows[repeated], copy_keys
+            else:
+                row_keys = keys[rows] if keys is not None else None
             row_sets = np.array([names[row] for row in rows.tolist()], object)
             if len(set(row_sets.tolist())) == 1:  # the usual batch: one set, as it is
-                sets.add(row_sets[0], ids, sizes, keys[rows] if keys is not None else None)
+                sets.add(row_sets[0], ids, sizes, row_keys)
             else:
                 pieces = np.split(ids, np.cumsum(sizes)[:-1]) if len(sizes) else []
                 for name in sorted(set(row_sets.tolist())):
                     mine = row_sets == name
                     sets.add(name, np.concatenate([piece for piece, take in zip(pieces, mine) if take]), sizes[mine],
-                             keys[rows[mine]] if keys is not None else None)
+                             row_keys[mine] if row_keys is not None else None)
             for language, length in zip(languages[start:start + BATCH], lengths.tolist()):
                 if length:
                     by_language[language] = by_language.get(language, 0) + length + 1
     return empty, dict(sorted(by_language.items()))
+
+
+def _copies(table, settings: TokenizeSettings, counted: dict[str, int]):
+    """Each row's copies by its cluster's size (``minhash_cluster_size``, 1 without), counted
+    by range into ``counted``."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from ...tokens.sets import copies_of, parse_rehydration, range_label
+    from .removal import CLUSTER_SIZE
+
+    ranges = parse_rehydration(settings.rehydrate)
+    sizes = (pc.fill_null(table[CLUSTER_SIZE], 1).to_numpy(zero_copy_only=False).astype(np.int64)
+             if CLUSTER_SIZE in table.column_names else np.ones(table.num_rows, np.int64))
+    copies = copies_of(ranges, sizes)
+    highs = np.array([high for _, high, _ in ranges])
+    which = np.minimum(np.searchsorted(highs, np.maximum(sizes, 1), side="left"), len(ranges) - 1)
+    for index, count in zip(*np.unique(which, return_counts=True)):
+        label = range_label(ranges[int(index)])
+        counted[label] = counted.get(label, 0) + int(count)
+    return copies
 
 
 def tokenizer_of(settings: TokenizeSettings) -> LoadedTokenizer:

@@ -75,6 +75,7 @@ def phase_histograms(status: RunStatus) -> list[Histogram]:
 
 STATS_MEASURES = {"characters": "characters", "words": "words", "lines": "lines", "tokens": "tokens"}
 STATS_GROUPS_SHOWN = 30
+STATS_NAMES_SHOWN = 20  # domains and TLDs in the report (stats.json lists --stats-top)
 
 
 def corpus_stats(status: RunStatus) -> dict | None:
@@ -93,8 +94,14 @@ def corpus_stats(status: RunStatus) -> dict | None:
             f"{label} per document (bin: at least)", "documents")))
         for measure, label in STATS_MEASURES.items() if measure in whole}
     return {"group_by": stats["group_by"], "rows": rows[:STATS_GROUPS_SHOWN], "groups": len(rows),
-            "charts": charts_by_measure, "languages": whole.get("languages", {}), "domains": whole.get("domains", {}),
-            "distinct_domains": whole.get("distinct_domains", 0), "tlds": dict(list(whole.get("tlds", {}).items())[:20])}
+            "charts": charts_by_measure, "languages": _most(whole.get("languages", {})),
+            "domains": _most(whole.get("domains", {}), STATS_NAMES_SHOWN),
+            "distinct_domains": whole.get("distinct_domains", 0), "tlds": _most(whole.get("tlds", {}), STATS_NAMES_SHOWN)}
+
+
+def _most(counts: dict[str, int], limit: int | None = None) -> dict[str, int]:
+    """``counts`` from the most frequent down (ties by name), the first ``limit``."""
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit])
 
 
 def render(status: RunStatus, retry_text: str, generated_at: str) -> str:

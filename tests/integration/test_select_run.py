@@ -115,3 +115,20 @@ def test_a_selection_ranks_the_whole_run_by_a_score_it_carries(world):
     refused = curator("select", "--select-from", str(tagged), "--output-dir", str(root / "no"), "--quality-column",
                       "q", *SMALL, check=False)
     assert refused.returncode == 2 and "it is for --keep-top-fraction and --quality-buckets" in refused.stderr
+
+
+def test_a_selection_takes_the_output_options(world):
+    """Parquet, token files and statistics from a selection: what it keeps, tokenized once each."""
+    import json
+
+    from tests.support.tokenizer import train_tokenizer
+
+    root, _, tagged = world
+    tokenizer = train_tokenizer([row["text"] for row in rows_of(tagged)][:300], root / "tokenizer.json", 600)
+    out = root / "selected-tokens"
+    curator("select", "--select-from", str(tagged), "--output-dir", str(out), "--where", "would_drop IS NULL",
+            "--output-file-type", "parquet", "--tokenize", str(tokenizer), "--stats", *SMALL)
+    chosen = rows_of(out)
+    assert chosen and all(row["would_drop"] is None for row in chosen)
+    assert json.loads((out / "tokens" / "manifest.json").read_text())["documents"] == len(chosen)
+    assert json.loads((out / "stats.json").read_text())["groups"]["all"]["documents"] == len(chosen)

@@ -138,6 +138,28 @@ def rows_chart(rows_in: int, rows_out: int, dropped: dict[str, int], verb: str =
     return _svg(figure)
 
 
+def share_chart(held: dict[str, float], shares: dict[str, float]) -> str:
+    """Each token-file set's part of the tokens the run holds beside its share of training
+    (the mixture's), in per cent: where a set is repeated or cut."""
+    names = sorted(shares, key=lambda name: -shares[name])
+    figure = _figure(6, max(2.2, 0.6 + 0.35 * len(names)))
+    axes = figure.add_subplot()
+    if not names:
+        _no_data(axes)
+        return _svg(figure)
+    total = sum(held.values()) or 1
+    rows = range(len(names))[::-1]
+    axes.barh([r + 0.2 for r in rows], [100 * held.get(n, 0) / total for n in names], height=0.4, color="#90a4ae",
+              label="of the tokens held")
+    axes.barh([r - 0.2 for r in rows], [shares[n] for n in names], height=0.4, color="#2e7d32",
+              label="of training (the mixture)")
+    axes.set_yticks(list(rows), names)
+    axes.set_xlabel("per cent")
+    axes.tick_params(axis="y", labelsize=7)
+    axes.legend(fontsize=7)
+    return _svg(figure)
+
+
 def histogram_chart(histogram: Histogram) -> str:
     """How many things have each size (a phase's histogram: duplicate clusters by size, say)."""
     figure = _figure(6, 2.8)

@@ -104,6 +104,16 @@ def _most(counts: dict[str, int], limit: int | None = None) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:limit])
 
 
+def set_shares(status: RunStatus) -> Markup | None:
+    """The token-file sets' shares of training beside their tokens, when the run has several."""
+    for state in status.later_phases:
+        counts = state.totals()
+        shares, held = getattr(counts, "share_by_set", None), getattr(counts, "tokens_by_set", None)
+        if shares and len(shares) > 1:
+            return Markup(charts.share_chart(held or {}, shares))  # matplotlib's own SVG output
+    return None
+
+
 def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
     import jinja2
 
@@ -142,7 +152,7 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
                                                           in status.records_skipped.items() if count},
         tallies=[(tally.heading, {key: count for key, count in counts.items() if count}) for tally, counts in status.tallies
                  if any(counts.values())],
-        corpus=corpus_stats(status),
+        corpus=corpus_stats(status), set_shares=set_shares(status),
         breakdowns={title: {name: show_figure(value) for name, value in values.items()}
                     for state in status.later_phases for title, values in state.totals().breakdowns().items() if values},
     )

@@ -135,6 +135,10 @@ def test_a_mixture_is_written_as_megatron_reads_it(corpus, one_and_three, tmp_pa
     status = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
     counts = {p["phase"]: p for p in status["phases"]}["tokens"]["counts"]
     assert counts["epochs_by_set"]["language=de/tier=high"] == pytest.approx(3, abs=1e-3)
+    curator("report", "--checkpoint-path", str(out), "-o", str(tmp_path / "report.html"))
+    page = (tmp_path / "report.html").read_text()
+    chart = page[page.index('id="token-sets"'):]
+    assert "<svg" in chart[:500] and all(item["name"] in chart for item in blend["sets"]), "a chart of the sets"
     drawn = megatron_draws(out, 100_000)
     for item in blend["sets"]:
         share = sum(drawn.get(p["prefix"], 0) for p in item["prefixes"]) / 100_000

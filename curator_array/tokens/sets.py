@@ -64,11 +64,15 @@ def parse_rehydration(text: str) -> tuple[tuple[int, int, int], ...]:
     return tuple(ranges)
 
 
-def copies_of(ranges: Sequence[tuple[int, int, int]], sizes: np.ndarray) -> np.ndarray:
-    """Each cluster size's copies by ``ranges`` (beyond the last range: its copies)."""
+def range_of(ranges: Sequence[tuple[int, int, int]], sizes: np.ndarray) -> np.ndarray:
+    """Each cluster size's range, as an index into ``ranges`` (beyond the last range: the last)."""
     highs = np.array([high for _, high, _ in ranges])
-    copies = np.array([count for _, _, count in ranges])
-    return copies[np.minimum(np.searchsorted(highs, np.maximum(sizes, 1), side="left"), len(ranges) - 1)]
+    return np.minimum(np.searchsorted(highs, np.maximum(sizes, 1), side="left"), len(ranges) - 1)
+
+
+def copies_of(ranges: Sequence[tuple[int, int, int]], sizes: np.ndarray) -> np.ndarray:
+    """Each cluster size's copies by ``ranges``."""
+    return np.array([count for _, _, count in ranges])[range_of(ranges, sizes)]
 
 
 def range_label(entry: tuple[int, int, int]) -> str:

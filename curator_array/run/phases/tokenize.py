@@ -249,19 +249,17 @@ def _copies(table, settings: TokenizeSettings, counted: dict[str, int]):
     import numpy as np
     import pyarrow.compute as pc
 
-    from ...tokens.sets import copies_of, parse_rehydration, range_label
+    from ...tokens.sets import copies_of, parse_rehydration, range_label, range_of
     from .removal import CLUSTER_SIZE
 
     ranges = parse_rehydration(settings.rehydrate)
     sizes = (pc.fill_null(table[CLUSTER_SIZE], 1).to_numpy(zero_copy_only=False).astype(np.int64)
              if CLUSTER_SIZE in table.column_names else np.ones(table.num_rows, np.int64))
-    copies = copies_of(ranges, sizes)
-    highs = np.array([high for _, high, _ in ranges])
-    which = np.minimum(np.searchsorted(highs, np.maximum(sizes, 1), side="left"), len(ranges) - 1)
+    which = range_of(ranges, sizes)
     for index, count in zip(*np.unique(which, return_counts=True)):
         label = range_label(ranges[int(index)])
         counted[label] = counted.get(label, 0) + int(count)
-    return copies
+    return copies_of(ranges, sizes)
 
 
 def tokenizer_of(settings: TokenizeSettings) -> LoadedTokenizer:

@@ -66,12 +66,13 @@ class TokenFiles(Phase):
         place = place_of(joined(context.output_dir, DIRECTORY))
         directory = place.directory if isinstance(place, LocalPlace) else self.layout_of(context.layout).data_dir / DIRECTORY
         directory.mkdir(parents=True, exist_ok=True)
-        by_set = _shards_by_set(context)
+        listings = _listings(context)
+        by_set = _shards_by_set(listings)
         if len(by_set) > settings.max_sets:
             raise ConfigError(f"--token-partition-by {','.join(settings.partition_by)}: {len(by_set)} token-file sets, "
                               f"more than --token-max-sets {settings.max_sets}; partition by fields with fewer values")
         mixture = _mixture(settings)
-        held = _held_tokens(context)
+        held = _held_tokens(listings)
         if held is not None:
             mixture.blend(held)  # a mixture the sets cannot give fails before anything is merged
         sets = []
@@ -113,14 +114,21 @@ def _mixture(settings):
     return Mixture.read(settings.mix) if settings.mix else Mixture({})
 
 
-def _held_tokens(context: PhaseContext) -> dict[str, int] | None:
+def _listings(context: PhaseContext) -> dict[int, dict | None]:
+    """Each tokenize shard's list of sets with their documents and tokens, read once (None for
+    a shard tokenized before sets existed: it wrote the one unnamed set)."""
+    listed = {shard: sets_file(context.layout, shard) for shard in context.elements(TOKENIZE)}
+    return {shard: json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+            for shard, path in listed.items()}
+
+
+def _held_tokens(listings: dict[int, dict | None]) -> dict[str, int] | None:
     """Each set's tokens as the tokenize elements listed them (None for a run tokenized before sets)."""
     held: dict[str, int] = {}
-    for shard in context.elements(TOKENIZE):
-        listed = sets_file(context.layout, shard)
-        if not listed.is_file():
+    for listing in listings.values():
+        if listing is None:
             return None
-        for name, figures in json.loads(listed.read_text(encoding="utf-8")).items():
+        for name, figures in listing.items():
             held[name] = held.get(name, 0) + figures["tokens"]
     return held
 
@@ -150,14 +158,11 @@ def _data_args(sets: list[dict], blend: dict[str, dict[str, float]]) -> list[str
     return args
 
 
-def _shards_by_set(context: PhaseContext) -> dict[str, list[int]]:
-    """Each token-file set (by name, sorted) with the shards that wrote a file of it; a
-    shard tokenized before sets existed wrote the one unnamed set."""
+def _shards_by_set(listings: dict[int, dict | None]) -> dict[str, list[int]]:
+    """Each token-file set (by name, sorted) with the shards that wrote a file of it."""
     found: dict[str, list[int]] = {}
-    for shard in context.elements(TOKENIZE):
-        listed = sets_file(context.layout, shard)
-        names = json.loads(listed.read_text(encoding="utf-8")) if listed.is_file() else {"": {}}
-        for name in names:
+    for shard, listing in listings.items():
+        for name in listing if listing is not None else {"": {}}:
             found.setdefault(name, []).append(shard)
     return dict(sorted(found.items()))
 

@@ -42,10 +42,13 @@ class QualitySettings:
     ensemble: str = "max"
     ceilings: dict[str, float] = field(default_factory=dict)
     columns: tuple[str, ...] = ()  # scores the documents carry already (a selection's input), used as models' are
+    # The models score the documents after the run's paragraph dedup (DCLM-Baseline's order),
+    # in a phase of their own, instead of in the first phase.
+    after_dedup: bool = False
 
     PINNED: ClassVar[tuple[str, ...]] = ("digests", "label", "binary", "thresholds", "top_fractions", "buckets",
-                                         "partition_by_bucket", "ensemble", "ceilings", "columns")
-    PINNED_UNLESS: ClassVar[dict[str, Any]] = {"ensemble": "max", "ceilings": {}, "columns": ()}
+                                         "partition_by_bucket", "ensemble", "ceilings", "columns", "after_dedup")
+    PINNED_UNLESS: ClassVar[dict[str, Any]] = {"ensemble": "max", "ceilings": {}, "columns": (), "after_dedup": False}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -74,6 +77,10 @@ class QualitySettings:
         return {"models": (), "label": DEFAULT_QUALITY_LABEL, "thresholds": (), "top_fractions": (), "buckets": None,
                 "partition_by_bucket": False, "ensemble": "max", "columns": ()}
 
+    @property
+    def scores_in_first_phase(self) -> bool:
+        return bool(self.digests) and not self.after_dedup
+
     @classmethod
     def from_options(cls, given: Mapping[str, Any]) -> QualitySettings:
         """The settings the run options give, each model checked: a file fastText reads,
@@ -94,7 +101,8 @@ class QualitySettings:
                        {name: value for name, way, value in bounds if way == ">="},
                        named(given.get("top_fractions") or (), float), given.get("buckets"),
                        bool(given.get("partition_by_bucket")), given.get("ensemble") or "max",
-                       {name: value for name, way, value in bounds if way == "<="}, tuple(given.get("columns") or ()))
+                       {name: value for name, way, value in bounds if way == "<="}, tuple(given.get("columns") or ()),
+                       bool(paths) and _has_paragraph_dedup(given.get("dedup")))
         twice = sorted(set(paths) & set(settings.columns))
         if twice:
             raise ConfigError(f"--quality-column {twice[0]}: a --quality-model is named so too; name one of them "
@@ -115,3 +123,9 @@ class QualitySettings:
         if settings.ensemble != "max" and settings.buckets is None:
             raise ConfigError(f"--quality-ensemble {settings.ensemble} needs --quality-buckets N (the buckets it combines)")
         return settings
+
+
+def _has_paragraph_dedup(dedup: str | None) -> bool:
+    """Whether ``--dedup``'s value (checked by its option) has the paragraph step: DCLM
+    scores after it."""
+    return "paragraphs" in str(dedup or "").split(",")

@@ -239,6 +239,32 @@ class Choice(Kind):
         return {"type": click.Choice(option.choices), **self._default(option)}
 
 
+NONE = "none"
+
+
+class Choices(Kind):
+    """One or more of the choices, comma-separated (``paragraphs,fuzzy``), kept as that text;
+    ``none`` for none of them (where a pipeline's default has some)."""
+
+    name = "choices"
+
+    def parse(self, option, text):
+        if text.strip() == NONE:
+            return NONE
+        given = [item.strip() for item in text.strip().split(",") if item.strip()]
+        for item in given or [""]:
+            if item not in option.choices:
+                raise ValueError(f"{item!r} is not one of {', '.join(option.choices)}"
+                                 + (f" ({option.hint})" if option.hint else ""))
+        twice = names_given_twice(tuple(given))
+        if twice:
+            raise ValueError(f"{', '.join(twice)} given twice")
+        return ",".join(given)
+
+    def click_settings(self, option, click):
+        return {"type": self.parsed_by_the_table(option, click), **self._default(option)}
+
+
 class TextList(Kind):
     """A comma-separated list."""
 
@@ -424,4 +450,4 @@ class NamedFiles(Named):
 
 KINDS: dict[str, Kind] = {kind.name: kind for kind in (
     Kind(), Path(), File(), Files(), NamedFiles(), FileOrName(), ExistingPaths(), Integer(), Size(), Number(),
-    NamedNumbers(), NamedBounds(), Flag(), Switch(), Choice(), TextList())}
+    NamedNumbers(), NamedBounds(), Flag(), Switch(), Choice(), Choices(), TextList())}

@@ -68,6 +68,9 @@ class RunOption:
     # The value for a request pinned before the option existed, when not its default: what
     # that run did (a retry must not change it).
     before_it_existed: Any = None
+    # Another default with a built-in pipeline (pipeline → value), for a new request only: a
+    # pinned one keeps what it resolved to.
+    pipeline_defaults: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -2,7 +2,11 @@
 
 Plain values, importable without numpy: the dedup options (``run.phases.signatures``) take
 their defaults from these fields, the pipeline fingerprint pins them in ``run.json``, and
-every dedup phase reads them from there. The MinHash defaults are FineWeb's (word 5-grams, 14 bands of 8 hashes).
+every dedup phase reads them from there. The MinHash defaults are FineWeb's (word 5-grams, 14 bands of 8 hashes);
+the paragraph defaults DCLM-Baseline's (BFF ``old-both``: word 13-grams, more than 80% seen).
+
+A run's dedup is one or more steps (``--dedup paragraphs,fuzzy``), always run in the order of
+``STEPS``: first what removes parts of documents, then what removes whole documents.
 """
 
 from __future__ import annotations
@@ -12,9 +16,45 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from ..core.errors import ConfigError
 from ..text.language import DEFAULT_LANGUAGE
 
-MODES = ("exact", "fuzzy")
+MODES = ("exact", "fuzzy")  # the whole-document steps; a run has at most one
+SPAN_STEPS = ("paragraphs",)  # steps that remove parts of documents, before the document step
+STEPS = SPAN_STEPS + MODES
+
+
+def parse_steps(given: str | tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
+    """(the document step or None, the span steps in run order) of ``--dedup``'s value."""
+    steps = tuple(given.split(",")) if isinstance(given, str) else tuple(given)
+    steps = tuple(step.strip() for step in steps if step.strip())
+    unknown = [step for step in steps if step not in STEPS]
+    if unknown or not steps:
+        raise ConfigError(f"--dedup: {(unknown or [''])[0]!r} is not one of {', '.join(STEPS)}")
+    documents = [step for step in steps if step in MODES]
+    if len(documents) > 1:
+        raise ConfigError(f"--dedup {','.join(steps)}: {' and '.join(documents)} both remove whole documents; "
+                          "choose one")
+    return (documents[0] if documents else None), tuple(step for step in SPAN_STEPS if step in steps)
+
+
+@dataclass(frozen=True)
+class ParagraphSettings:
+    """BFF ``old-both``: a paragraph (text between newlines) whose word ``ngram``-grams were
+    seen earlier in the run for more than ``threshold`` of them is removed, and a document
+    whose n-grams were for more than ``threshold`` of them is emptied; a paragraph of at least
+    ``min_ngram`` but fewer than ``ngram`` words is one n-gram of them all, a shorter one has
+    none (it is always kept)."""
+
+    ngram: int = 13
+    min_ngram: int = 13
+    threshold: float = 0.8
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.min_ngram <= self.ngram:
+            raise ValueError(f"paragraph dedup needs 1 <= min n-gram ({self.min_ngram}) <= n-gram ({self.ngram})")
+        if not 0 <= self.threshold < 1:
+            raise ValueError(f"the paragraph dedup threshold must be in [0, 1), got {self.threshold}")
 
 
 @dataclass(frozen=True)
@@ -37,9 +77,14 @@ class MinHashSettings:
         return self.bands * self.rows
 
 
+NESTED = ("minhash", "paragraph")
+
+
 @dataclass(frozen=True)
 class DedupSettings:
-    """The dedup phases of a run: ``mode`` exact (the normalised text) or fuzzy (MinHash).
+    """The dedup phases of a run: ``mode`` exact (the normalised text) or fuzzy (MinHash), or
+    None when the run removes no whole documents; ``spans`` the steps that remove parts of
+    documents first (``paragraphs``, with ``paragraph``'s settings).
 
     ``buckets`` None means one bucket element per curation shard; ``components_elements``
     above 1 finds the clusters over that many elements in rounds; ``verify`` confirms each
@@ -50,7 +95,7 @@ class DedupSettings:
     writes the removed documents aside for an audit.
     """
 
-    mode: str
+    mode: str | None
     minhash: MinHashSettings = field(default_factory=MinHashSettings)
     buckets: int | None = None
     components_elements: int = 1
@@ -59,12 +104,26 @@ class DedupSettings:
     against: tuple[str, ...] = ()
     language: str = DEFAULT_LANGUAGE
     keep_removed: bool = False
+    spans: tuple[str, ...] = ()  # pinned only when there are some: a run pinned before them reads the same
+    paragraph: ParagraphSettings = field(default_factory=ParagraphSettings)
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
+        if self.mode not in MODES and not (self.mode is None and self.spans):
             raise ValueError(f"dedup mode {self.mode!r} is not one of {', '.join(MODES)}")
+        if any(step not in SPAN_STEPS for step in self.spans):
+            raise ValueError(f"dedup steps {self.spans} are not among {', '.join(SPAN_STEPS)}")
         if self.components_elements < 1:
             raise ValueError(f"dedup components_elements must be at least 1, got {self.components_elements}")
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """Every step, in the order the run does them."""
+        return self.spans + ((self.mode,) if self.mode else ())
+
+    @property
+    def paragraphs(self) -> ParagraphSettings | None:
+        """The paragraph step's settings; None without it."""
+        return self.paragraph if "paragraphs" in self.spans else None
 
     @property
     def fuzzy(self) -> MinHashSettings | None:
@@ -73,21 +132,30 @@ class DedupSettings:
 
     def to_json(self) -> dict[str, Any]:
         """Flat, as ``run.json`` pins it (and as its changes are named: ``dedup.bands``)."""
-        flat = {item.name: getattr(self, item.name) for item in fields(self) if item.name != "minhash"}
-        return {**flat, **{item.name: getattr(self.minhash, item.name) for item in fields(self.minhash)},
-                "against": list(self.against)}
+        flat = {item.name: getattr(self, item.name) for item in fields(self) if item.name not in NESTED}
+        flat = {**flat, **{item.name: getattr(self.minhash, item.name) for item in fields(self.minhash)},
+                "against": list(self.against), "spans": list(self.spans)}
+        if self.paragraphs:
+            flat.update({f"paragraph_{item.name}": getattr(self.paragraph, item.name) for item in fields(self.paragraph)})
+        if not self.spans:
+            del flat["spans"]
+        return flat
 
     @classmethod
     def from_json(cls, payload: Mapping[str, Any]) -> DedupSettings:
         minhash = MinHashSettings(**{f.name: payload[f.name] for f in fields(MinHashSettings) if f.name in payload})
-        own = {f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name != "minhash"}
-        return replace(cls(**own, minhash=minhash), against=tuple(payload.get("against") or ()))
+        paragraph = ParagraphSettings(**{f.name: payload[f"paragraph_{f.name}"] for f in fields(ParagraphSettings)
+                                         if payload.get(f"paragraph_{f.name}") is not None})
+        own = {f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name not in NESTED}
+        return replace(cls(**own, minhash=minhash, paragraph=paragraph), against=tuple(payload.get("against") or ()),
+                       spans=tuple(payload.get("spans") or ()))
 
     @classmethod
     def field_defaults(cls) -> dict[str, Any]:
         """Each field's default, flat, as ``to_json`` names them (the mode has none)."""
         defaults = {item.name: item.default for item in fields(MinHashSettings)}
-        defaults.update({item.name: item.default for item in fields(cls) if item.name != "minhash"})
+        defaults.update({f"paragraph_{item.name}": item.default for item in fields(ParagraphSettings)})
+        defaults.update({item.name: item.default for item in fields(cls) if item.name not in NESTED})
         defaults["mode"] = None
         return defaults
 
@@ -96,7 +164,8 @@ class DedupSettings:
         """The settings the run options give, by field (``bands``, ...): the earlier runs'
         checkpoints given with ``against`` are pinned as absolute paths."""
         against = tuple(str(Path(path).resolve()) for path in given.get("against") or ())
-        return cls.from_json({**given, "against": against})
+        mode, spans = parse_steps(given["mode"])
+        return cls.from_json({**given, "against": against, "mode": mode, "spans": spans})
 
     def signature_settings(self) -> dict[str, Any]:
         """What must be equal for two runs' signatures to be compared (``--dedup-against``)."""

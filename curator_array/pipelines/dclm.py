@@ -11,10 +11,13 @@ then its fastText quality classifier), deciding as DCLM's own mappers decide.
    page, word, symbol, bullet, ellipsis, alphabetic and stop-word rules, Gopher's repetition
    rules, the seven line modifiers and the word-removal ratio; each drop counted under its
    DCLM step, each modifier's removed lines counted.
-3. With ``--quality-model NAME=FILE`` (DCLM's OH-2.5 + ELI5 classifier), documents scoring
-   below 0.018112 are dropped, unless ``--quality-threshold NAME=T`` says otherwise.
-
-DCLM deduplicates afterwards (a Bloom filter over paragraphs); ``--dedup fuzzy`` runs ours.
+3. **Paragraph dedup over the whole run** (DCLM's BFF ``old-both``: ``--dedup paragraphs``,
+   this pipeline's default; ``--dedup none`` turns it off, ``--dedup paragraphs,fuzzy`` adds
+   MinHash after it): the phases after curation (``run.phases.paragraph_*``).
+4. With ``--quality-model NAME=FILE`` (DCLM's OH-2.5 + ELI5 classifier), documents scoring
+   below 0.018112 are dropped, unless ``--quality-threshold NAME=T`` says otherwise: after the
+   paragraph dedup, as DCLM orders it (``run.phases.late_scores``), or in the first phase
+   without it.
 """
 
 from __future__ import annotations

@@ -148,13 +148,19 @@ def refuse_unused(chosen: OptionValues) -> OptionValues:
 def for_pipeline(chosen: OptionValues) -> OptionValues:
     """``chosen`` as the chosen pipeline takes them: options it does not use refused
     (``refuse_unused``), and the values a built-in pipeline gives options left at their
-    defaults: its quality threshold (``PIPELINE_QUALITY_THRESHOLDS``; ``--pipeline dclm``:
-    DCLM-Baseline's) for each ``--quality-model`` when no ``--quality-threshold`` is given."""
+    defaults: an option's own (``RunOption.pipeline_defaults``), and its quality threshold
+    (``PIPELINE_QUALITY_THRESHOLDS``; ``--pipeline dclm``: DCLM-Baseline's) for each
+    ``--quality-model`` when no ``--quality-threshold`` is given."""
     from ..core.options import split_named
     from ..stages.defaults import PIPELINE_QUALITY_THRESHOLDS
 
     chosen = refuse_unused(chosen)
     pipeline = chosen["pipeline_ref"].value
+    annotated = bool(chosen["annotate"].value)  # no phases after the first: its selection has them
+    for option in run_options():
+        by_pipeline = dict(option.pipeline_defaults)
+        if chosen[option.name].source == DEFAULT and pipeline in by_pipeline and not annotated:
+            chosen = {**chosen, option.name: OptionValue(by_pipeline[pipeline], f"--pipeline {pipeline}")}
     models, thresholds = chosen["quality_model"].value or (), chosen["quality_threshold"]
     threshold = PIPELINE_QUALITY_THRESHOLDS.get(pipeline)
     if threshold is None or not models or thresholds.source != DEFAULT:

@@ -262,10 +262,14 @@ class WriterStage(ProcessingStage):
         table = table.take(pa.array(written))
         for name, (values, default) in (added or {}).items():
             table = table.append_column(name, pa.array([values.get(row, default) for row in written.tolist()]))
+        self.write_at(target, table)
+        return len(chosen), table.num_rows
+
+    def write_at(self, target: str | Path, table: pa.Table) -> None:
+        """``table`` as this format's file at ``target`` (a path or an ``s3://`` URL), atomically."""
         place, name = split_location(target)
         self._write_placed(place, name, table)
         place.sync()
-        return len(chosen), table.num_rows
 
     def process(self, task: DocumentBatch) -> WrittenFiles | list[Task]:
         if task.part is not None:

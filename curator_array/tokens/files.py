@@ -47,11 +47,13 @@ class Part:
 
 class TokenFormat:
     """One on-disk format. ``TokenWriter`` streams documents into a file of it; ``read``
-    returns a file's documents' lengths and its ids (memory-mapped)."""
+    returns a file's documents' lengths and its ids (memory-mapped). ``data_args``: Megatron's
+    ``--data-path`` reads its files by prefix (the run writes ``data_args.txt`` for them)."""
 
     name: ClassVar[str]
     data_suffix: ClassVar[str]
     index_suffix: ClassVar[str]
+    data_args: ClassVar[bool] = False
 
     @staticmethod
     def dtype(wide: bool) -> np.dtype:
@@ -77,6 +79,7 @@ class TokenFormat:
 class Megatron(TokenFormat):
     name = "megatron"
     data_suffix, index_suffix = ".bin", ".idx"
+    data_args = True
 
     @staticmethod
     def dtype(wide: bool) -> np.dtype:

@@ -65,7 +65,7 @@ def runs(request, tmp_path_factory):
     else:
         if request.param == "dclm":
             documents = [d for d in pages() if d["id"] != "numeric"]
-            options = ["--pipeline", "dclm", "--input-file-type", "jsonl"]
+            options = ["--pipeline", "dclm", "--input-file-type", "jsonl", "--dedup", "none"]  # the rules alone
         else:
             documents = documents_with_planted_drops()
             options = ["--drop-empty", "--min-words", "8", "--max-words", "300", "--dedup-within-task"]

@@ -88,6 +88,14 @@ def test_one_shard_and_three_write_the_same_bytes(one_and_three):
     assert token_bytes(one) == token_bytes(three)
 
 
+def test_datatroves_format_gets_the_same_sets_in_the_same_order(corpus, one_and_three, tmp_path):
+    root, _, tokenizer = corpus
+    out = tmp_path / "datatrove"
+    run(root / "in", out, "--tokenize", str(tokenizer), "--token-file-size", "6K", *SETS, "--token-format", "datatrove")
+    assert set_documents(out) == set_documents(one_and_three[0])
+    assert all(p.suffix in (".ds", ".index", ".json") for p in (out / "tokens").rglob("*") if p.is_file())
+
+
 def test_another_seed_another_order_and_no_shuffle_the_runs_order(corpus, one_and_three, tmp_path):
     root, _, tokenizer = corpus
     other, plain = tmp_path / "other", tmp_path / "plain"
@@ -200,4 +208,4 @@ def test_rehydration_repeats_each_kept_document_by_its_clusters_size(tmp_path):
     sizes = Counter(doc["minhash_cluster_size"] for doc in kept)
     assert by_range == {"1:1": sizes[1], "2-1000:3": sum(v for k, v in sizes.items() if k >= 2)}
     refused = run(inputs, tmp_path / "plain", "--tokenize", str(path), "--rehydrate", "1:1", check=False)
-    assert refused.returncode == 2 and "only a deduplicated run has: give --dedup" in refused.stderr
+    assert refused.returncode == 2 and "only a run deduplicated by document has: give --dedup" in refused.stderr

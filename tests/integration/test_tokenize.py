@@ -117,7 +117,7 @@ def test_after_dedup_only_the_kept_documents_are_tokenized(corpus, tmp_path):
     kept = [json.loads(line) for path in sorted(out.glob("*.jsonl")) for line in path.read_text().splitlines()]
     everything = sum(len(path.read_text().splitlines()) for path in inputs.iterdir())
     assert len(token_documents(out)) == len([doc for doc in kept if doc["text"]]) < everything - 1
-    assert sorted(p.name for p in (out / "tokens").iterdir()) == ["blend.json", "data_args.txt", "manifest.json",
+    assert sorted(p.name for p in (out / "tokens").iterdir()) == ["blend.json", "manifest.json",
                                                                   "part-00000.ds", "part-00000.ds.index"]
 
 

@@ -1,7 +1,8 @@
 """``--pipeline dclm`` on the real SLURM cluster: a 4-shard array of DCLM-Pool-shaped JSONL,
-scored by a quality model with DCLM-Baseline's threshold (given by the pipeline, not by a
-flag), writes the files a local one-shard run writes, byte for byte, and counts the same
-drops and removed lines."""
+in DCLM-Baseline's order (the rules, the paragraph dedup over the whole run, then a quality
+model with DCLM-Baseline's threshold, all given by the pipeline, not by flags), writes the
+files a local one-shard run writes, byte for byte, and counts the same drops and removed
+lines and paragraphs."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-pro
 
 def counted(out) -> dict:
     report = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
+    phases = {p["phase"]: p["counts"] for p in report["phases"]}
     return {"dropped": report["dropped"], "lines": report["lines_removed"],
-            "threshold": report["options"]["quality_threshold"]}
+            "threshold": report["options"]["quality_threshold"], "paragraphs": phases["paragraph_removal"],
+            "late": phases["quality_after_dedup"]}
 
 
 def test_four_shards_write_what_one_shard_writes(slurm_cluster, tmp_path):
@@ -36,9 +39,14 @@ def test_four_shards_write_what_one_shard_writes(slurm_cluster, tmp_path):
     render_test_site(sites)
     model = train_model(tmp_path / "model")
     recipe = ["--pipeline", "dclm", "--input-file-type", "jsonl", "--quality-model", f"hq={model}"]
-    baseline, out = local_and_array(inputs, tmp_path, sites, *SMALL, *recipe)
+    baseline, out = local_and_array(inputs, tmp_path, sites, *SMALL, *recipe,
+                                    phases=("curation", "paragraph_ngrams", "paragraph_buckets", "paragraph_removal",
+                                            "quality_after_dedup"))
     assert visible(out) == visible(baseline) and visible(out), "the same files, byte for byte"
     ours, theirs = counted(out), counted(baseline)
-    assert ours["dropped"] == theirs["dropped"] and ours["lines"] == theirs["lines"]
+    assert ours == theirs
     assert ours["dropped"]["dclm.language_filter"] > 0 and ours["lines"]
     assert "0.018112" in json.dumps(ours["threshold"])
+    assert ours["paragraphs"]["paragraphs_removed"] > 0, "the pages' repeated paragraphs"
+    assert "quality_model.hq" not in ours["dropped"] and ours["late"]["rows_in"] == ours["paragraphs"]["rows_out"], \
+        "the model decides after the dedup, on what it left"

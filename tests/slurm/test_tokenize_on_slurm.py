@@ -1,5 +1,5 @@
-"""Tokenize phases on the real SLURM cluster: a tokenize element SIGKILLed mid-write leaves
-no token file under a final name, `retry` names it, the merge queued after it ends at once
+"""Tokenize phases on the real SLURM cluster, writing one shuffled token-file set per tier: a
+tokenize element SIGKILLed mid-write leaves no token file under a final name, `retry` names it, the merge queued after it ends at once
 (its input is incomplete), and one `retry --submit` finishes the run with the same token
 files, byte for byte, as an uninterrupted run."""
 
@@ -28,8 +28,13 @@ def tokenizing(slurm_cluster, tmp_path_factory):
     root = tmp_path_factory.mktemp("tokenize-slurm")
     inputs = root / "in"
     write_corpus(inputs)
-    texts = [json.loads(line)["text"] for path in sorted(inputs.iterdir()) for line in path.read_text().splitlines()]
-    options = ["--tokenize", str(train_tokenizer(texts, root / "tokenizer.json", 2000)), "--token-file-size", "12K"]
+    texts = []
+    for path in sorted(inputs.iterdir()):
+        documents = [json.loads(line) for line in path.read_text().splitlines()]
+        texts += [document["text"] for document in documents]
+        path.write_text("".join(json.dumps({**d, "tier": ("high", "low", "mid")[d["n"] % 3]}) + "\n" for d in documents))
+    options = ["--tokenize", str(train_tokenizer(texts, root / "tokenizer.json", 2000)), "--token-file-size", "12K",
+               "--token-partition-by", "tier"]
     sites = root / "sites"
     sites.mkdir()
     render_test_site(sites)
@@ -42,7 +47,9 @@ def tokenizing(slurm_cluster, tmp_path_factory):
 
 
 def token_files(out: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in (out / "tokens").iterdir()}
+    found = {str(p.relative_to(out / "tokens")): p.read_bytes() for p in (out / "tokens").rglob("*") if p.is_file()}
+    assert {name.split("/")[0] for name in found if "/" in name} == {"tier=high", "tier=low", "tier=mid"}
+    return found
 
 
 def test_a_tokenize_element_killed_mid_write_is_retried_to_the_same_files(tokenizing, tmp_path):
@@ -56,9 +63,12 @@ def test_a_tokenize_element_killed_mid_write_is_retried_to_the_same_files(tokeni
     kill_when_held(marker, jobs, "tokenize")
     wait_all(jobs)
     data = CheckpointLayout(out).phases_root / "tokenize" / "data"
-    assert sorted(p.name for p in data.iterdir() if not p.name.startswith(".")) == ["shard_1.bin", "shard_1.idx", "shard_1.keys",
-                                                                            "shard_1.sets.json"], \
-        "the killed element's files are under no final name (shuffled: each file's keys beside it)"
+    written = sorted(str(p.relative_to(data)) for p in data.rglob("*") if p.is_file() and not p.name.startswith("."))
+    assert not [name for name in written if "shard_0" in name], \
+        "the killed element's files are under no final name"
+    assert {name.split("/")[1] for name in written if name.startswith("sets/")} == {"tier=high", "tier=low", "tier=mid"}
+    assert {name for name in written if name.endswith("shard_1.keys")} and "shard_1.sets.json" in written, \
+        "shuffled: each file's keys beside it"
     assert curator("retry", "--checkpoint-path", str(out), "--format", "fields").stdout == "0 0 0 2 tokenize\n"
     status = curator("status", "--checkpoint-path", str(out)).stdout
     assert "tokens     0/1; missing 0; blocked by tokenize (missing 0)" in status

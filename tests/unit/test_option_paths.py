@@ -72,6 +72,8 @@ def value_of(option: RunOption, paths: dict[str, object]):
         return 0.5 if option.maximum == 1 else float(option.minimum or 0) + 2.5
     if option.kind == "choice":
         return next(choice for choice in option.choices if choice != option.default)
+    if option.kind == "choices":
+        return ",".join(option.choices[:2])
     if option.kind == "list":
         return ("de", "ja")
     return TEXT_VALUES[option.name]
@@ -221,7 +223,9 @@ def launch_and_check(world, tmp_path: Path, runtime: str, way: str, values: dict
         phases = [parse_run_args(e["argv"]) for e in recorded[1:]]
         if "dedup" in values:
             rounds = ["components"] * STEPS_QUEUED if values["dedup_components_elements"] > 1 else ["clusters"]
-            assert [p.get("phase") for p in phases] == ["signatures", "buckets", *rounds, "removal", "quality_scores",
+            assert [p.get("phase") for p in phases] == ["paragraph_ngrams", "paragraph_buckets", "paragraph_removal",
+                                                        "signatures", "buckets", *rounds, "removal", "quality_after_dedup",
+                                                        "quality_scores",
                                                         "quality_cut", "quality_selection", "tokenize", "tokens", "shard_stats", "stats"]
         else:
             assert phases == []

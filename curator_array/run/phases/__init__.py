@@ -28,6 +28,10 @@ from .components import Components
 from .curation import Curation
 from .decontamination import Decontamination
 from .labels import LabelModels
+from .late_scores import LateScores
+from .paragraph_buckets import ParagraphBuckets
+from .paragraph_ngrams import ParagraphNGrams
+from .paragraph_removal import ParagraphRemoval
 from .quality import QualityCut, QualityScores, QualitySelection
 from .removal import Removal
 from .signatures import Signatures
@@ -180,11 +184,15 @@ def _refuse_without_enabling(phase: Phase, values: Mapping[str, Any]) -> None:
 PHASES = PhaseRegistry([
     Curation(),
     Decontamination(),
+    ParagraphNGrams(),
+    ParagraphBuckets(),
+    ParagraphRemoval(),
     Signatures(),
     Buckets(),
     Clusters(),
     Components(),
     Removal(),
+    LateScores(),
     QualityScores(),
     LabelModels(),
     QualityCut(),

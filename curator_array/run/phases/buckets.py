@@ -21,7 +21,15 @@ from ...core.sharding import ShardRange
 from ...storage.places import fetched, joined
 from ..lifecycle import refuse_beyond_memory
 from .layouts import BUCKET, BUCKETS, SIGNATURES, CuratedFiles, pairs_file, signatures_file
-from .signatures import BUCKETS_KEY, DEDUP, Segmenting, against_signature_files, texts_of
+from .signatures import (
+    BUCKETS_KEY,
+    DEDUP,
+    Segmenting,
+    against_signature_files,
+    documents_dir,
+    texts_of,
+    whole_documents,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -46,7 +54,7 @@ class Buckets(Phase):
     settings_key = DEDUP
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        dedup = settings.get(self.settings_key)
+        dedup = whole_documents(settings)
         return ShardRange(dedup.bucket_count(shards.total)) if dedup is not None else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
@@ -151,7 +159,7 @@ def _read_texts(context: PhaseContext, ids: list[int], language: str) -> dict[in
     for file in np.unique(files(ids)).tolist():
         context.tick()
         wanted = rows(ids[files(ids) == file])
-        path = joined(context.staged, every.paths[file])
+        path = joined(documents_dir(context), every.paths[file])
         with fetched(path) as local:
             table = reader.read_file(str(local)).table.take(pa.array(wanted))
         texts.update(zip(identities(file, wanted).tolist(),

@@ -19,7 +19,7 @@ from ...core.phase import Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
 from ..lifecycle import refuse_beyond_memory
 from .layouts import BUCKETS, CLUSTERS, CuratedFiles, cluster_file, pairs_file
-from .signatures import DEDUP
+from .signatures import DEDUP, whole_documents
 
 if TYPE_CHECKING:
     from ..lifecycle import PhaseContext
@@ -52,7 +52,7 @@ class Clusters(Phase):
     settings_key = DEDUP
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        dedup = settings.get(self.settings_key)
+        dedup = whole_documents(settings)
         one = dedup is not None and dedup.components_elements == 1
         return ShardRange(1) if one else None  # else the components phase does this work
 

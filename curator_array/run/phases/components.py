@@ -37,7 +37,7 @@ from ...core.sharding import ShardRange
 from ..lifecycle import InputsIncomplete, refuse_beyond_memory
 from .clusters import BYTES_PER_PAIR_IN_ROUNDS, by_shard, cluster_sizes_field, streamed_pairs
 from .layouts import BUCKETS, COMPONENTS, CuratedFiles, pairs_file
-from .signatures import DEDUP
+from .signatures import DEDUP, whole_documents
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -91,7 +91,7 @@ class Components(Phase):
     settings_key = DEDUP
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
-        dedup = settings.get(self.settings_key)
+        dedup = whole_documents(settings)
         return ShardRange(dedup.components_elements) if dedup is not None and dedup.components_elements > 1 else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:

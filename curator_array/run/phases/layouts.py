@@ -5,6 +5,9 @@ objects.
 
     CHECKPOINT/.nemo_curator_metadata/.phases/
       signatures/data/curated_files.parquet    the run's curated files, frozen: a file's place is its id
+      paragraph_ngrams/data/shard_<S>.bands    each paragraph n-gram with its run position, by bucket
+      paragraph_ngrams/data/shard_<S>.totals.npz   n-grams per paragraph, per curated file of the shard
+      paragraph_buckets/data/bucket_<B>.*.npy  a bucket's paragraphs with n-grams seen earlier, and how many
       signatures/data/shard_<S>.bands          each document's band keys, by bucket and band
       buckets/data/bucket_<B>.pairs            a bucket's candidate pairs
       clusters/data/shards/shard_<S>.parquet   a shard's documents in a cluster: id, copy kept, size
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 CURATION, SIGNATURES, BUCKETS, CLUSTERS, COMPONENTS, REMOVAL, TOKENIZE, TOKENS = (
     "curation", "signatures", "buckets", "clusters", "components", "removal", "tokenize", "tokens")
 SCORES, CUT, SELECTION = "quality_scores", "quality_cut", "quality_selection"
+PARAGRAPH_NGRAMS, PARAGRAPH_BUCKETS, PARAGRAPH_REMOVAL = "paragraph_ngrams", "paragraph_buckets", "paragraph_removal"
 BUCKET = "bucket"
 CURATED_FILES = "curated_files.parquet"
 BAND_SUFFIX = ".bands"
@@ -78,6 +82,22 @@ def signatures_file(layout: CheckpointLayout, shard: int) -> Path:
     path = data.data_path(shard, BAND_SUFFIX)
     legacy = data.data_path(shard, ".parquet")
     return legacy if not path.exists() and legacy.exists() else path
+
+
+def paragraph_ngrams_file(layout: CheckpointLayout, shard: int) -> Path:
+    """Shard ``shard``'s paragraph n-grams (a band file of one band: positions and keys)."""
+    return PhaseLayout(layout, PARAGRAPH_NGRAMS, SHARD).data_path(shard, BAND_SUFFIX)
+
+
+def paragraph_totals_file(layout: CheckpointLayout, shard: int) -> Path:
+    """How many n-grams each paragraph of shard ``shard``'s curated files has."""
+    return PhaseLayout(layout, PARAGRAPH_NGRAMS, SHARD).data_path(shard, ".totals.npz")
+
+
+def seen_files(layout: CheckpointLayout, bucket: int) -> tuple[Path, Path]:
+    """Bucket ``bucket``'s paragraphs with n-grams seen earlier (positions, sorted) and how many."""
+    data = PhaseLayout(layout, PARAGRAPH_BUCKETS, BUCKET)
+    return data.data_path(bucket, ".positions.npy"), data.data_path(bucket, ".seen.npy")
 
 
 def pairs_file(layout: CheckpointLayout, bucket: int) -> Path:

@@ -189,6 +189,7 @@ class QualityScores(Phase):
     settings_type = QualitySettings
     options = QUALITY_OPTIONS
     also_enabled_by = ("quality_column",)
+    run_values = ("dedup",)  # with the paragraph step, the models score after it (``LateScores``)
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
         return _planned_when_run_wide(settings, shards)
@@ -196,7 +197,7 @@ class QualityScores(Phase):
     def before_writer(self, settings: QualitySettings, options: Any) -> list:
         from ...stages.classifiers import QualityScorer
 
-        return [QualityScorer.of(settings, options.text_field)] if settings.digests else []
+        return [QualityScorer.of(settings, options.text_field)] if settings.scores_in_first_phase else []
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         import io

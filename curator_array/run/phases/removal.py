@@ -18,12 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...core.counts import Counts
-from ...core.phase import SHARD, Phase, PhaseResult
+from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
+from ...core.sharding import ShardRange
 from ...stages.defaults import REMOVED_DIR
 from ...storage.places import fetched, joined
 from .components import shard_labels
 from .layouts import CLUSTERS, COMPONENTS, REMOVAL, CuratedFiles, cluster_file
-from .signatures import DEDUP
+from .signatures import DEDUP, documents_dir, whole_documents
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -52,6 +53,9 @@ class Removal(Phase):
     output_staged = True
     staging_dir = ".deduplicated"
     spreads = True
+
+    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
+        return shards if whole_documents(settings) else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         from ...helpers.parallel import ordered_map
@@ -137,7 +141,7 @@ def kept_fields(context: PhaseContext, every: CuratedFiles, removed_rows, kept_i
     ours = kept_ids[sources(kept_ids) == THIS_RUN]
     for file in np.unique(files(ours)).tolist():
         wanted = np.unique(rows(ours[files(ours) == file]))
-        with fetched(joined(context.staged, every.paths[file])) as local:
+        with fetched(joined(documents_dir(context), every.paths[file])) as local:
             table = reader.read_file(str(local)).table
         values = table["id"].take(pa.array(wanted)).to_pylist() if "id" in table.column_names else [None] * len(wanted)
         document_ids.update(zip(identities(file, wanted).tolist(), values))

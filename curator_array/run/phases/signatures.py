@@ -12,20 +12,22 @@ time and nothing else. At most ``FLUSH_ROWS`` rows wait in memory before they ar
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...core.arrays import format_array_expression
 from ...core.counts import Counts
 from ...core.errors import ConfigError, CuratorArrayError
 from ...core.layout import CheckpointLayout, PhaseLayout
+from ...core.option_kinds import NONE
 from ...core.options import RunOption
-from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
+from ...core.phase import OUTPUT, SHARD, Phase, PhaseResult, PhaseSettings
 from ...core.records.phase import phase_manifests
 from ...core.run_contract import read_run_config
-from ...dedup.settings import MODES, DedupSettings
+from ...core.sharding import ShardRange
+from ...dedup.settings import STEPS, DedupSettings
 from ...storage.places import fetched, joined
 from ...text.language import LANGUAGE_FIELD
 from .layouts import CURATION, SIGNATURES, CuratedFiles, curated_files, signatures_file
@@ -41,9 +43,12 @@ FLUSH_ROWS = 1 << 18  # band-key rows held before they are spilled, sorted by bu
 BUCKETS_KEY = b"buckets"  # an earlier release's Parquet signatures: how many buckets its row groups are for
 
 DEDUP_OPTIONS = (
-    RunOption("dedup", "Remove duplicates across the whole run, as phases after curation: exact (same normalised "
-              "text) or fuzzy (MinHash + LSH near-duplicates too). The output dir then holds the kept documents.",
-              "choice", DEDUP, choices=MODES, hint="the per-task exact dedup is --dedup-within-task", sets="mode"),
+    RunOption("dedup", "Remove duplicates across the whole run, as phases after curation, one or more steps "
+              "(comma-separated, done in this order): paragraphs (DCLM's BFF: paragraphs mostly seen before), then "
+              "exact (same normalised text) or fuzzy (MinHash + LSH near-duplicates too). The output dir then holds "
+              "the kept documents. --pipeline dclm has paragraphs unless told otherwise (none: no dedup).",
+              "choices", DEDUP, choices=STEPS, hint="the per-task exact dedup is --dedup-within-task", sets="mode",
+              default_text="none; paragraphs with --pipeline dclm", pipeline_defaults=(("dclm", "paragraphs"),)),
     RunOption("dedup_buckets", "Bucket elements of the dedup phases (each holds 1/N of the band keys).", "int", DEDUP,
               minimum=1, default_text="the run's number of shards", sets="buckets"),
     RunOption("dedup_components_elements", "Elements that find the clusters of duplicate pairs together, in rounds "
@@ -61,6 +66,14 @@ DEDUP_OPTIONS = (
               "their documents (from their saved signatures).", "existing-paths", DEDUP, sets="against"),
     RunOption("dedup_keep_removed", "Write every removed document (all its fields, with the identity and id of the "
               "copy kept) under OUTPUT_DIR/.removed/dedup/.", "flag", DEDUP, sets="keep_removed"),
+    RunOption("dedup_paragraph_ngram", "paragraphs: words per n-gram.", "int", DEDUP, minimum=1,
+              sets="paragraph_ngram"),
+    RunOption("dedup_paragraph_min_ngram", "paragraphs: a paragraph of at least this many words but fewer than "
+              "--dedup-paragraph-ngram is one n-gram of them all; shorter ones are always kept.", "int", DEDUP,
+              minimum=1, sets="paragraph_min_ngram"),
+    RunOption("dedup_paragraph_threshold", "paragraphs: a paragraph (or a whole document) whose n-grams were seen "
+              "earlier in the run for more than this fraction of them is removed.", "float", DEDUP, minimum=0,
+              maximum=1, sets="paragraph_threshold"),
     RunOption("dedup_language", "fuzzy: the language of documents without a `language` field; words are split as "
               "the quality filters split that language (SudachiPy for ja, jieba for zh).", group=DEDUP,
               metavar="CODE", sets="language"),
@@ -72,17 +85,38 @@ class SignatureCounts(Counts):
     documents: int = 0
 
 
+def whole_documents(settings: PhaseSettings) -> DedupSettings | None:
+    """The run's dedup settings when it removes whole documents (exact or fuzzy), else None:
+    what plans the document dedup phases."""
+    dedup = settings.get(DEDUP)
+    return dedup if dedup is not None and dedup.mode else None
+
+
+def documents_dir(context: PhaseContext) -> str:
+    """Where the documents the document dedup compares are (after any paragraph step)."""
+    return context.input_dir(context.phase(SIGNATURES))
+
+
 class Signatures(Phase):
-    """The first of the dedup phases: it brings their settings and options."""
+    """The first of the document dedup phases: it brings the settings and options of every
+    dedup phase (the paragraph step's too)."""
 
     name = SIGNATURES
-    needs = (CURATION,)  # each element needs every curation shard: identities index every curated file
+    # Every curation shard (identities index every curated file), and the documents as the
+    # last writer before it (a paragraph step) left them.
+    needs = (CURATION, OUTPUT)
     noun = SHARD
     counts = SignatureCounts
     settings_key = DEDUP
     settings_type = DedupSettings
     options = DEDUP_OPTIONS
     spreads = True
+
+    def enabled_by(self, values: Mapping[str, Any]) -> bool:
+        return values.get(DEDUP) not in (None, "", NONE)
+
+    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
+        return shards if whole_documents(settings) else None
 
     def check(self, settings: PhaseSettings) -> None:
         dedup = settings.get(self.settings_key)
@@ -104,7 +138,7 @@ class Signatures(Phase):
             files = curated_files(context.layout, index)
             for done, relative in enumerate(files):
                 context.tick(done, len(files))
-                path, row, texts_seen = joined(context.staged, relative), 0, False
+                path, row, texts_seen = joined(documents_dir(context), relative), 0, False
                 with fetched(path) as local:  # an object is read from a local copy, a batch at a time
                     for table in reader.read_columns(str(local), (field, LANGUAGE_FIELD)):
                         ids = identities(every.index(relative), np.arange(row, row + table.num_rows))

@@ -23,7 +23,7 @@ from ...storage.places import fetched, joined
 from ...tokens.settings import TOKEN_FORMAT_NAMES, TokenizeSettings
 from ...tokens.tokenizer import fetch_tokenizer
 from .layouts import TOKENIZE, keys_file, sets_file, token_file
-from .signatures import DEDUP
+from .signatures import whole_documents
 
 if TYPE_CHECKING:
     import numpy as np
@@ -94,9 +94,9 @@ class Tokenize(Phase):
         tokenize = settings.get(self.settings_key)
         if tokenize is not None:
             tokenizer_of(tokenize)
-            if tokenize.rehydrate and settings.get(DEDUP) is None:
+            if tokenize.rehydrate and whole_documents(settings) is None:
                 raise ConfigError(f"--rehydrate {tokenize.rehydrate}: it repeats documents by their cluster's size, "
-                                  "which only a deduplicated run has: give --dedup")
+                                  "which only a run deduplicated by document has: give --dedup exact or fuzzy")
 
     def before_writer(self, settings: TokenizeSettings, options) -> list:
         """Each document's ``token_count``, counted as it is written."""

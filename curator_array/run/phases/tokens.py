@@ -97,7 +97,10 @@ class TokenFiles(Phase):
         parts = files
         blend = mixture.blend({item["name"]: item["tokens"] for item in sets})
         write_bytes_atomic(directory / BLEND, dump_json(_blend_file(sets, blend, mixture)))
-        write_bytes_atomic(directory / DATA_ARGS, (" ".join(_data_args(sets, blend)) + "\n").encode())
+        if fmt.data_args:
+            write_bytes_atomic(directory / DATA_ARGS, (" ".join(_data_args(sets, blend)) + "\n").encode())
+        else:
+            (directory / DATA_ARGS).unlink(missing_ok=True)
         write_bytes_atomic(directory / MANIFEST, dump_json(manifest))
         if not isinstance(place, LocalPlace):
             _upload(directory, place)

@@ -35,7 +35,7 @@ from functools import cache
 from pathlib import Path
 from urllib.parse import urlparse
 
-import regex
+from ...text.boundaries import WORD_BOUNDARY
 
 LISTS = Path(__file__).with_name("dclm_lists")
 STRICT_WORDS = "refinedweb_banned_words_strict_reverse_engineered.txt"
@@ -82,7 +82,6 @@ MOST_COMMON_NGRAM = {2: 0.20, 3: 0.18, 4: 0.16}
 REPEATED_NGRAMS = {5: 0.15, 6: 0.14, 7: 0.13, 8: 0.12, 9: 0.11, 10: 0.10}
 
 FASTTEXT_SPACE = re.compile(r"[ \n\r\t\v\f\x00]+")
-WORD_BOUNDARY = regex.compile(r"(?wV1)\b")
 NEWLINE_RUNS = re.compile(r"\n{3,}")
 COUNTER = re.compile(r"^\W*\d(?:,|\.|\d)*(?:K|k|M|m|B|b)?\s+(?:likes|shares|comments|retweets|reposts|quotes|"
                      r"bookmarks|upvotes|downvotes|downloads|views|followers)\W*$")

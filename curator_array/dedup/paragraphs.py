@@ -1,0 +1,125 @@
+"""Paragraph dedup as DCLM's BFF decides in ``old-both`` mode, over a whole run on many elements.
+
+BFF reads documents one after the other with one Bloom filter: a paragraph (a document's
+text from one newline to the next, the newline included) is removed when more than
+``threshold`` of its word n-grams are in the filter already, and only a kept paragraph's
+n-grams are added; a document whose n-grams were in the filter for more than ``threshold``
+of them all is emptied. Words are the pieces between Unicode word boundaries that are not
+whitespace (``text.boundaries``).
+
+No element here holds the run's n-grams. A paragraph's *position* is its place in the run's
+order (its curated file's index, then its ordinal among that file's paragraphs, rows in
+order: ``positions``); the n-gram phase writes every n-gram with its position, bucketed by
+hash; a bucket element marks each occurrence of an n-gram after the paragraph where it first
+occurs (``seen_earlier``); the removal phase adds the marks up per paragraph and decides
+(``decide``). The one difference from a filter read in the same order: an n-gram first seen
+in a paragraph that was removed counts as seen here, while BFF never added it. A removed
+paragraph has at most ``1 - threshold`` of its n-grams new, so this is rare; the tests
+measure it against a sequential reference.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..text.ngrams import keys_at, ngram_keys
+from .settings import ParagraphSettings
+
+ORDINAL_BITS = 36  # a position: file index << 36 | the paragraph's ordinal in its file
+
+
+def positions(file: int, ordinals: np.ndarray) -> np.ndarray:
+    """The run positions of the paragraphs ``ordinals`` of the ``file``-th curated file."""
+    return (np.uint64(file) << np.uint64(ORDINAL_BITS)) | ordinals.astype(np.uint64)
+
+
+def file_range(file: int) -> tuple[np.uint64, np.uint64]:
+    """The positions of the ``file``-th curated file's paragraphs: [first, end)."""
+    return np.uint64(file) << np.uint64(ORDINAL_BITS), np.uint64(file + 1) << np.uint64(ORDINAL_BITS)
+
+
+def paragraphs_of(text: str) -> list[str]:
+    """The text's paragraphs as BFF cuts them: each after the first starts with its newline,
+    so that joining any of them in order gives the text without the others."""
+    parts = text.split("\n")
+    return parts[:1] + ["\n" + part for part in parts[1:]]
+
+
+@dataclass(frozen=True)
+class BatchNGrams:
+    """The n-grams of a batch of documents: each n-gram's key and its paragraph's ordinal in
+    the batch; per paragraph, how many n-grams it has; per document, how many paragraphs."""
+
+    keys: np.ndarray  # uint64
+    paragraph_of: np.ndarray  # int64, the batch's paragraph ordinal
+    totals: np.ndarray  # uint32, n-grams per paragraph
+    paragraphs: np.ndarray  # int64, paragraphs per document
+
+
+def batch_ngrams(texts: list[str | None], settings: ParagraphSettings) -> BatchNGrams:
+    """Every n-gram of every paragraph of ``texts`` (None: an empty text, one paragraph)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..text.boundaries import PIECE_OR_NEWLINE
+    from .words import word_hashes
+
+    texts = [text or "" for text in texts]
+    paragraphs = np.array([1 + text.count("\n") for text in texts], dtype=np.int64)
+    pieces = pa.array(PIECE_OR_NEWLINE.findall("\n".join(texts)), pa.string())
+    newline = pc.equal(pieces, "\n").to_numpy(zero_copy_only=False)
+    parents = np.cumsum(newline)[~newline]  # each word's paragraph: the newlines before it
+    words = pieces.filter(pa.array(~newline))
+    ids = word_hashes(words) if len(words) else np.zeros(0, np.uint64)
+    counts_array = np.bincount(parents, minlength=int(paragraphs.sum())).astype(np.int64)
+    grams = ngram_keys(ids, np.zeros(len(ids)), parents, settings.ngram)
+    keys, paragraph_of = grams.keys, grams.parents
+    totals = np.maximum(counts_array - settings.ngram + 1, 0)
+    short = np.flatnonzero((counts_array >= settings.min_ngram) & (counts_array < settings.ngram))
+    if len(short):  # a paragraph shorter than an n-gram but not too short: one n-gram of all its words
+        starts = np.concatenate([[0], np.cumsum(counts_array)])
+        extra = [keys_at(ids[starts[p]:starts[p + 1]], np.array([0]), int(counts_array[p]))[0] for p in short]
+        keys = np.concatenate([keys, np.array(extra, dtype=np.uint64)])
+        paragraph_of = np.concatenate([paragraph_of, short])
+        totals[short] = 1
+    return BatchNGrams(keys, paragraph_of.astype(np.int64), totals.astype(np.uint32), paragraphs)
+
+
+def seen_earlier(positions_: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, how many of their n-grams occur at an earlier position), for the
+    paragraphs with any, sorted by position: every occurrence of a key after the paragraph
+    where the key first occurs (another occurrence in that same paragraph is not earlier,
+    as BFF looks a paragraph's n-grams up before adding them)."""
+    if not len(keys):
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint32)
+    order = np.lexsort((positions_, keys))
+    keys, positions_ = keys[order], positions_[order]
+    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    first = np.repeat(positions_[starts], np.diff(np.append(starts, len(keys))))
+    later = positions_[positions_ > first]
+    found, counts = np.unique(later, return_counts=True)
+    return found, counts.astype(np.uint32)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the paragraph step does to one document."""
+
+    text: str  # without its removed paragraphs ("" when emptied)
+    removed: int  # paragraphs removed
+    emptied: bool  # the whole document: too many of its n-grams seen before, or nothing left
+    too_short: int  # paragraphs with no n-gram (always kept)
+
+
+def decide(text: str | None, totals: np.ndarray, seen: np.ndarray, threshold: float) -> Decision:
+    """BFF's ``old-both`` for one document: ``totals`` and ``seen`` are its paragraphs' n-grams
+    and those of them seen at an earlier position."""
+    parts = paragraphs_of(text or "")
+    shares = np.divide(seen, totals, out=np.zeros(len(totals)), where=totals > 0)
+    removed = (totals > 0) & (shares > threshold)
+    all_ngrams, all_seen = int(totals.sum()), int(seen.sum())
+    kept = "".join(part for part, gone in zip(parts, removed.tolist()) if not gone)
+    emptied = (all_ngrams > 0 and all_seen / all_ngrams > threshold) or (bool(removed.any()) and not kept.strip())
+    return Decision("" if emptied else kept, int(removed.sum()), emptied, int((totals == 0).sum()))

@@ -1,0 +1,118 @@
+"""Paragraph dedup, phase 1: one element per curation shard, its paragraphs' n-grams.
+
+Each of the shard's curated files is read a batch at a time; every word n-gram of every
+paragraph goes into one band file (``dedup.bandfile``, one band) with its paragraph's run
+position (``dedup.paragraphs.positions``), grouped by bucket (``key % buckets``), so a
+paragraph buckets element reads its share and nothing else. How many n-grams each
+paragraph has is kept beside it, per file, for the removal phase, which then needs no
+second pass of the word splitter. Batches are split into words over the element's CPUs.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from ...core.atomic import write_bytes_atomic
+from ...core.counts import Counts
+from ...core.phase import OUTPUT, SHARD, Phase, PhaseResult, PhaseSettings
+from ...core.sharding import ShardRange
+from ...storage.places import fetched, joined
+from .layouts import (
+    CURATION,
+    PARAGRAPH_BUCKETS,
+    PARAGRAPH_NGRAMS,
+    CuratedFiles,
+    paragraph_ngrams_file,
+    paragraph_totals_file,
+)
+from .signatures import DEDUP, FLUSH_ROWS, texts_of
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ...dedup.settings import DedupSettings, ParagraphSettings
+    from ..lifecycle import PhaseContext
+
+
+def paragraph_dedup(settings: PhaseSettings) -> DedupSettings | None:
+    """The run's dedup settings when it has the paragraph step, else None."""
+    dedup = settings.get(DEDUP)
+    return dedup if dedup is not None and dedup.paragraphs else None
+
+
+@dataclass(frozen=True)
+class ParagraphNGramCounts(Counts):
+    RATE = "paragraphs"
+    documents: int = 0
+    paragraphs: int = 0
+    ngrams: int = 0
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch of one curated file's texts, for a worker: plain values only."""
+
+    file: int
+    first_ordinal: int  # the file's ordinal of the batch's first paragraph
+    texts: list
+
+
+class ParagraphNGrams(Phase):
+    name = PARAGRAPH_NGRAMS
+    needs = (CURATION, OUTPUT)  # positions index every curated file
+    noun = SHARD
+    counts = ParagraphNGramCounts
+    settings_key = DEDUP
+    spreads = True
+
+    def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
+        return shards if paragraph_dedup(settings) else None
+
+    def work(self, context: PhaseContext, index: int) -> PhaseResult:
+        import numpy as np
+
+        from ...dedup.bandfile import BandFileWriter, BandRows
+        from ...helpers.parallel import ordered_map
+
+        settings = context.settings_of(self).paragraph
+        buckets = context.elements(PARAGRAPH_BUCKETS).total
+        totals: dict[int, list[np.ndarray]] = {}
+        figures = np.zeros(3, dtype=np.int64)
+        with BandFileWriter(paragraph_ngrams_file(context.layout, index), buckets, 1, FLUSH_ROWS) as writer:
+            for file, positions, keys, counts, documents in ordered_map(
+                    partial(batch_rows, settings=settings), self._batches(context, index), context.cpus):
+                writer.add(BandRows(positions, np.zeros(len(keys), np.uint8), keys))
+                totals.setdefault(file, []).append(counts)
+                figures += (documents, len(counts), len(keys))
+        buffer = io.BytesIO()
+        np.savez(buffer, **{f"f{file}": np.concatenate(parts) for file, parts in totals.items()})
+        write_bytes_atomic(paragraph_totals_file(context.layout, index), buffer.getvalue())
+        return PhaseResult(ParagraphNGramCounts(*figures.tolist()))
+
+    def _batches(self, context: PhaseContext, index: int) -> Iterator[Batch]:
+        from ...formats import reader_for
+
+        reader, field = reader_for(context.output_format), context.text_field
+        every = CuratedFiles.of(context.layout, context.run.shards)
+        names = context.input_files(self, index)
+        for done, relative in enumerate(names):
+            context.tick(done, len(names))
+            path, ordinal, file = joined(context.input_dir(self), relative), 0, every.index(relative)
+            with fetched(path) as local:
+                for table in reader.read_columns(str(local), (field,)):
+                    texts = texts_of(table, field, path).to_pylist()
+                    yield Batch(file, ordinal, texts)
+                    ordinal += sum(1 + (text or "").count("\n") for text in texts)
+
+
+def batch_rows(batch: Batch, settings: ParagraphSettings) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, int]:
+    """A batch's (file, n-gram positions, n-gram keys, n-grams per paragraph, documents)."""
+    from ...dedup.paragraphs import batch_ngrams, positions
+
+    grams = batch_ngrams(batch.texts, settings)
+    return (batch.file, positions(batch.file, grams.paragraph_of + batch.first_ordinal), grams.keys, grams.totals,
+            len(batch.texts))

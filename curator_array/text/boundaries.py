@@ -1,0 +1,22 @@
+"""Unicode word boundaries (UAX #29), as ``uniseg`` and Rust's ``unicode-segmentation`` find
+them: DCLM's RefinedWeb rules count the words between them, and its paragraph dedup (BFF)
+makes n-grams of every piece between them that is not whitespace (punctuation included).
+"""
+
+from __future__ import annotations
+
+import regex
+
+WORD_BOUNDARY = regex.compile(r"(?wV1)\b")
+
+
+# A run of non-whitespace up to the next boundary is exactly such a piece (whitespace is
+# never inside one); a newline stands for itself, so one search over texts joined by
+# newlines finds every paragraph's pieces and where each paragraph ends.
+PIECE_OR_NEWLINE = regex.compile(r"(?wV1)\S+?\b|\n")
+
+
+def bff_tokens(text: str) -> list[str]:
+    """The pieces of ``text`` between word boundaries that hold something besides whitespace
+    (BFF's ``split_word_bounds`` without the whitespace pieces)."""
+    return [piece for piece in WORD_BOUNDARY.split(text) if piece and not piece.isspace()]

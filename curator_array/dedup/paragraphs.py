@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..text.ngrams import keys_at, ngram_keys
-from .settings import ParagraphSettings
+from .settings import DedupSettings, ParagraphSettings
 
 ORDINAL_BITS = 36  # a position: file index << 36 | the paragraph's ordinal in its file
 
@@ -38,6 +38,11 @@ def positions(file: int, ordinals: np.ndarray) -> np.ndarray:
 def file_range(file: int) -> tuple[np.uint64, np.uint64]:
     """The positions of the ``file``-th curated file's paragraphs: [first, end)."""
     return np.uint64(file) << np.uint64(ORDINAL_BITS), np.uint64(file + 1) << np.uint64(ORDINAL_BITS)
+
+
+def paragraph_count(text: str | None) -> int:
+    """How many paragraphs BFF cuts ``text`` into (an empty text is one, empty)."""
+    return 1 + (text or "").count("\n")
 
 
 def paragraphs_of(text: str) -> list[str]:
@@ -67,7 +72,7 @@ def batch_ngrams(texts: list[str | None], settings: ParagraphSettings) -> BatchN
     from .words import word_hashes
 
     texts = [text or "" for text in texts]
-    paragraphs = np.array([1 + text.count("\n") for text in texts], dtype=np.int64)
+    paragraphs = np.array([paragraph_count(text) for text in texts], dtype=np.int64)
     pieces = pa.array(PIECE_OR_NEWLINE.findall("\n".join(texts)), pa.string())
     newline = pc.equal(pieces, "\n").to_numpy(zero_copy_only=False)
     parents = np.cumsum(newline)[~newline]  # each word's paragraph: the newlines before it
@@ -87,6 +92,46 @@ def batch_ngrams(texts: list[str | None], settings: ParagraphSettings) -> BatchN
     return BatchNGrams(keys, paragraph_of.astype(np.int64), totals.astype(np.uint32), paragraphs)
 
 
+def batch_line_keys(texts: list[str | None]) -> BatchNGrams:
+    """One key per line of ``texts`` whose normalised text (``words.simplify``: lower case,
+    numbers as 0, no punctuation or accents, whitespace collapsed) is not empty; a line
+    without one is never removed."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .words import simplify, word_hashes
+
+    texts = [text or "" for text in texts]
+    paragraphs = np.array([paragraph_count(text) for text in texts], dtype=np.int64)
+    lines = simplify(pa.array([line for text in texts for line in text.split("\n")], pa.string()))
+    keyed = pc.not_equal(lines, "").to_numpy(zero_copy_only=False)
+    keys = word_hashes(lines.filter(pa.array(keyed))) if keyed.any() else np.zeros(0, np.uint64)
+    return BatchNGrams(keys, np.flatnonzero(keyed).astype(np.int64), keyed.astype(np.uint32), paragraphs)
+
+
+def batch_keys(texts: list[str | None], dedup: DedupSettings) -> BatchNGrams:
+    """The keys of the run's span step: paragraph n-grams, or whole lines."""
+    return batch_line_keys(texts) if dedup.lines else batch_ngrams(texts, dedup.paragraph)
+
+
+@dataclass(frozen=True)
+class SpanRule:
+    """How a span step decides: a paragraph (a line) goes when more than ``threshold`` of its
+    keys were seen earlier; a document is emptied when more than ``document_threshold`` of all
+    its keys were (None: never for that), or when fewer than ``min_chars`` characters besides
+    whitespace are left after a removal."""
+
+    threshold: float
+    document_threshold: float | None
+    min_chars: int = 1
+
+    @classmethod
+    def of(cls, dedup: DedupSettings) -> SpanRule:
+        if dedup.lines:
+            return cls(0.0, None, dedup.line.min_chars)  # any earlier occurrence removes a line
+        return cls(dedup.paragraph.threshold, dedup.paragraph.threshold)
+
+
 def seen_earlier(positions_: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(positions, how many of their n-grams occur at an earlier position), for the
     paragraphs with any, sorted by position: every occurrence of a key after the paragraph
@@ -94,10 +139,13 @@ def seen_earlier(positions_: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, 
     as BFF looks a paragraph's n-grams up before adding them)."""
     if not len(keys):
         return np.zeros(0, np.uint64), np.zeros(0, np.uint32)
-    order = np.lexsort((positions_, keys))
-    keys, positions_ = keys[order], positions_[order]
+    order = np.argsort(keys)
+    keys = keys[order]
+    positions_ = positions_[order]
+    del order
     starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-    first = np.repeat(positions_[starts], np.diff(np.append(starts, len(keys))))
+    del keys
+    first = np.repeat(np.minimum.reduceat(positions_, starts), np.diff(np.append(starts, len(positions_))))
     later = positions_[positions_ > first]
     found, counts = np.unique(later, return_counts=True)
     return found, counts.astype(np.uint32)
@@ -111,15 +159,21 @@ class Decision:
     removed: int  # paragraphs removed
     emptied: bool  # the whole document: too many of its n-grams seen before, or nothing left
     too_short: int  # paragraphs with no n-gram (always kept)
+    spans: tuple[tuple[int, int], ...] = ()  # the removed paragraphs, as BFF names them: UTF-8 byte offsets
 
 
-def decide(text: str | None, totals: np.ndarray, seen: np.ndarray, threshold: float) -> Decision:
-    """BFF's ``old-both`` for one document: ``totals`` and ``seen`` are its paragraphs' n-grams
-    and those of them seen at an earlier position."""
+def decide(text: str | None, totals: np.ndarray, seen: np.ndarray, rule: SpanRule) -> Decision:
+    """One document as ``rule`` decides it (BFF's ``old-both`` for paragraphs): ``totals`` and
+    ``seen`` are its paragraphs' keys and those of them seen at an earlier position."""
     parts = paragraphs_of(text or "")
     shares = np.divide(seen, totals, out=np.zeros(len(totals)), where=totals > 0)
-    removed = (totals > 0) & (shares > threshold)
+    removed = (totals > 0) & (shares > rule.threshold)
     all_ngrams, all_seen = int(totals.sum()), int(seen.sum())
     kept = "".join(part for part, gone in zip(parts, removed.tolist()) if not gone)
-    emptied = (all_ngrams > 0 and all_seen / all_ngrams > threshold) or (bool(removed.any()) and not kept.strip())
-    return Decision("" if emptied else kept, int(removed.sum()), emptied, int((totals == 0).sum()))
+    too_many = rule.document_threshold is not None and all_ngrams > 0 and all_seen / all_ngrams > rule.document_threshold
+    emptied = too_many or (bool(removed.any()) and len("".join(kept.split())) < rule.min_chars)
+    spans = ()
+    if removed.any():
+        ends = np.cumsum([len(part.encode()) for part in parts])
+        spans = tuple((int(end - len(part.encode())), int(end)) for part, end, gone in zip(parts, ends, removed) if gone)
+    return Decision("" if emptied else kept, int(removed.sum()), emptied, int((totals == 0).sum()), spans)

@@ -20,8 +20,6 @@ from ..core.errors import ConfigError
 from ..text.language import DEFAULT_LANGUAGE
 
 MODES = ("exact", "fuzzy")  # the whole-document steps; a run has at most one
-SPAN_STEPS = ("paragraphs",)  # steps that remove parts of documents, before the document step
-STEPS = SPAN_STEPS + MODES
 
 
 def parse_steps(given: str | tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
@@ -35,7 +33,11 @@ def parse_steps(given: str | tuple[str, ...]) -> tuple[str | None, tuple[str, ..
     if len(documents) > 1:
         raise ConfigError(f"--dedup {','.join(steps)}: {' and '.join(documents)} both remove whole documents; "
                           "choose one")
-    return (documents[0] if documents else None), tuple(step for step in SPAN_STEPS if step in steps)
+    spans = tuple(step for step in SPAN_STEPS if step in steps)
+    if len(spans) > 1:
+        raise ConfigError(f"--dedup {','.join(steps)}: lines and paragraphs both cut documents at newlines; a run "
+                          "does one of them")
+    return (documents[0] if documents else None), spans
 
 
 @dataclass(frozen=True)
@@ -77,14 +79,36 @@ class MinHashSettings:
         return self.bands * self.rows
 
 
-NESTED = ("minhash", "paragraph")
+@dataclass(frozen=True)
+class LineSettings:
+    """Exact line dedup (CCNet's): a line whose normalised text occurred in an earlier line of
+    the run is removed; a document left with fewer than ``min_chars`` characters besides
+    whitespace is dropped."""
+
+    min_chars: int = 1
+
+    def __post_init__(self) -> None:
+        if self.min_chars < 1:
+            raise ValueError(f"the line dedup's min_chars must be at least 1, got {self.min_chars}")
+
+
+# Each step below the document: the field of ``DedupSettings`` that holds its settings (their
+# flat names in ``run.json`` start with it) and their type. Pinned only when the run has the step.
+SPAN_SETTINGS = {"lines": ("line", LineSettings), "paragraphs": ("paragraph", ParagraphSettings)}
+SPAN_STEPS = tuple(SPAN_SETTINGS)  # the steps that remove parts of documents, before the document step; one a run
+STEPS = SPAN_STEPS + MODES
+NESTED = ("minhash", *(name for name, _ in SPAN_SETTINGS.values()))
+
+
+def _flat(name: str, settings: Any) -> dict[str, Any]:
+    return {f"{name}_{item.name}": getattr(settings, item.name) for item in fields(settings)}
 
 
 @dataclass(frozen=True)
 class DedupSettings:
     """The dedup phases of a run: ``mode`` exact (the normalised text) or fuzzy (MinHash), or
-    None when the run removes no whole documents; ``spans`` the steps that remove parts of
-    documents first (``paragraphs``, with ``paragraph``'s settings).
+    None when the run removes no whole documents; ``spans`` the step that removes parts of
+    documents first (``lines``, with ``line``'s settings, or ``paragraphs``, with ``paragraph``'s).
 
     ``buckets`` None means one bucket element per curation shard; ``components_elements``
     above 1 finds the clusters over that many elements in rounds; ``verify`` confirms each
@@ -106,6 +130,7 @@ class DedupSettings:
     keep_removed: bool = False
     spans: tuple[str, ...] = ()  # pinned only when there are some: a run pinned before them reads the same
     paragraph: ParagraphSettings = field(default_factory=ParagraphSettings)
+    line: LineSettings = field(default_factory=LineSettings)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES and not (self.mode is None and self.spans):
@@ -126,6 +151,11 @@ class DedupSettings:
         return self.paragraph if "paragraphs" in self.spans else None
 
     @property
+    def lines(self) -> LineSettings | None:
+        """The line step's settings; None without it."""
+        return self.line if "lines" in self.spans else None
+
+    @property
     def fuzzy(self) -> MinHashSettings | None:
         """The MinHash settings of a fuzzy run; None for exact dedup (one key per text)."""
         return self.minhash if self.mode == "fuzzy" else None
@@ -135,8 +165,9 @@ class DedupSettings:
         flat = {item.name: getattr(self, item.name) for item in fields(self) if item.name not in NESTED}
         flat = {**flat, **{item.name: getattr(self.minhash, item.name) for item in fields(self.minhash)},
                 "against": list(self.against), "spans": list(self.spans)}
-        if self.paragraphs:
-            flat.update({f"paragraph_{item.name}": getattr(self.paragraph, item.name) for item in fields(self.paragraph)})
+        for step, (name, _) in SPAN_SETTINGS.items():
+            if step in self.spans:
+                flat.update(_flat(name, getattr(self, name)))
         if not self.spans:
             del flat["spans"]
         return flat
@@ -144,17 +175,19 @@ class DedupSettings:
     @classmethod
     def from_json(cls, payload: Mapping[str, Any]) -> DedupSettings:
         minhash = MinHashSettings(**{f.name: payload[f.name] for f in fields(MinHashSettings) if f.name in payload})
-        paragraph = ParagraphSettings(**{f.name: payload[f"paragraph_{f.name}"] for f in fields(ParagraphSettings)
-                                         if payload.get(f"paragraph_{f.name}") is not None})
+        nested = {name: kind(**{f.name: payload[f"{name}_{f.name}"] for f in fields(kind)
+                                if payload.get(f"{name}_{f.name}") is not None})
+                  for name, kind in SPAN_SETTINGS.values()}
         own = {f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name not in NESTED}
-        return replace(cls(**own, minhash=minhash, paragraph=paragraph), against=tuple(payload.get("against") or ()),
+        return replace(cls(**own, minhash=minhash, **nested), against=tuple(payload.get("against") or ()),
                        spans=tuple(payload.get("spans") or ()))
 
     @classmethod
     def field_defaults(cls) -> dict[str, Any]:
         """Each field's default, flat, as ``to_json`` names them (the mode has none)."""
         defaults = {item.name: item.default for item in fields(MinHashSettings)}
-        defaults.update({f"paragraph_{item.name}": item.default for item in fields(ParagraphSettings)})
+        for name, kind in SPAN_SETTINGS.values():
+            defaults.update(_flat(name, kind()))
         defaults.update({item.name: item.default for item in fields(cls) if item.name not in NESTED})
         defaults["mode"] = None
         return defaults
@@ -165,6 +198,12 @@ class DedupSettings:
         checkpoints given with ``against`` are pinned as absolute paths."""
         against = tuple(str(Path(path).resolve()) for path in given.get("against") or ())
         mode, spans = parse_steps(given["mode"])
+        for step, (name, kind) in SPAN_SETTINGS.items():
+            unused = [flat for flat, default in _flat(name, kind()).items()
+                      if given.get(flat) not in (None, default) and step not in spans]
+            if unused:
+                raise ConfigError(f"--dedup-{unused[0].replace('_', '-')}: it needs the {step} step "
+                                  f"(--dedup {step}{',' + mode if mode else ''})")
         return cls.from_json({**given, "against": against, "mode": mode, "spans": spans})
 
     def signature_settings(self) -> dict[str, Any]:

@@ -206,9 +206,11 @@ class JsonlWriter(WriterStage):
         return raw
 
     def rewrite(self, source: str | Path, target: str | Path, reader, rows: Collection[int], *, only: bool = False,
-                added: Mapping[str, Added] | None = None) -> tuple[int, int]:
+                added: Mapping[str, Added] | None = None,
+                replaced: Mapping[str, Mapping[int, Any]] | None = None) -> tuple[int, int]:
         """Line by line: a written record keeps its bytes, the ``added`` fields appended to its
-        object (rows are the non-blank lines, as the reader counts)."""
+        object (rows are the non-blank lines, as the reader counts); a record with ``replaced``
+        fields is written again, as the writer writes records."""
         read = written = 0
         names = [json.dumps(name, ensure_ascii=False).encode() for name in (added or {})]
         columns = list((added or {}).values())
@@ -218,6 +220,10 @@ class JsonlWriter(WriterStage):
                 if not line.strip():
                     continue
                 if (read in rows) == only:
+                    changes = {name: values[read] for name, values in (replaced or {}).items() if read in values}
+                    if changes:
+                        line = json.dumps({**json.loads(line), **changes}, ensure_ascii=False,
+                                          default=_json_default).encode() + b"\n"
                     if names:
                         record = line.rstrip()[:-1]  # the object without its closing brace
                         fields = b", ".join(name + b": " + json.dumps(values.get(read, default), ensure_ascii=False,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -105,6 +105,15 @@ class PhaseContext:
         if of and interval and now - self.last_report >= interval and self.current is not None:
             self.last_report = now
             logger.info("%s element %d: %d/%d files, %.0fs", *self.current, done, of, now - self.started)
+
+    def over_cpus(self, function: Callable[[Any], Any], jobs: Iterable[Any], count: int) -> Iterator[Any]:
+        """``function(job)`` for each of the ``count`` jobs (one file each), in order, over the
+        element's CPUs (``helpers.parallel``), with a tick after each."""
+        from ..helpers.parallel import ordered_map
+
+        for done, result in enumerate(ordered_map(function, jobs, self.cpus)):
+            self.tick(done + 1, count)
+            yield result
 
     @property
     def layout(self) -> CheckpointLayout:

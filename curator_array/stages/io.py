@@ -248,18 +248,26 @@ class WriterStage(ProcessingStage):
         sink.close()
 
     def rewrite(self, source: str | Path, target: str | Path, reader: ReaderStage, rows: Collection[int], *,
-                only: bool = False, added: Mapping[str, Added] | None = None) -> tuple[int, int]:
+                only: bool = False, added: Mapping[str, Added] | None = None,
+                replaced: Mapping[str, Mapping[int, Any]] | None = None) -> tuple[int, int]:
         """``source``, a file this writer wrote, at ``target`` (a path or an ``s3://`` URL, as
         both are) without the rows numbered in ``rows`` (or, with ``only``, with those rows
         alone), each row written given the fields ``added`` (name → (value by row number, the
-        value of other rows)); returns (rows read, rows written). Rows are numbered as
-        ``reader`` (this format's) numbers them. Atomic, and a rerun writes the same bytes again."""
+        value of other rows)) and, for the rows ``replaced`` names, new values of existing
+        fields (name → value by row number); returns (rows read, rows written). Rows are
+        numbered as ``reader`` (this format's) numbers them. Atomic, and a rerun writes the
+        same bytes again."""
         with fetched(source) as local:
             table = reader.read_file(str(local)).table
         chosen = np.zeros(table.num_rows, dtype=bool)
         chosen[[row for row in rows if row < table.num_rows]] = True
         written = np.flatnonzero(chosen if only else ~chosen)
         table = table.take(pa.array(written))
+        for name, values in (replaced or {}).items():
+            column = table[name].to_pylist()
+            for position, row in enumerate(written.tolist()):
+                column[position] = values.get(row, column[position])
+            table = table.set_column(table.column_names.index(name), name, pa.array(column, table.schema.field(name).type))
         for name, (values, default) in (added or {}).items():
             table = table.append_column(name, pa.array([values.get(row, default) for row in written.tolist()]))
         self.write_at(target, table)

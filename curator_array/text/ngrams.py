@@ -29,11 +29,23 @@ def ngram_keys(ids: np.ndarray, lengths: np.ndarray, parents: np.ndarray, n: int
         empty = np.zeros(0, dtype=np.int64)
         return NGrams(empty.astype(np.uint64), empty, empty, empty.astype(np.float64))
     starts = np.arange(count)
-    keys = keys_at(ids, starts, n)
+    keys = _keys_of_every_window(ids, count, n)
     cumulative = np.concatenate([[0.0], np.cumsum(lengths)])
     chars = cumulative[n:n + count] - cumulative[:count]
     inside = parents[:count] == parents[n - 1:n - 1 + count]
     return NGrams(keys[inside], parents[:count][inside], starts[inside], chars[inside])
+
+
+def _keys_of_every_window(ids: np.ndarray, count: int, n: int) -> np.ndarray:
+    """``keys_at`` of every n-gram, from slices instead of gathers (the same keys, in half the time)."""
+    ids = ids.astype(np.uint64, copy=False)
+    keys = np.zeros(count, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for k in range(n):
+            keys *= MULTIPLIER
+            keys += ids[k:k + count]
+            keys += np.uint64(1)
+    return keys
 
 
 def keys_at(ids: np.ndarray, starts: np.ndarray, n: int) -> np.ndarray:

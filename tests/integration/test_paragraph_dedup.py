@@ -54,7 +54,8 @@ def runs(tmp_path_factory):
                     for i in range(part, len(documents), 6)), encoding="utf-8")
     outs = {shards: root / f"out-{shards}" for shards in (1, 3)}
     for shards, out in outs.items():
-        run(root / "in", out, "--dedup", "paragraphs", "--dedup-buckets", "2", shards=shards)
+        audit = ["--dedup-keep-removed"] if shards == 3 else []
+        run(root / "in", out, "--dedup", "paragraphs", "--dedup-buckets", "2", *audit, shards=shards)
     return root, outs
 
 
@@ -80,6 +81,26 @@ def test_decisions_agree_with_a_sequential_old_both(runs):
 def test_one_shard_and_three_write_the_same_documents(runs):
     _, outs = runs
     assert output_documents(outs[1]) == output_documents(outs[3])
+
+
+def test_the_documents_that_lost_paragraphs_are_kept_aside_with_the_spans_cut(runs):
+    _, outs = runs
+    kept = output_documents(outs[3])
+    aside = [doc for path in sorted((outs[3] / ".removed" / "paragraphs").glob("*.jsonl"))
+             for doc in map(json.loads, path.read_text(encoding="utf-8").splitlines())]
+    originals = {doc["id"]: doc["text"] for doc in curated_in_run_order(outs[3], 3)}
+    assert aside and {doc["id"] for doc in aside} <= set(originals)
+    for doc in aside:
+        assert doc["text"] == originals[doc["id"]], "kept aside as it was"
+        raw, rest, last = doc["text"].encode(), b"", 0
+        for start, end in doc["bff_duplicate_spans"]:
+            rest, last = rest + raw[last:start], end
+        rest += raw[last:]
+        assert doc["bff_document_emptied"] == (doc["id"] not in kept)
+        if doc["id"] in kept:
+            assert kept[doc["id"]] == rest.decode()
+    untouched = set(originals) - {doc["id"] for doc in aside}
+    assert all(kept[i] == originals[i] for i in untouched)
 
 
 def test_status_counts_what_each_paragraph_phase_did(runs):
@@ -159,3 +180,50 @@ def parquet_rows(out: Path) -> list[dict]:
     import pyarrow.parquet as pq
 
     return [row for path in sorted(out.glob("*.parquet")) for row in pq.read_table(path).to_pylist()]
+
+
+def test_a_paragraph_setting_without_the_paragraph_step_is_refused(runs, tmp_path):
+    root, _ = runs
+    done = run(root / "in", tmp_path / "out", "--dedup", "exact", "--dedup-paragraph-threshold", "0.5", check=False)
+    assert done.returncode == 2
+    assert "--dedup-paragraph-threshold: it needs the paragraphs step (--dedup paragraphs,exact)" in done.stderr
+
+
+def reference_lines(texts: list[str], min_chars: int = 1) -> list[str | None]:
+    """Exact line dedup in one pass: each text without the lines whose normalised text an
+    earlier line had (None: dropped, too little left)."""
+    import pyarrow as pa
+
+    from curator_array.dedup.words import simplify
+
+    seen, decided = set(), []
+    for text in texts:
+        lines = text.split("\n")
+        normal = simplify(pa.array(lines, pa.string())).to_pylist()
+        kept, removed = [], False
+        for number, (line, key) in enumerate(zip(lines, normal)):
+            if key and key in seen:
+                removed = True
+                continue
+            if key:
+                seen.add(key)
+            kept.append(line if number == 0 else "\n" + line)
+        result = "".join(kept)
+        decided.append(None if removed and len("".join(result.split())) < min_chars else result)
+    return decided
+
+
+def test_exact_lines_are_removed_as_one_pass_over_the_run_removes_them(runs, tmp_path):
+    root, outs = runs
+    out = tmp_path / "lines"
+    run(root / "in", out, "--dedup", "lines", "--dedup-line-min-chars", "200", "--dedup-buckets", "2", shards=2)
+    curated = curated_in_run_order(out, 2)
+    wanted = dict(zip((doc["id"] for doc in curated), reference_lines([doc["text"] for doc in curated], 200)))
+    assert output_documents(out) == {i: text for i, text in wanted.items() if text is not None}
+    assert sum(text is None for text in wanted.values()) > 0 and sum(
+        text is not None and text != doc["text"] for doc, text in zip(curated, wanted.values())) > 0
+    counts = {p["phase"]: p["counts"] for p in json.loads(
+        curator("status", "--checkpoint-path", str(out), "--json").stdout)["phases"]}["paragraph_removal"]
+    assert counts["documents_emptied"] == sum(text is None for text in wanted.values())
+    done = run(root / "in", tmp_path / "both", "--dedup", "lines,paragraphs", check=False)
+    assert done.returncode == 2 and "lines and paragraphs both cut documents at newlines" in done.stderr

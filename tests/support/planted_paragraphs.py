@@ -80,10 +80,20 @@ def fixture_paragraphs() -> tuple[str, ...]:
 
 
 def fresh_paragraph(pool: list[str], rng: random.Random) -> str:
-    """A paragraph not in the fixtures: the first half of one of their paragraphs and the
-    second half of another (a large corpus needs more paragraphs than they hold)."""
-    first, second = rng.choice(pool).split(" "), rng.choice(pool).split(" ")
-    return " ".join(first[:len(first) // 2] + second[len(second) // 2:])
+    """A paragraph not in the fixtures, for a corpus larger than they are: one of theirs with
+    about one word in seven (one character in seven, in a script written without spaces)
+    taken from another, so that most of its 13-grams are new."""
+    base, donor = rng.choice(pool), rng.choice(pool)
+    words = base.split(" ")
+    if len(words) * 12 < len(base):
+        characters = list(base)
+        for position in rng.sample(range(len(characters)), len(characters) // 7):
+            characters[position] = rng.choice(donor)
+        return "".join(characters)
+    replacements = donor.split(" ")
+    for position in rng.sample(range(len(words)), max(1, len(words) // 7)):
+        words[position] = rng.choice(replacements)
+    return " ".join(words)
 
 
 def edited(paragraph: str, rng: random.Random) -> str:

@@ -39,6 +39,25 @@ def test_each_phase_has_its_elements():
         DedupSettings("approximate")
 
 
+def test_steps_plan_their_phases_in_one_order_and_a_run_pinned_before_steps_keeps_its_fingerprint():
+    shards = ShardRange(4)
+    steps = DedupSettings.from_options({"mode": "fuzzy,paragraphs", "buckets": 2})
+    assert steps.steps == ("paragraphs", "fuzzy")
+    assert list(elements(steps, shards)) == [CURATION, "paragraph_ngrams", "paragraph_buckets", "paragraph_removal",
+                                             "signatures", "buckets", "clusters", "removal"]
+    assert list(elements(DedupSettings.from_options({"mode": "lines"}), shards)) == [
+        CURATION, "paragraph_ngrams", "paragraph_buckets", "paragraph_removal"]
+    assert PHASES.settings_of(PhaseSettings({"dedup": steps}).fingerprint()).get("dedup") == steps
+    pinned_before = {"mode": "exact", "buckets": None, "components_elements": 1, "verify": False, "threshold": 0.75,
+                     "against": [], "language": "en", "keep_removed": False, "ngram": 5, "bands": 14, "rows": 8,
+                     "seed": 1}
+    assert DedupSettings.from_json(pinned_before).to_json() == pinned_before, "the same fingerprint on retry"
+    for refused, message in (("exact,fuzzy", "both remove whole documents"), ("lines,paragraphs", "a run does one"),
+                             ("minhash", "is not one of lines, paragraphs, exact, fuzzy")):
+        with pytest.raises(ConfigError, match=message):
+            DedupSettings.from_options({"mode": refused})
+
+
 def test_settings_round_trip_and_what_against_compares():
     settings = DedupSettings("fuzzy", MinHashSettings(bands=20), against=("/old",))
     assert PHASES.settings_of(PhaseSettings({"dedup": settings}).fingerprint()).get("dedup") == settings

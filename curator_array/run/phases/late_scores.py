@@ -52,16 +52,9 @@ class LateScores(Phase):
         return shards if quality is not None and quality.after_dedup else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
-        from functools import reduce
-
-        from ...helpers.parallel import ordered_map
-
-        names = context.input_files(self, index)
-        results = []
-        for done, counts in enumerate(ordered_map(score_file, self._jobs(context, index), context.cpus)):
-            context.tick(done + 1, len(names))
-            results.append(counts)
-        return PhaseResult(reduce(lambda a, b: a + b, results, LateScoreCounts()))
+        jobs = self._jobs(context, index)
+        return PhaseResult(sum(context.over_cpus(score_file, jobs, len(context.input_files(self, index))),
+                               LateScoreCounts()))
 
     def _jobs(self, context: PhaseContext, index: int) -> Iterator[FileScoring]:
         settings = context.request.options.phases.get(self.settings_key)  # the run's: open_run compared the digests

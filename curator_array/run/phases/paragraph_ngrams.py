@@ -34,14 +34,14 @@ from .signatures import DEDUP, FLUSH_ROWS, texts_of
 if TYPE_CHECKING:
     import numpy as np
 
-    from ...dedup.settings import DedupSettings, ParagraphSettings
+    from ...dedup.settings import DedupSettings
     from ..lifecycle import PhaseContext
 
 
 def paragraph_dedup(settings: PhaseSettings) -> DedupSettings | None:
-    """The run's dedup settings when it has the paragraph step, else None."""
+    """The run's dedup settings when it has a step below the document (paragraphs or lines), else None."""
     dedup = settings.get(DEDUP)
-    return dedup if dedup is not None and dedup.paragraphs else None
+    return dedup if dedup is not None and dedup.spans else None
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ class ParagraphNGrams(Phase):
         from ...dedup.bandfile import BandFileWriter, BandRows
         from ...helpers.parallel import ordered_map
 
-        settings = context.settings_of(self).paragraph
+        settings = context.settings_of(self)
         buckets = context.elements(PARAGRAPH_BUCKETS).total
         totals: dict[int, list[np.ndarray]] = {}
         figures = np.zeros(3, dtype=np.int64)
@@ -94,6 +94,7 @@ class ParagraphNGrams(Phase):
         return PhaseResult(ParagraphNGramCounts(*figures.tolist()))
 
     def _batches(self, context: PhaseContext, index: int) -> Iterator[Batch]:
+        from ...dedup.paragraphs import paragraph_count
         from ...formats import reader_for
 
         reader, field = reader_for(context.output_format), context.text_field
@@ -106,13 +107,13 @@ class ParagraphNGrams(Phase):
                 for table in reader.read_columns(str(local), (field,)):
                     texts = texts_of(table, field, path).to_pylist()
                     yield Batch(file, ordinal, texts)
-                    ordinal += sum(1 + (text or "").count("\n") for text in texts)
+                    ordinal += sum(map(paragraph_count, texts))
 
 
-def batch_rows(batch: Batch, settings: ParagraphSettings) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, int]:
-    """A batch's (file, n-gram positions, n-gram keys, n-grams per paragraph, documents)."""
-    from ...dedup.paragraphs import batch_ngrams, positions
+def batch_rows(batch: Batch, settings: DedupSettings) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, int]:
+    """A batch's (file, key positions, keys, keys per paragraph, documents)."""
+    from ...dedup.paragraphs import batch_keys, positions
 
-    grams = batch_ngrams(batch.texts, settings)
+    grams = batch_keys(batch.texts, settings)
     return (batch.file, positions(batch.file, grams.paragraph_of + batch.first_ordinal), grams.keys, grams.totals,
             len(batch.texts))

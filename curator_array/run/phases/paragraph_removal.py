@@ -5,8 +5,11 @@ buckets' files (memory-mapped: a file reads only its own positions' slice of eac
 each document is decided as BFF's ``old-both`` does (``dedup.paragraphs.decide``): its
 repeated paragraphs are cut, and a document emptied (too many of its n-grams seen before, or
 nothing left) is dropped and counted. The file is written again, by the run's output format,
-under its own name, for the next writer of the run or as the output. Files are rewritten over
-the element's CPUs, one per worker at a time, in order.
+under its own name, for the next writer of the run or as the output. With
+``--dedup-keep-removed``, every document that lost anything is written as it was under
+``OUTPUT_DIR/.removed/paragraphs/``, with the spans cut (``bff_duplicate_spans``: UTF-8 byte
+offsets, as BFF's ``--annotate`` gives them) and whether it was emptied. Files are rewritten
+over the element's CPUs, one per worker at a time, in order.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from ...core.counts import Counts, histogram
 from ...core.errors import CorruptCheckpointError
 from ...core.phase import SHARD, Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
+from ...stages.defaults import REMOVED_DIR
 from ...storage.places import fetched, joined
 from .layouts import (
     PARAGRAPH_BUCKETS,
@@ -34,7 +38,12 @@ from .signatures import DEDUP
 if TYPE_CHECKING:
     import numpy as np
 
+    from ...dedup.paragraphs import SpanRule
+
     from ..lifecycle import PhaseContext
+
+PARAGRAPHS_REMOVED_DIR = f"{REMOVED_DIR}/paragraphs"
+SPANS, EMPTIED = "bff_duplicate_spans", "bff_document_emptied"
 
 
 @dataclass(frozen=True)
@@ -64,24 +73,18 @@ class ParagraphRemoval(Phase):
         return shards if paragraph_dedup(settings) else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
-        from functools import reduce
-
-        from ...helpers.parallel import ordered_map
-
-        names = context.input_files(self, index)
-        results = []
-        for done, counts in enumerate(ordered_map(rewrite_paragraphs, self._rewrites(context, index), context.cpus)):
-            context.tick(done + 1, len(names))
-            results.append(counts)
-        return PhaseResult(reduce(lambda a, b: a + b, results, ParagraphRemovalCounts()))
+        jobs = self._rewrites(context, index)
+        return PhaseResult(sum(context.over_cpus(rewrite_paragraphs, jobs, len(context.input_files(self, index))),
+                               ParagraphRemovalCounts()))
 
     def _rewrites(self, context: PhaseContext, index: int) -> Iterator[ParagraphRewrite]:
         import numpy as np
 
-        from ...dedup.paragraphs import file_range
+        from ...dedup.paragraphs import SpanRule, file_range
 
         every = CuratedFiles.of(context.layout, context.run.shards)
         buckets = [seen_files(context.layout, b) for b in context.elements(PARAGRAPH_BUCKETS)]
+        settings = context.settings_of(self)
         with np.load(paragraph_totals_file(context.layout, index)) as totals_of:
             for relative in context.input_files(self, index):
                 file = every.index(relative)
@@ -94,10 +97,12 @@ class ParagraphRemoval(Phase):
                     if stop > start:
                         ordinals = (np.asarray(positions[start:stop]) - first).astype(np.int64)
                         seen[ordinals] += np.load(counts_path, mmap_mode="r")[start:stop]
+                audit = joined(context.output_dir, f"{PARAGRAPHS_REMOVED_DIR}/{relative}") if settings.keep_removed \
+                    else None
                 yield ParagraphRewrite(context.output_format, context.text_field,
                                        joined(context.input_dir(self), relative),
                                        joined(context.written_dir(self), relative), totals, seen,
-                                       context.settings_of(self).paragraph.threshold)
+                                       SpanRule.of(settings), audit)
 
 
 @dataclass(frozen=True)
@@ -110,42 +115,48 @@ class ParagraphRewrite:
     target: str
     totals: np.ndarray  # n-grams of each of the file's paragraphs
     seen: np.ndarray  # of them, seen at an earlier position
-    threshold: float
+    rule: SpanRule
+    audit: str | None = None  # where the documents that lost anything go, as they were
 
 
 def rewrite_paragraphs(job: ParagraphRewrite) -> ParagraphRemovalCounts:
-    """Do ``job``; returns what it removed."""
-    import pyarrow as pa
-
-    from ...dedup.paragraphs import decide
+    """Do ``job``, holding one block of the file's texts and the changed texts; returns what
+    it removed."""
+    from ...dedup.paragraphs import decide, paragraph_count
     from ...formats import reader_for, writer_for
+    from .signatures import texts_of
 
     reader = reader_for(job.output_format)
+    changed, dropped, cut, per_document = {}, [], {}, {}
+    rows = removed = too_short = bytes_removed = ordinal = 0
     with fetched(job.source) as local:
-        table = reader.read_file(str(local)).table
-    texts = table[job.text_field].to_pylist() if job.text_field in table.column_names else [None] * table.num_rows
-    kept, new_texts, per_document = [], [], {}
-    emptied = removed = too_short = bytes_removed = ordinal = 0
-    for row, text in enumerate(texts):
-        count = 1 + (text or "").count("\n")
-        decision = decide(text, job.totals[ordinal:ordinal + count], job.seen[ordinal:ordinal + count], job.threshold)
-        ordinal += count
-        removed += decision.removed
-        too_short += decision.too_short
-        per_document[decision.removed] = per_document.get(decision.removed, 0) + 1
-        bytes_removed += len((text or "").encode()) - len(decision.text.encode())
-        if decision.emptied:
-            emptied += 1
-            continue
-        kept.append(row)
-        new_texts.append(decision.text if decision.removed else text)
-    if ordinal != len(job.totals):
-        raise CorruptCheckpointError(f"{job.source}: {ordinal} paragraphs, but its n-gram phase counted {len(job.totals)}: "
-                           "the file changed since; rerun the run's paragraph phases")
-    table = table.take(pa.array(kept, pa.int64()))
-    if job.text_field in table.column_names:
-        position = table.column_names.index(job.text_field)
-        table = table.set_column(position, job.text_field, pa.array(new_texts, table.schema.field(job.text_field).type))
-    writer_for(job.output_format, job.target.rpartition("/")[0]).write_at(job.target, table)
-    return ParagraphRemovalCounts(len(texts), len(kept), emptied, ordinal, removed, too_short, bytes_removed,
+        for table in reader.read_columns(str(local), (job.text_field,)):
+            texts = texts_of(table, job.text_field, job.source).to_pylist() \
+                if job.text_field in table.column_names else [None] * table.num_rows
+            for text in texts:
+                count = paragraph_count(text)
+                decision = decide(text, job.totals[ordinal:ordinal + count], job.seen[ordinal:ordinal + count],
+                                  job.rule)
+                ordinal += count
+                removed += decision.removed
+                too_short += decision.too_short
+                per_document[decision.removed] = per_document.get(decision.removed, 0) + 1
+                bytes_removed += len((text or "").encode()) - len(decision.text.encode())
+                if decision.removed or decision.emptied:
+                    cut[rows] = decision
+                if decision.emptied:
+                    dropped.append(rows)
+                elif decision.removed:
+                    changed[rows] = decision.text
+                rows += 1
+        if ordinal != len(job.totals):
+            raise CorruptCheckpointError(f"{job.source}: {ordinal} paragraphs, but its n-gram phase counted "
+                                         f"{len(job.totals)}: the file changed since; rerun the run's paragraph phases")
+        writer = writer_for(job.output_format, job.target.rpartition("/")[0])
+        if job.audit is not None:  # before the output: an output in place means its audit is too
+            writer.rewrite(local, job.audit, reader, set(cut), only=True,
+                           added={SPANS: ({row: [list(span) for span in d.spans] for row, d in cut.items()}, None),
+                                  EMPTIED: ({row: d.emptied for row, d in cut.items()}, False)})
+        writer.rewrite(local, job.target, reader, set(dropped), replaced={job.text_field: changed})
+    return ParagraphRemovalCounts(rows, rows - len(dropped), len(dropped), ordinal, removed, too_short, bytes_removed,
                                   dict(sorted(per_document.items())))

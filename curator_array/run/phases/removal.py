@@ -58,12 +58,9 @@ class Removal(Phase):
         return shards if whole_documents(settings) else None
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
-        from ...helpers.parallel import ordered_map
-
-        names = context.input_files(self, index)
         rows_in = rows_out = 0
-        for done, (read, written) in enumerate(ordered_map(rewrite_file, self._rewrites(context, index), context.cpus)):
-            context.tick(done + 1, len(names))
+        jobs = self._rewrites(context, index)
+        for read, written in context.over_cpus(rewrite_file, jobs, len(context.input_files(self, index))):
             rows_in, rows_out = rows_in + read, rows_out + written
         return PhaseResult(RemovalCounts(rows_in, rows_out, rows_in - rows_out))
 

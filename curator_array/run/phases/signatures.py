@@ -44,7 +44,8 @@ BUCKETS_KEY = b"buckets"  # an earlier release's Parquet signatures: how many bu
 
 DEDUP_OPTIONS = (
     RunOption("dedup", "Remove duplicates across the whole run, as phases after curation, one or more steps "
-              "(comma-separated, done in this order): paragraphs (DCLM's BFF: paragraphs mostly seen before), then "
+              "(comma-separated, done in this order): lines (CCNet's: a line seen before) or paragraphs (DCLM's BFF: "
+              "paragraphs mostly seen before), then "
               "exact (same normalised text) or fuzzy (MinHash + LSH near-duplicates too). The output dir then holds "
               "the kept documents. --pipeline dclm has paragraphs unless told otherwise (none: no dedup).",
               "choices", DEDUP, choices=STEPS, hint="the per-task exact dedup is --dedup-within-task", sets="mode",
@@ -65,7 +66,9 @@ DEDUP_OPTIONS = (
     RunOption("dedup_against", "Checkpoint(s) of earlier runs with the same dedup settings: also remove copies of "
               "their documents (from their saved signatures).", "existing-paths", DEDUP, sets="against"),
     RunOption("dedup_keep_removed", "Write every removed document (all its fields, with the identity and id of the "
-              "copy kept) under OUTPUT_DIR/.removed/dedup/.", "flag", DEDUP, sets="keep_removed"),
+              "copy kept) under OUTPUT_DIR/.removed/dedup/; with paragraphs, every document that lost any, as it "
+              "was, with the byte spans cut, under OUTPUT_DIR/.removed/paragraphs/.", "flag", DEDUP,
+              sets="keep_removed"),
     RunOption("dedup_paragraph_ngram", "paragraphs: words per n-gram.", "int", DEDUP, minimum=1,
               sets="paragraph_ngram"),
     RunOption("dedup_paragraph_min_ngram", "paragraphs: a paragraph of at least this many words but fewer than "
@@ -74,6 +77,8 @@ DEDUP_OPTIONS = (
     RunOption("dedup_paragraph_threshold", "paragraphs: a paragraph (or a whole document) whose n-grams were seen "
               "earlier in the run for more than this fraction of them is removed.", "float", DEDUP, minimum=0,
               maximum=1, sets="paragraph_threshold"),
+    RunOption("dedup_line_min_chars", "lines: a document left with fewer characters than this (whitespace aside) "
+              "is dropped.", "int", DEDUP, minimum=1, sets="line_min_chars"),
     RunOption("dedup_language", "fuzzy: the language of documents without a `language` field; words are split as "
               "the quality filters split that language (SudachiPy for ja, jieba for zh).", group=DEDUP,
               metavar="CODE", sets="language"),

@@ -20,10 +20,11 @@ from ..core.errors import ConfigError
 from ..text.language import DEFAULT_LANGUAGE
 
 MODES = ("exact", "fuzzy")  # the whole-document steps; a run has at most one
+URL_PRIORITIES = ("longest", "newest")
 
 
 def parse_steps(given: str | tuple[str, ...]) -> tuple[str | None, tuple[str, ...]]:
-    """(the document step or None, the span steps in run order) of ``--dedup``'s value."""
+    """(the document step or None, the steps before it in run order) of ``--dedup``'s value."""
     steps = tuple(given.split(",")) if isinstance(given, str) else tuple(given)
     steps = tuple(step.strip() for step in steps if step.strip())
     unknown = [step for step in steps if step not in STEPS]
@@ -33,11 +34,24 @@ def parse_steps(given: str | tuple[str, ...]) -> tuple[str | None, tuple[str, ..
     if len(documents) > 1:
         raise ConfigError(f"--dedup {','.join(steps)}: {' and '.join(documents)} both remove whole documents; "
                           "choose one")
-    spans = tuple(step for step in SPAN_STEPS if step in steps)
-    if len(spans) > 1:
+    if "lines" in steps and "paragraphs" in steps:
         raise ConfigError(f"--dedup {','.join(steps)}: lines and paragraphs both cut documents at newlines; a run "
                           "does one of them")
-    return (documents[0] if documents else None), spans
+    return (documents[0] if documents else None), tuple(step for step in EARLY_STEPS if step in steps)
+
+
+@dataclass(frozen=True)
+class UrlSettings:
+    """URL dedup: of the documents with one normalised URL (``dedup.urls``), the one with the
+    longest text is kept (``keep`` ``longest``), or the one with the newest ``date`` field
+    (``newest``; a document without a date is the oldest); ties go to the first in the run's
+    order."""
+
+    keep: str = "longest"
+
+    def __post_init__(self) -> None:
+        if self.keep not in URL_PRIORITIES:
+            raise ValueError(f"the URL dedup keeps one of {', '.join(URL_PRIORITIES)}, not {self.keep!r}")
 
 
 @dataclass(frozen=True)
@@ -92,12 +106,14 @@ class LineSettings:
             raise ValueError(f"the line dedup's min_chars must be at least 1, got {self.min_chars}")
 
 
-# Each step below the document: the field of ``DedupSettings`` that holds its settings (their
-# flat names in ``run.json`` start with it) and their type. Pinned only when the run has the step.
-SPAN_SETTINGS = {"lines": ("line", LineSettings), "paragraphs": ("paragraph", ParagraphSettings)}
-SPAN_STEPS = tuple(SPAN_SETTINGS)  # the steps that remove parts of documents, before the document step; one a run
-STEPS = SPAN_STEPS + MODES
-NESTED = ("minhash", *(name for name, _ in SPAN_SETTINGS.values()))
+# Each step before the document step, in run order: the field of ``DedupSettings`` that holds
+# its settings (their flat names in ``run.json`` start with it) and their type. Pinned only when
+# the run has the step. ``lines`` and ``paragraphs`` remove parts of documents (one a run).
+EARLY_SETTINGS = {"urls": ("url", UrlSettings), "lines": ("line", LineSettings),
+                  "paragraphs": ("paragraph", ParagraphSettings)}
+EARLY_STEPS = tuple(EARLY_SETTINGS)
+STEPS = EARLY_STEPS + MODES
+NESTED = ("minhash", *(name for name, _ in EARLY_SETTINGS.values()))
 
 
 def _flat(name: str, settings: Any) -> dict[str, Any]:
@@ -107,8 +123,9 @@ def _flat(name: str, settings: Any) -> dict[str, Any]:
 @dataclass(frozen=True)
 class DedupSettings:
     """The dedup phases of a run: ``mode`` exact (the normalised text) or fuzzy (MinHash), or
-    None when the run removes no whole documents; ``spans`` the step that removes parts of
-    documents first (``lines``, with ``line``'s settings, or ``paragraphs``, with ``paragraph``'s).
+    None when no step after the others removes whole documents; ``early`` the steps done
+    before it, in run order: ``urls`` (with ``url``'s settings), then ``lines`` (``line``'s) or
+    ``paragraphs`` (``paragraph``'s), which remove parts of documents.
 
     ``buckets`` None means one bucket element per curation shard; ``components_elements``
     above 1 finds the clusters over that many elements in rounds; ``verify`` confirms each
@@ -128,32 +145,43 @@ class DedupSettings:
     against: tuple[str, ...] = ()
     language: str = DEFAULT_LANGUAGE
     keep_removed: bool = False
-    spans: tuple[str, ...] = ()  # pinned only when there are some: a run pinned before them reads the same
+    early: tuple[str, ...] = ()  # pinned only when there are some: a run pinned before them reads the same
     paragraph: ParagraphSettings = field(default_factory=ParagraphSettings)
     line: LineSettings = field(default_factory=LineSettings)
+    url: UrlSettings = field(default_factory=UrlSettings)
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES and not (self.mode is None and self.spans):
+        if self.mode not in MODES and not (self.mode is None and self.early):
             raise ValueError(f"dedup mode {self.mode!r} is not one of {', '.join(MODES)}")
-        if any(step not in SPAN_STEPS for step in self.spans):
-            raise ValueError(f"dedup steps {self.spans} are not among {', '.join(SPAN_STEPS)}")
+        if any(step not in EARLY_STEPS for step in self.early):
+            raise ValueError(f"dedup steps {self.early} are not among {', '.join(EARLY_STEPS)}")
         if self.components_elements < 1:
             raise ValueError(f"dedup components_elements must be at least 1, got {self.components_elements}")
 
     @property
     def steps(self) -> tuple[str, ...]:
         """Every step, in the order the run does them."""
-        return self.spans + ((self.mode,) if self.mode else ())
+        return self.early + ((self.mode,) if self.mode else ())
 
     @property
     def paragraphs(self) -> ParagraphSettings | None:
         """The paragraph step's settings; None without it."""
-        return self.paragraph if "paragraphs" in self.spans else None
+        return self.paragraph if "paragraphs" in self.early else None
 
     @property
     def lines(self) -> LineSettings | None:
         """The line step's settings; None without it."""
-        return self.line if "lines" in self.spans else None
+        return self.line if "lines" in self.early else None
+
+    @property
+    def urls(self) -> UrlSettings | None:
+        """The URL step's settings; None without it."""
+        return self.url if "urls" in self.early else None
+
+    @property
+    def below_documents(self) -> str | None:
+        """The step that removes parts of documents (``lines`` or ``paragraphs``), if any."""
+        return next((step for step in self.early if step in ("lines", "paragraphs")), None)
 
     @property
     def fuzzy(self) -> MinHashSettings | None:
@@ -164,12 +192,12 @@ class DedupSettings:
         """Flat, as ``run.json`` pins it (and as its changes are named: ``dedup.bands``)."""
         flat = {item.name: getattr(self, item.name) for item in fields(self) if item.name not in NESTED}
         flat = {**flat, **{item.name: getattr(self.minhash, item.name) for item in fields(self.minhash)},
-                "against": list(self.against), "spans": list(self.spans)}
-        for step, (name, _) in SPAN_SETTINGS.items():
-            if step in self.spans:
+                "against": list(self.against), "early": list(self.early)}
+        for step, (name, _) in EARLY_SETTINGS.items():
+            if step in self.early:
                 flat.update(_flat(name, getattr(self, name)))
-        if not self.spans:
-            del flat["spans"]
+        if not self.early:
+            del flat["early"]
         return flat
 
     @classmethod
@@ -177,16 +205,16 @@ class DedupSettings:
         minhash = MinHashSettings(**{f.name: payload[f.name] for f in fields(MinHashSettings) if f.name in payload})
         nested = {name: kind(**{f.name: payload[f"{name}_{f.name}"] for f in fields(kind)
                                 if payload.get(f"{name}_{f.name}") is not None})
-                  for name, kind in SPAN_SETTINGS.values()}
+                  for name, kind in EARLY_SETTINGS.values()}
         own = {f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name not in NESTED}
         return replace(cls(**own, minhash=minhash, **nested), against=tuple(payload.get("against") or ()),
-                       spans=tuple(payload.get("spans") or ()))
+                       early=tuple(payload.get("early") or ()))
 
     @classmethod
     def field_defaults(cls) -> dict[str, Any]:
         """Each field's default, flat, as ``to_json`` names them (the mode has none)."""
         defaults = {item.name: item.default for item in fields(MinHashSettings)}
-        for name, kind in SPAN_SETTINGS.values():
+        for name, kind in EARLY_SETTINGS.values():
             defaults.update(_flat(name, kind()))
         defaults.update({item.name: item.default for item in fields(cls) if item.name not in NESTED})
         defaults["mode"] = None
@@ -197,14 +225,14 @@ class DedupSettings:
         """The settings the run options give, by field (``bands``, ...): the earlier runs'
         checkpoints given with ``against`` are pinned as absolute paths."""
         against = tuple(str(Path(path).resolve()) for path in given.get("against") or ())
-        mode, spans = parse_steps(given["mode"])
-        for step, (name, kind) in SPAN_SETTINGS.items():
+        mode, early = parse_steps(given["mode"])
+        for step, (name, kind) in EARLY_SETTINGS.items():
             unused = [flat for flat, default in _flat(name, kind()).items()
-                      if given.get(flat) not in (None, default) and step not in spans]
+                      if given.get(flat) not in (None, default) and step not in early]
             if unused:
                 raise ConfigError(f"--dedup-{unused[0].replace('_', '-')}: it needs the {step} step "
                                   f"(--dedup {step}{',' + mode if mode else ''})")
-        return cls.from_json({**given, "against": against, "mode": mode, "spans": spans})
+        return cls.from_json({**given, "against": against, "mode": mode, "early": early})
 
     def signature_settings(self) -> dict[str, Any]:
         """What must be equal for two runs' signatures to be compared (``--dedup-against``)."""

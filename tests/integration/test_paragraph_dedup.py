@@ -132,7 +132,7 @@ def test_paragraphs_then_fuzzy_dedup_reads_what_the_paragraph_step_left(runs, tm
     assert len(after) == phases["removal"]["rows_out"] == phases["paragraph_removal"]["rows_out"] - \
         phases["removal"]["removed"]
     pinned = json.loads((CheckpointLayout(out).run_file).read_text())["pipeline"]["dedup"]
-    assert pinned["mode"] == "fuzzy" and pinned["spans"] == ["paragraphs"] and pinned["paragraph_ngram"] == 13
+    assert pinned["mode"] == "fuzzy" and pinned["early"] == ["paragraphs"] and pinned["paragraph_ngram"] == 13
 
 
 def test_two_whole_document_steps_are_refused_in_one_line(runs, tmp_path):
@@ -164,7 +164,7 @@ def test_dclm_removes_repeated_paragraphs_before_its_classifier_decides(tmp_path
     assert phases["quality_after_dedup"]["rows_in"] == phases["paragraph_removal"]["rows_out"]
     assert not any(step.startswith("quality_model") for step in status["dropped"]), "not scored in the first phase"
     pinned = json.loads(CheckpointLayout(out).run_file.read_text())["pipeline"]
-    assert pinned["dedup"]["spans"] == ["paragraphs"] and pinned["quality_model"]["after_dedup"] is True
+    assert pinned["dedup"]["early"] == ["paragraphs"] and pinned["quality_model"]["after_dedup"] is True
     scored = parquet_rows(out)
     assert scored and all(row["hq"] >= 0.018112 for row in scored)
     assert len(scored) == phases["quality_after_dedup"]["rows_out"]

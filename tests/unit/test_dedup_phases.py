@@ -41,10 +41,11 @@ def test_each_phase_has_its_elements():
 
 def test_steps_plan_their_phases_in_one_order_and_a_run_pinned_before_steps_keeps_its_fingerprint():
     shards = ShardRange(4)
-    steps = DedupSettings.from_options({"mode": "fuzzy,paragraphs", "buckets": 2})
-    assert steps.steps == ("paragraphs", "fuzzy")
-    assert list(elements(steps, shards)) == [CURATION, "paragraph_ngrams", "paragraph_buckets", "paragraph_removal",
-                                             "signatures", "buckets", "clusters", "removal"]
+    steps = DedupSettings.from_options({"mode": "fuzzy,paragraphs,urls", "buckets": 2})
+    assert steps.steps == ("urls", "paragraphs", "fuzzy")
+    assert list(elements(steps, shards)) == [CURATION, "url_keys", "url_buckets", "url_removal", "paragraph_ngrams",
+                                             "paragraph_buckets", "paragraph_removal", "signatures", "buckets",
+                                             "clusters", "removal"]
     assert list(elements(DedupSettings.from_options({"mode": "lines"}), shards)) == [
         CURATION, "paragraph_ngrams", "paragraph_buckets", "paragraph_removal"]
     assert PHASES.settings_of(PhaseSettings({"dedup": steps}).fingerprint()).get("dedup") == steps
@@ -53,7 +54,7 @@ def test_steps_plan_their_phases_in_one_order_and_a_run_pinned_before_steps_keep
                      "seed": 1}
     assert DedupSettings.from_json(pinned_before).to_json() == pinned_before, "the same fingerprint on retry"
     for refused, message in (("exact,fuzzy", "both remove whole documents"), ("lines,paragraphs", "a run does one"),
-                             ("minhash", "is not one of lines, paragraphs, exact, fuzzy")):
+                             ("minhash", "is not one of urls, lines, paragraphs, exact, fuzzy")):
         with pytest.raises(ConfigError, match=message):
             DedupSettings.from_options({"mode": refused})
 

@@ -50,14 +50,14 @@ ALONE = {"annotate": ("keep_removed", "dedup", "quality_model", "tokenize", "sta
          "dedup_line_min_chars": ("dedup_paragraph_ngram", "dedup_paragraph_min_ngram", "dedup_paragraph_threshold")}
 # ... with values of their own: a selection reads Parquet or JSONL, not the commoncrawl builder's WARCs.
 ALONE_VALUES = {"select_from": {"pipeline_ref": "curator_array.pipelines.pipeline:default_pipeline"},
-                "dedup_line_min_chars": {"dedup": "lines,exact"}}  # a run does lines or paragraphs
+                "dedup_line_min_chars": {"dedup": "urls,lines,exact"}}  # a run does lines or paragraphs
 IMAGE_ENV = {"PATH": "/opt/curator-array/venv/bin:/usr/bin:/bin", "VIRTUAL_ENV": "/opt/curator-array/venv",
              "CURATOR_ARRAY_PYTHON": "/opt/curator-array/venv/bin/python", "RAY_USAGE_STATS_ENABLED": "0"}
 # The commoncrawl builder by reference: a pipeline of one's own may use every option (a built-in
 # pipeline refuses the ones it does not use).
 TEXT_VALUES = {"text_field": "body", "pipeline_ref": "curator_array.pipelines.commoncrawl:build", "node_ip": "10.9.8.7",
                "ray_address": "127.0.0.1:9", "crawl_files": "0:1", "where": "length(text) > 3", "stats_group_by": "language", "rehydrate": "1:1,2-9:2", "phase": "curation", "eos_token": "<|endoftext|>",
-               "dedup_language": "de", "dedup": "paragraphs,exact", "quality_label": "__label__en", "quality_threshold": ("lid=0.25",),
+               "dedup_language": "de", "dedup": "urls,paragraphs,exact", "quality_label": "__label__en", "quality_threshold": ("lid=0.25",),
                "keep_top_fraction": ("lid=0.5",)}
 CRAWLS = ("CC-TEST-1", "CC-TEST-2")
 
@@ -226,7 +226,8 @@ def launch_and_check(world, tmp_path: Path, runtime: str, way: str, values: dict
         if "dedup" in values:
             rounds = ["components"] * STEPS_QUEUED if values["dedup_components_elements"] > 1 else ["clusters"]
             late = ["quality_after_dedup"] if "paragraphs" in values["dedup"] else []  # the models score after it
-            assert [p.get("phase") for p in phases] == ["paragraph_ngrams", "paragraph_buckets", "paragraph_removal",
+            assert [p.get("phase") for p in phases] == ["url_keys", "url_buckets", "url_removal",
+                                                        "paragraph_ngrams", "paragraph_buckets", "paragraph_removal",
                                                         "signatures", "buckets", *rounds, "removal",
                                                         *late, "quality_scores",
                                                         "quality_cut", "quality_selection", "tokenize", "tokens", "shard_stats", "stats"]

@@ -110,7 +110,7 @@ def test_an_empty_variable_counts_as_unset():
     ("MALFORMED", "ignore", "MALFORMED='ignore' from the environment: not one of fail, skip"),
     ("MALFORMED_RECORDS", "ignore", "MALFORMED_RECORDS='ignore' from the environment: not one of fail, skip"),
     ("DEDUP_WITHIN_TASK", "maybe", "DEDUP_WITHIN_TASK='maybe' from the environment: not a boolean"),
-    ("DEDUP", "1", "DEDUP='1' from the environment: '1' is not one of lines, paragraphs, exact, fuzzy (the per-task "
+    ("DEDUP", "1", "DEDUP='1' from the environment: '1' is not one of urls, lines, paragraphs, exact, fuzzy (the per-task "
                    "exact dedup is --dedup-within-task)"),
     ("DEDUP", "fuzzy,fuzzy", "DEDUP='fuzzy,fuzzy' from the environment: fuzzy given twice"),
     ("INPUT_FILE_TYPE", "csv", "INPUT_FILE_TYPE='csv' from the environment: not one of jsonl"),

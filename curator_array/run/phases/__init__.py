@@ -38,6 +38,9 @@ from .signatures import Signatures
 from .stats import CorpusStats, ShardStats
 from .tokenize import Tokenize
 from .tokens import TokenFiles
+from .url_buckets import UrlBuckets
+from .url_keys import UrlKeys
+from .url_removal import UrlRemoval
 
 
 class PhaseRegistry:
@@ -184,6 +187,9 @@ def _refuse_without_enabling(phase: Phase, values: Mapping[str, Any]) -> None:
 PHASES = PhaseRegistry([
     Curation(),
     Decontamination(),
+    UrlKeys(),
+    UrlBuckets(),
+    UrlRemoval(),
     ParagraphNGrams(),
     ParagraphBuckets(),
     ParagraphRemoval(),

@@ -5,6 +5,8 @@ objects.
 
     CHECKPOINT/.nemo_curator_metadata/.phases/
       signatures/data/curated_files.parquet    the run's curated files, frozen: a file's place is its id
+      url_keys/data/shard_<S>.npz              each document's URL key, identity and priority, by bucket
+      url_buckets/data/bucket_<B>.npy          the identities of a bucket's documents that are not their URL's kept copy
       paragraph_ngrams/data/shard_<S>.bands    each paragraph n-gram with its run position, by bucket
       paragraph_ngrams/data/shard_<S>.totals.npz   n-grams per paragraph, per curated file of the shard
       paragraph_buckets/data/bucket_<B>.*.npy  a bucket's paragraphs with n-grams seen earlier, and how many
@@ -20,6 +22,7 @@ objects.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -33,11 +36,16 @@ from ...core.sharding import ShardRange
 
 if TYPE_CHECKING:
     import numpy as np
+    import pyarrow as pa
+
+    from ...core.phase import Phase
+    from ..lifecycle import PhaseContext
 
 CURATION, SIGNATURES, BUCKETS, CLUSTERS, COMPONENTS, REMOVAL, TOKENIZE, TOKENS = (
     "curation", "signatures", "buckets", "clusters", "components", "removal", "tokenize", "tokens")
 SCORES, CUT, SELECTION = "quality_scores", "quality_cut", "quality_selection"
 PARAGRAPH_NGRAMS, PARAGRAPH_BUCKETS, PARAGRAPH_REMOVAL = "paragraph_ngrams", "paragraph_buckets", "paragraph_removal"
+URL_KEYS, URL_BUCKETS, URL_REMOVAL = "url_keys", "url_buckets", "url_removal"
 BUCKET = "bucket"
 CURATED_FILES = "curated_files.parquet"
 BAND_SUFFIX = ".bands"
@@ -75,6 +83,25 @@ class CuratedFiles:
         return cls(tuple(table["path"].to_pylist()), table["shard"].to_numpy())
 
 
+def shard_tables(context: PhaseContext, phase: Phase, shard: int, columns: tuple[str, ...]
+                 ) -> Iterator[tuple[int, str, int, pa.Table]]:
+    """The ``columns`` of curation shard ``shard``'s documents as ``phase`` reads them, a batch
+    at a time, in order: (the file's index in the frozen list, its name, the batch's first row,
+    the batch)."""
+    from ...formats import reader_for
+    from ...storage.places import fetched, joined
+
+    reader, every = reader_for(context.output_format), CuratedFiles.of(context.layout, context.run.shards)
+    names = context.input_files(phase, shard)
+    for done, relative in enumerate(names):
+        context.tick(done, len(names))
+        row, file = 0, every.index(relative)
+        with fetched(joined(context.input_dir(phase), relative)) as local:
+            for table in reader.read_columns(str(local), columns):
+                yield file, relative, row, table
+                row += table.num_rows
+
+
 def signatures_file(layout: CheckpointLayout, shard: int) -> Path:
     """A shard's band file; an earlier release's Parquet file when that is what a run
     given with ``--dedup-against`` holds."""
@@ -82,6 +109,16 @@ def signatures_file(layout: CheckpointLayout, shard: int) -> Path:
     path = data.data_path(shard, BAND_SUFFIX)
     legacy = data.data_path(shard, ".parquet")
     return legacy if not path.exists() and legacy.exists() else path
+
+
+def url_keys_file(layout: CheckpointLayout, shard: int) -> Path:
+    """Shard ``shard``'s documents' URL keys, identities and priorities, by bucket."""
+    return PhaseLayout(layout, URL_KEYS, SHARD).data_path(shard, ".npz")
+
+
+def url_losers_file(layout: CheckpointLayout, bucket: int) -> Path:
+    """The identities (sorted) of bucket ``bucket``'s documents whose URL keeps another copy."""
+    return PhaseLayout(layout, URL_BUCKETS, BUCKET).data_path(bucket, ".npy")
 
 
 def paragraph_ngrams_file(layout: CheckpointLayout, shard: int) -> Path:

@@ -20,15 +20,8 @@ from ...core.atomic import write_bytes_atomic
 from ...core.counts import Counts
 from ...core.phase import OUTPUT, SHARD, Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
-from ...storage.places import fetched, joined
-from .layouts import (
-    CURATION,
-    PARAGRAPH_BUCKETS,
-    PARAGRAPH_NGRAMS,
-    CuratedFiles,
-    paragraph_ngrams_file,
-    paragraph_totals_file,
-)
+from .layouts import CURATION, PARAGRAPH_BUCKETS, PARAGRAPH_NGRAMS, paragraph_ngrams_file, paragraph_totals_file, \
+    shard_tables
 from .signatures import DEDUP, FLUSH_ROWS, texts_of
 
 if TYPE_CHECKING:
@@ -41,7 +34,7 @@ if TYPE_CHECKING:
 def paragraph_dedup(settings: PhaseSettings) -> DedupSettings | None:
     """The run's dedup settings when it has a step below the document (paragraphs or lines), else None."""
     dedup = settings.get(DEDUP)
-    return dedup if dedup is not None and dedup.spans else None
+    return dedup if dedup is not None and dedup.below_documents else None
 
 
 @dataclass(frozen=True)
@@ -95,19 +88,13 @@ class ParagraphNGrams(Phase):
 
     def _batches(self, context: PhaseContext, index: int) -> Iterator[Batch]:
         from ...dedup.paragraphs import paragraph_count
-        from ...formats import reader_for
 
-        reader, field = reader_for(context.output_format), context.text_field
-        every = CuratedFiles.of(context.layout, context.run.shards)
-        names = context.input_files(self, index)
-        for done, relative in enumerate(names):
-            context.tick(done, len(names))
-            path, ordinal, file = joined(context.input_dir(self), relative), 0, every.index(relative)
-            with fetched(path) as local:
-                for table in reader.read_columns(str(local), (field,)):
-                    texts = texts_of(table, field, path).to_pylist()
-                    yield Batch(file, ordinal, texts)
-                    ordinal += sum(map(paragraph_count, texts))
+        ordinal, current = 0, None
+        for file, name, _, table in shard_tables(context, self, index, (context.text_field,)):
+            ordinal = 0 if file != current else ordinal
+            current, texts = file, texts_of(table, context.text_field, name).to_pylist()
+            yield Batch(file, ordinal, texts)
+            ordinal += sum(map(paragraph_count, texts))
 
 
 def batch_rows(batch: Batch, settings: DedupSettings) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, int]:

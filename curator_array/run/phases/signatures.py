@@ -27,7 +27,7 @@ from ...core.phase import OUTPUT, SHARD, Phase, PhaseResult, PhaseSettings
 from ...core.records.phase import phase_manifests
 from ...core.run_contract import read_run_config
 from ...core.sharding import ShardRange
-from ...dedup.settings import STEPS, DedupSettings
+from ...dedup.settings import STEPS, URL_PRIORITIES, DedupSettings
 from ...storage.places import fetched, joined
 from ...text.language import LANGUAGE_FIELD
 from .layouts import CURATION, SIGNATURES, CuratedFiles, curated_files, signatures_file
@@ -44,8 +44,8 @@ BUCKETS_KEY = b"buckets"  # an earlier release's Parquet signatures: how many bu
 
 DEDUP_OPTIONS = (
     RunOption("dedup", "Remove duplicates across the whole run, as phases after curation, one or more steps "
-              "(comma-separated, done in this order): lines (CCNet's: a line seen before) or paragraphs (DCLM's BFF: "
-              "paragraphs mostly seen before), then "
+              "(comma-separated, done in this order): urls (one document per normalised URL), then lines (CCNet's: a "
+              "line seen before) or paragraphs (DCLM's BFF: paragraphs mostly seen before), then "
               "exact (same normalised text) or fuzzy (MinHash + LSH near-duplicates too). The output dir then holds "
               "the kept documents. --pipeline dclm has paragraphs unless told otherwise (none: no dedup).",
               "choices", DEDUP, choices=STEPS, hint="the per-task exact dedup is --dedup-within-task", sets="mode",
@@ -77,6 +77,9 @@ DEDUP_OPTIONS = (
     RunOption("dedup_paragraph_threshold", "paragraphs: a paragraph (or a whole document) whose n-grams were seen "
               "earlier in the run for more than this fraction of them is removed.", "float", DEDUP, minimum=0,
               maximum=1, sets="paragraph_threshold"),
+    RunOption("dedup_url_keep", "urls: of the documents with one normalised URL, keep the longest text or the "
+              "newest `date` (ties: the first in the run's order).", "choice", DEDUP, choices=URL_PRIORITIES,
+              sets="url_keep"),
     RunOption("dedup_line_min_chars", "lines: a document left with fewer characters than this (whitespace aside) "
               "is dropped.", "int", DEDUP, minimum=1, sets="line_min_chars"),
     RunOption("dedup_language", "fuzzy: the language of documents without a `language` field; words are split as "

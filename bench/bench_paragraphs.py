@@ -27,6 +27,7 @@ import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -84,7 +85,7 @@ def run_ours(inputs: Path, work: Path, buckets: int) -> dict:
                              shard=(i, 2)) for i in elements[start:start + 2]]
             peak = max([peak, *(wait_peak(p) for p in group)])
         timing[phase], peaks[phase] = time.perf_counter() - began, peak
-    status = json.loads(__import__("subprocess").run(
+    status = json.loads(subprocess.run(
         [sys.executable, "-m", "curator_array.cli", "status", "--checkpoint-path", str(work / "out"), "--json"],
         capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout)
     return {"timing": timing, "peaks": peaks, "counts": {p["phase"]: p["counts"] for p in status["phases"]}}

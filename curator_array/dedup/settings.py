@@ -34,7 +34,7 @@ def parse_steps(given: str | tuple[str, ...]) -> tuple[str | None, tuple[str, ..
     if len(documents) > 1:
         raise ConfigError(f"--dedup {','.join(steps)}: {' and '.join(documents)} both remove whole documents; "
                           "choose one")
-    if "lines" in steps and "paragraphs" in steps:
+    if all(step in steps for step in BELOW_DOCUMENT):
         raise ConfigError(f"--dedup {','.join(steps)}: lines and paragraphs both cut documents at newlines; a run "
                           "does one of them")
     return (documents[0] if documents else None), tuple(step for step in EARLY_STEPS if step in steps)
@@ -112,6 +112,7 @@ class LineSettings:
 EARLY_SETTINGS = {"urls": ("url", UrlSettings), "lines": ("line", LineSettings),
                   "paragraphs": ("paragraph", ParagraphSettings)}
 EARLY_STEPS = tuple(EARLY_SETTINGS)
+BELOW_DOCUMENT = ("lines", "paragraphs")  # they remove parts of documents, on the same phases: one a run
 STEPS = EARLY_STEPS + MODES
 NESTED = ("minhash", *(name for name, _ in EARLY_SETTINGS.values()))
 
@@ -181,7 +182,7 @@ class DedupSettings:
     @property
     def below_documents(self) -> str | None:
         """The step that removes parts of documents (``lines`` or ``paragraphs``), if any."""
-        return next((step for step in self.early if step in ("lines", "paragraphs")), None)
+        return next((step for step in self.early if step in BELOW_DOCUMENT), None)
 
     @property
     def fuzzy(self) -> MinHashSettings | None:

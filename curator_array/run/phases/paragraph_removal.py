@@ -83,7 +83,8 @@ class ParagraphRemoval(Phase):
         from ...dedup.paragraphs import SpanRule, file_range
 
         every = CuratedFiles.of(context.layout, context.run.shards)
-        buckets = [seen_files(context.layout, b) for b in context.elements(PARAGRAPH_BUCKETS)]
+        buckets = [tuple(np.load(path, mmap_mode="r") for path in seen_files(context.layout, b))
+                   for b in context.elements(PARAGRAPH_BUCKETS)]
         settings = context.settings_of(self)
         with np.load(paragraph_totals_file(context.layout, index)) as totals_of:
             for relative in context.input_files(self, index):
@@ -91,12 +92,10 @@ class ParagraphRemoval(Phase):
                 totals = totals_of[f"f{file}"] if f"f{file}" in totals_of.files else np.zeros(0, np.uint32)
                 seen = np.zeros(len(totals), dtype=np.int64)
                 first, end = file_range(file)
-                for positions_path, counts_path in buckets:
-                    positions = np.load(positions_path, mmap_mode="r")
+                for positions, counts in buckets:
                     start, stop = np.searchsorted(positions, [first, end])
                     if stop > start:
-                        ordinals = (np.asarray(positions[start:stop]) - first).astype(np.int64)
-                        seen[ordinals] += np.load(counts_path, mmap_mode="r")[start:stop]
+                        seen[(np.asarray(positions[start:stop]) - first).astype(np.int64)] += counts[start:stop]
                 audit = joined(context.output_dir, f"{PARAGRAPHS_REMOVED_DIR}/{relative}") if settings.keep_removed \
                     else None
                 yield ParagraphRewrite(context.output_format, context.text_field,

@@ -86,7 +86,8 @@ class Removal(Phase):
                      kept_fields(context, every, row[gone], kept[start:stop][gone])) if keep_removed else None
             yield FileRewrite(context.output_format, joined(context.input_dir(self), relative),
                               joined(context.written_dir(self), relative), frozenset(row[gone].tolist()),
-                              dict(zip(row[~gone].tolist(), sizes[start:stop][~gone].tolist())), audit)
+                              {CLUSTER_SIZE: (dict(zip(row[~gone].tolist(), sizes[start:stop][~gone].tolist())), 1)},
+                              audit)
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,8 @@ class FileRewrite:
     source: str  # a path or an s3:// URL
     target: str
     removed: frozenset[int]
-    cluster_sizes: dict[int, int]
-    audit: tuple[str, dict[str, Added]] | None
+    added: dict[str, Added]  # fields every kept row gains (name → (value by row, the others' value))
+    audit: tuple[str, dict[str, Added]] | None  # where the removed rows go, and the fields they gain
 
 
 def rewrite_file(job: FileRewrite) -> tuple[int, int]:
@@ -107,12 +108,10 @@ def rewrite_file(job: FileRewrite) -> tuple[int, int]:
     from ...formats import reader_for, writer_for
 
     writer, reader = writer_for(job.output_format, job.target.rpartition("/")[0]), reader_for(job.output_format)
-    read, written = writer.rewrite(job.source, job.target, reader, job.removed,
-                                   added={CLUSTER_SIZE: (job.cluster_sizes, 1)})
-    if job.audit is not None:
+    if job.audit is not None:  # before the output: an output in place means its audit is too
         target, fields = job.audit
         writer.rewrite(job.source, target, reader, job.removed, only=True, added=fields)
-    return read, written
+    return writer.rewrite(job.source, job.target, reader, job.removed, added=job.added)
 
 
 def clustered_documents(context: PhaseContext, shard: int) -> pa.Table:

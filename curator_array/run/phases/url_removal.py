@@ -19,6 +19,7 @@ from ...core.sharding import ShardRange
 from ...stages.defaults import REMOVED_DIR
 from ...storage.places import joined
 from .layouts import URL_BUCKETS, URL_KEYS, URL_REMOVAL, CuratedFiles, url_losers_file
+from .removal import FileRewrite, rewrite_file
 from .signatures import DEDUP
 from .url_keys import url_dedup
 
@@ -50,12 +51,12 @@ class UrlRemoval(Phase):
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         counts = UrlRemovalCounts()
-        for read, written in context.over_cpus(drop_rows, self._jobs(context, index),
+        for read, written in context.over_cpus(rewrite_file, self._jobs(context, index),
                                                len(context.input_files(self, index))):
             counts += UrlRemovalCounts(read, written, read - written)
         return PhaseResult(counts)
 
-    def _jobs(self, context: PhaseContext, index: int) -> Iterator[RowDrop]:
+    def _jobs(self, context: PhaseContext, index: int) -> Iterator[FileRewrite]:
         import numpy as np
 
         from ...dedup.keys import ROW_MASK, identities
@@ -69,27 +70,6 @@ class UrlRemoval(Phase):
             for removed in losers:
                 start, stop = int(np.searchsorted(removed, first)), int(np.searchsorted(removed, end, side="right"))
                 rows.update((np.asarray(removed[start:stop]) & np.uint64(ROW_MASK)).astype(np.int64).tolist())
-            audit = joined(context.output_dir, f"{URLS_REMOVED_DIR}/{relative}") if keep_removed else None
-            yield RowDrop(context.output_format, joined(context.input_dir(self), relative),
-                          joined(context.written_dir(self), relative), frozenset(rows), audit)
-
-
-@dataclass(frozen=True)
-class RowDrop:
-    """One file without some of its rows: a worker's job, plain values only."""
-
-    output_format: str
-    source: str
-    target: str
-    rows: frozenset[int]
-    audit: str | None
-
-
-def drop_rows(job: RowDrop) -> tuple[int, int]:
-    """Do ``job``; returns (rows read, rows written)."""
-    from ...formats import reader_for, writer_for
-
-    writer, reader = writer_for(job.output_format, job.target.rpartition("/")[0]), reader_for(job.output_format)
-    if job.audit is not None:  # before the output: an output in place means its audit is too
-        writer.rewrite(job.source, job.audit, reader, job.rows, only=True)
-    return writer.rewrite(job.source, job.target, reader, job.rows)
+            audit = (joined(context.output_dir, f"{URLS_REMOVED_DIR}/{relative}"), {}) if keep_removed else None
+            yield FileRewrite(context.output_format, joined(context.input_dir(self), relative),
+                              joined(context.written_dir(self), relative), frozenset(rows), {}, audit)

@@ -152,28 +152,60 @@ def seen_earlier(positions_: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, 
 
 
 @dataclass(frozen=True)
-class Decision:
-    """What the paragraph step does to one document."""
+class Decisions:
+    """What a span step does to a batch of documents. Only the documents it changes have a
+    text here; ``spans`` is filled when asked for."""
 
-    text: str  # without its removed paragraphs ("" when emptied)
-    removed: int  # paragraphs removed
-    emptied: bool  # the whole document: too many of its n-grams seen before, or nothing left
+    changed: dict[int, str]  # a kept document's row in the batch -> its text without the removed paragraphs
+    emptied: np.ndarray  # bool per document: too many of its n-grams seen before, or nothing left
+    removed: np.ndarray  # paragraphs removed, per document
+    paragraphs: int
     too_short: int  # paragraphs with no n-gram (always kept)
-    spans: tuple[tuple[int, int], ...] = ()  # the removed paragraphs, as BFF names them: UTF-8 byte offsets
+    bytes_removed: int  # UTF-8
+    spans: dict[int, tuple[tuple[int, int], ...]]  # the removed paragraphs as BFF names them: UTF-8 byte offsets
 
 
-def decide(text: str | None, totals: np.ndarray, seen: np.ndarray, rule: SpanRule) -> Decision:
-    """One document as ``rule`` decides it (BFF's ``old-both`` for paragraphs): ``totals`` and
-    ``seen`` are its paragraphs' keys and those of them seen at an earlier position."""
-    parts = paragraphs_of(text or "")
+def decide(texts: list[str | None], totals: np.ndarray, seen: np.ndarray, rule: SpanRule,
+           with_spans: bool = False) -> Decisions:
+    """A batch of documents as ``rule`` decides them (BFF's ``old-both`` for paragraphs):
+    ``totals`` and ``seen`` are their paragraphs' keys and those of them seen at an earlier
+    position, paragraph after paragraph. Decided over the whole batch at once; only a
+    document that loses something is cut into its paragraphs."""
+    counts = np.array([paragraph_count(text) for text in texts], dtype=np.int64)
+    if int(counts.sum()) != len(totals):
+        raise ValueError(f"{int(counts.sum())} paragraphs, but {len(totals)} n-gram totals")
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     shares = np.divide(seen, totals, out=np.zeros(len(totals)), where=totals > 0)
-    removed = (totals > 0) & (shares > rule.threshold)
-    all_ngrams, all_seen = int(totals.sum()), int(seen.sum())
-    kept = "".join(part for part, gone in zip(parts, removed.tolist()) if not gone)
-    too_many = rule.document_threshold is not None and all_ngrams > 0 and all_seen / all_ngrams > rule.document_threshold
-    emptied = too_many or (bool(removed.any()) and len("".join(kept.split())) < rule.min_chars)
-    spans = ()
-    if removed.any():
-        ends = np.cumsum([len(part.encode()) for part in parts])
-        spans = tuple((int(end - len(part.encode())), int(end)) for part, end, gone in zip(parts, ends, removed) if gone)
-    return Decision("" if emptied else kept, int(removed.sum()), emptied, int((totals == 0).sum()), spans)
+    gone = (totals > 0) & (shares > rule.threshold)
+    removed = np.add.reduceat(gone.astype(np.int64), starts) if len(texts) else np.zeros(0, np.int64)
+    emptied = np.zeros(len(texts), bool)
+    if rule.document_threshold is not None and len(texts):
+        all_ngrams = np.add.reduceat(totals.astype(np.int64), starts)
+        all_seen = np.add.reduceat(seen.astype(np.int64), starts)
+        shares = np.divide(all_seen, all_ngrams, out=np.zeros(len(texts)), where=all_ngrams > 0)
+        emptied = (all_ngrams > 0) & (shares > rule.document_threshold)
+    changed, spans, bytes_removed = {}, {}, 0
+    for row in np.flatnonzero((removed > 0) | emptied).tolist():
+        text = texts[row] or ""
+        parts = paragraphs_of(text)
+        cut = gone[starts[row]:starts[row] + counts[row]].tolist()
+        kept = "".join(part for part, lost in zip(parts, cut) if not lost)
+        if not emptied[row] and too_little(kept, rule.min_chars):
+            emptied[row] = True
+        if emptied[row]:
+            bytes_removed += len(text.encode())
+        else:
+            bytes_removed += sum(len(part.encode()) for part, lost in zip(parts, cut) if lost)
+            changed[row] = kept
+        if with_spans and removed[row]:
+            ends = np.cumsum([len(part.encode()) for part in parts])
+            spans[row] = tuple((int(end - len(part.encode())), int(end))
+                               for part, end, lost in zip(parts, ends, cut) if lost)
+    return Decisions(changed, emptied, removed, len(totals), int((totals == 0).sum()), bytes_removed, spans)
+
+
+def too_little(text: str, min_chars: int) -> bool:
+    """Whether ``text`` has fewer than ``min_chars`` characters besides whitespace."""
+    if min_chars <= 1:
+        return not text or text.isspace()
+    return len("".join(text.split())) < min_chars

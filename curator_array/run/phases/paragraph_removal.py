@@ -121,41 +121,47 @@ class ParagraphRewrite:
 def rewrite_paragraphs(job: ParagraphRewrite) -> ParagraphRemovalCounts:
     """Do ``job``, holding one block of the file's texts and the changed texts; returns what
     it removed."""
+    import numpy as np
+
     from ...dedup.paragraphs import decide, paragraph_count
     from ...formats import reader_for, writer_for
     from .signatures import texts_of
 
     reader = reader_for(job.output_format)
-    changed, dropped, cut, per_document = {}, [], {}, {}
-    rows = removed = too_short = bytes_removed = ordinal = 0
+    changed, dropped, spans, emptied, removed_per_row = {}, [], {}, {}, []
+    rows = too_short = bytes_removed = ordinal = 0
     with fetched(job.source) as local:
         for table in reader.read_columns(str(local), (job.text_field,)):
             texts = texts_of(table, job.text_field, job.source).to_pylist() \
                 if job.text_field in table.column_names else [None] * table.num_rows
-            for text in texts:
-                count = paragraph_count(text)
-                decision = decide(text, job.totals[ordinal:ordinal + count], job.seen[ordinal:ordinal + count],
-                                  job.rule)
-                ordinal += count
-                removed += decision.removed
-                too_short += decision.too_short
-                per_document[decision.removed] = per_document.get(decision.removed, 0) + 1
-                bytes_removed += len((text or "").encode()) - len(decision.text.encode())
-                if decision.removed or decision.emptied:
-                    cut[rows] = decision
-                if decision.emptied:
-                    dropped.append(rows)
-                elif decision.removed:
-                    changed[rows] = decision.text
-                rows += 1
+            count = sum(map(paragraph_count, texts))
+            if ordinal + count > len(job.totals):
+                raise _changed_since(job, "more")
+            batch = decide(texts, job.totals[ordinal:ordinal + count], job.seen[ordinal:ordinal + count], job.rule,
+                           with_spans=job.audit is not None)
+            ordinal += count
+            too_short += batch.too_short
+            bytes_removed += batch.bytes_removed
+            removed_per_row.append(batch.removed)
+            changed.update((rows + row, text) for row, text in batch.changed.items())
+            spans.update((rows + row, cuts) for row, cuts in batch.spans.items())
+            emptied.update((rows + row, bool(batch.emptied[row]))
+                           for row in np.flatnonzero((batch.removed > 0) | batch.emptied).tolist())
+            dropped.extend((rows + np.flatnonzero(batch.emptied)).tolist())
+            rows += len(texts)
         if ordinal != len(job.totals):
-            raise CorruptCheckpointError(f"{job.source}: {ordinal} paragraphs, but its n-gram phase counted "
-                                         f"{len(job.totals)}: the file changed since; rerun the run's paragraph phases")
+            raise _changed_since(job, "fewer")
         writer = writer_for(job.output_format, job.target.rpartition("/")[0])
         if job.audit is not None:  # before the output: an output in place means its audit is too
-            writer.rewrite(local, job.audit, reader, set(cut), only=True,
-                           added={SPANS: ({row: [list(span) for span in d.spans] for row, d in cut.items()}, None),
-                                  EMPTIED: ({row: d.emptied for row, d in cut.items()}, False)})
+            writer.rewrite(local, job.audit, reader, set(emptied), only=True,
+                           added={SPANS: ({row: [list(span) for span in spans.get(row, ())] for row in emptied}, None),
+                                  EMPTIED: (emptied, False)})
         writer.rewrite(local, job.target, reader, set(dropped), replaced={job.text_field: changed})
-    return ParagraphRemovalCounts(rows, rows - len(dropped), len(dropped), ordinal, removed, too_short, bytes_removed,
-                                  dict(sorted(per_document.items())))
+    removed = np.concatenate(removed_per_row) if removed_per_row else np.zeros(0, np.int64)
+    return ParagraphRemovalCounts(rows, rows - len(dropped), len(dropped), ordinal, int(removed.sum()), too_short,
+                                  bytes_removed, {size: n for size, n in enumerate(np.bincount(removed).tolist()) if n})
+
+
+def _changed_since(job: ParagraphRewrite, which: str) -> CorruptCheckpointError:
+    return CorruptCheckpointError(f"{job.source}: {which} paragraphs than the {len(job.totals)} its n-gram phase "
+                                  "counted: the file changed since; rerun the run's paragraph phases")

@@ -1,0 +1,33 @@
+"""A batch of documents decided at once as BFF's ``old-both`` decides each of them."""
+
+import numpy as np
+import pytest
+
+from curator_array.dedup.paragraphs import SpanRule, decide
+
+BFF = SpanRule(0.8, 0.8)
+
+
+def test_a_batch_keeps_cuts_and_empties_documents_as_their_paragraphs_say():
+    texts = ["kept whole\nstill kept", "première\nrépétée ici\nfin", "all seen\nagain", None]
+    totals = np.array([5, 5, 10, 10, 10, 10, 10, 0], dtype=np.uint32)
+    seen = np.array([4, 0, 0, 9, 0, 9, 9, 0], dtype=np.int64)  # 4/5 is not more than 0.8: kept
+    batch = decide(texts, totals, seen, BFF, with_spans=True)
+    assert batch.changed == {1: "première\nfin"}
+    assert batch.emptied.tolist() == [False, False, True, False]
+    assert batch.removed.tolist() == [0, 1, 2, 0]
+    assert batch.too_short == 1 and batch.paragraphs == 8
+    start = len("première".encode())
+    assert batch.spans[1] == ((start, start + len("\nrépétée ici".encode())),)
+    assert batch.bytes_removed == len("\nrépétée ici".encode()) + len("all seen\nagain".encode())
+
+
+def test_a_document_left_with_too_few_characters_besides_whitespace_is_emptied():
+    rule = SpanRule(0.0, None, min_chars=3)
+    batch = decide(["a\n  x \nlong enough", "ab\n  x \nlong enough"], np.array([1, 1, 1] * 2, np.uint32), np.array([0, 0, 1] * 2), rule)
+    assert batch.emptied.tolist() == [True, False] and batch.changed == {1: "ab\n  x "}
+
+
+def test_totals_that_do_not_match_the_paragraphs_are_refused():
+    with pytest.raises(ValueError, match="3 paragraphs, but 2"):
+        decide(["a\nb", "c"], np.array([1, 1], np.uint32), np.array([0, 0]), BFF)

@@ -132,23 +132,68 @@ class SpanRule:
         return cls(dedup.paragraph.threshold, dedup.paragraph.threshold)
 
 
+def in_position_order(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``parts`` ((positions, keys) each) in one pair of arrays, sorted by
+    position. A bucket reads each shard's rows in runs that are in order (its files, one
+    after the other), so putting the runs in order is one copy; runs that overlap are sorted."""
+    runs = []
+    for positions_, keys in parts:
+        bounds = np.concatenate([[0], np.flatnonzero(positions_[1:] < positions_[:-1]) + 1, [len(keys)]])
+        runs += [(positions_[lo:hi], keys[lo:hi]) for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())
+                 if hi > lo]
+    if not runs:
+        return np.zeros(0, np.uint64), np.zeros(0, np.uint64)
+    runs.sort(key=lambda run: int(run[0][0]))
+    positions_, keys = (np.concatenate([run[side] for run in runs]) for side in (0, 1))
+    if np.any(positions_[1:] < positions_[:-1]):
+        order = np.argsort(positions_, kind="stable")
+        positions_, keys = positions_[order], keys[order]
+    return positions_, keys
+
+
 def seen_earlier(positions_: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(positions, how many of their n-grams occur at an earlier position), for the
     paragraphs with any, sorted by position: every occurrence of a key after the paragraph
     where the key first occurs (another occurrence in that same paragraph is not earlier,
-    as BFF looks a paragraph's n-grams up before adding them)."""
-    if not len(keys):
+    as BFF looks a paragraph's n-grams up before adding them).
+
+    Rows in position order are grouped by key with one sort of plain integers, each a key's
+    high bits above its row's rank (about twice as fast as an argsort of the keys); the rare
+    runs of keys that differ only in the bits left out are ordered again by the whole key."""
+    n = len(keys)
+    if not n:
         return np.zeros(0, np.uint64), np.zeros(0, np.uint32)
-    order = np.argsort(keys)
-    keys = keys[order]
-    positions_ = positions_[order]
-    del order
-    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-    del keys
-    first = np.repeat(np.minimum.reduceat(positions_, starts), np.diff(np.append(starts, len(positions_))))
-    later = positions_[positions_ > first]
-    found, counts = np.unique(later, return_counts=True)
-    return found, counts.astype(np.uint32)
+    if np.any(positions_[1:] < positions_[:-1]):
+        positions_, keys = in_position_order([(positions_, keys)])
+    bits = np.uint64(max(1, (n - 1).bit_length()))
+    low = (np.uint64(1) << bits) - np.uint64(1)
+    packed = keys & ~low
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    rows = (packed & low).astype(np.int64)
+    whole = keys[rows]
+    packed >>= bits
+    new_key = whole[1:] != whole[:-1]
+    mixed = new_key & (packed[1:] == packed[:-1])
+    if mixed.any():
+        runs = np.flatnonzero(np.concatenate([[True], packed[1:] != packed[:-1], [True]]))
+        for run in np.unique(np.searchsorted(runs, np.flatnonzero(mixed) + 1, side="right") - 1):
+            lo, hi = runs[run], runs[run + 1]
+            order = np.lexsort((rows[lo:hi], whole[lo:hi]))
+            rows[lo:hi], whole[lo:hi] = rows[lo:hi][order], whole[lo:hi][order]
+        new_key = whole[1:] != whole[:-1]
+    del packed, mixed, whole
+    group = np.zeros(n, np.int64)
+    np.cumsum(new_key, out=group[1:])
+    at = positions_[rows]
+    first = at[np.flatnonzero(np.concatenate([[True], new_key]))][group]
+    del group, new_key
+    later = np.zeros(n, bool)
+    later[rows[at > first]] = True
+    del at, first, rows
+    hit = positions_[later]
+    edges = np.flatnonzero(np.concatenate([[True], hit[1:] != hit[:-1]])) if len(hit) else np.zeros(0, np.int64)
+    return hit[edges], np.diff(np.append(edges, len(hit))).astype(np.uint32)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from curator_array.dedup.paragraphs import SpanRule, decide
+from curator_array.dedup.paragraphs import SpanRule, decide, seen_earlier
 
 BFF = SpanRule(0.8, 0.8)
 
@@ -31,3 +31,29 @@ def test_a_document_left_with_too_few_characters_besides_whitespace_is_emptied()
 def test_totals_that_do_not_match_the_paragraphs_are_refused():
     with pytest.raises(ValueError, match="3 paragraphs, but 2"):
         decide(["a\nb", "c"], np.array([1, 1], np.uint32), np.array([0, 0]), BFF)
+
+
+def seen_earlier_one_by_one(positions, keys):
+    """Every occurrence of a key at a position after the first one holding it, counted per position."""
+    first, later = {}, {}
+    for position, key in sorted(zip(positions.tolist(), keys.tolist()), key=lambda row: row[0]):
+        first.setdefault(key, position)
+        if position > first[key]:
+            later[position] = later.get(position, 0) + 1
+    return sorted(later.items())
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_seen_earlier_counts_each_occurrence_after_a_keys_first_paragraph(seed):
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(0, 300))
+    distinct = rng.integers(0, 2**64, int(rng.integers(1, 40)), dtype=np.uint64, endpoint=False)
+    if seed % 2:  # keys alike in their high bits, differing in the low ones only
+        distinct = (distinct & np.uint64(0xFF)) | np.uint64(0xABCD << 48)
+    keys = rng.choice(distinct, rows)
+    positions = np.sort(rng.integers(0, 50, rows).astype(np.uint64))
+    cut = int(rng.integers(0, rows + 1))  # two shards' runs, the later files first
+    positions, keys = np.concatenate([positions[cut:], positions[:cut]]), np.concatenate([keys[cut:], keys[:cut]])
+    found, counts = seen_earlier(positions, keys)
+    assert list(zip(found.tolist(), counts.tolist())) == seen_earlier_one_by_one(positions, keys)
+    assert found.dtype == np.uint64 and counts.dtype == np.uint32

@@ -22,9 +22,11 @@ from .paragraph_ngrams import paragraph_dedup
 from .signatures import DEDUP
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..lifecycle import PhaseContext
 
-BYTES_PER_NGRAM = 64  # at the peak, per n-gram of the share: its row, the sort's order and gathered copies
+BYTES_PER_NGRAM = 64  # at the peak, per n-gram of the share: its row, the packed keys sorted and gathered copies
 
 
 @dataclass(frozen=True)
@@ -49,24 +51,27 @@ class ParagraphBuckets(Phase):
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
         import numpy as np
 
-        from ...dedup.bandfile import BandFile
-        from ...dedup.paragraphs import seen_earlier
+        from ...dedup.paragraphs import in_position_order, seen_earlier
 
         buckets = context.elements(self.name).total
         ngrams = sum(m.counts.ngrams for m in context.manifests(PARAGRAPH_NGRAMS).values())
         refuse_beyond_memory("paragraph buckets", ngrams // buckets, "paragraph n-grams", BYTES_PER_NGRAM,
                              context.memory_limit_mb(), instead="raise --dedup-buckets (it is pinned at submit)")
-        positions, keys = [], []
-        for done, shard in enumerate(context.run.shards):
-            context.tick(done, context.run.shards.total)
-            mine, their_keys = BandFile(paragraph_ngrams_file(context.layout, shard), minhash=False).share(
-                index, buckets, 0)
-            positions.append(mine)
-            keys.append(their_keys)
-        positions, keys = np.concatenate(positions), np.concatenate(keys)
+        positions, keys = in_position_order(self._shares(context, index, buckets))
         found, counts = seen_earlier(positions, keys)
         for path, values in zip(seen_files(context.layout, index), (found, counts)):
             path.parent.mkdir(parents=True, exist_ok=True)
             with replacing(path) as partial, open(partial, "wb") as handle:
                 np.save(handle, values)
         return PhaseResult(ParagraphBucketCounts(len(keys), int(counts.sum()), len(found)))
+
+    @staticmethod
+    def _shares(context: PhaseContext, index: int, buckets: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Bucket ``index``'s rows of each shard: (positions, keys)."""
+        from ...dedup.bandfile import BandFile
+
+        shares = []
+        for done, shard in enumerate(context.run.shards):
+            context.tick(done, context.run.shards.total)
+            shares.append(BandFile(paragraph_ngrams_file(context.layout, shard), minhash=False).share(index, buckets, 0))
+        return shares

@@ -10,7 +10,10 @@ of two fixture paragraphs beyond the fixtures' own), each with its site's boiler
 Ours: the curation phase (2 shards), then ``paragraph_ngrams`` (2 elements), ``paragraph_buckets``
 (``BUCKETS`` elements) and ``paragraph_removal`` (2 elements), each element its own process
 with one CPU, two at a time on the 2 cores. Printed: each phase's wall time and its largest
-element's peak memory, and the three paragraph phases' paragraphs per second per core.
+element's peak memory, and the three paragraph phases' paragraphs per second per core: their
+paragraphs over the seconds their elements ran (each on one CPU, as their manifests record
+them), and over the phases' wall time on the 2 cores (shards of uneven size and each
+element's process start-up included).
 
 At 1 M paragraphs, side by side: a bare one-process Python loop of the same decision over the
 same curated files in the run's order (``reference_loop``: BFF's ``old-both`` with a Python set
@@ -88,7 +91,11 @@ def run_ours(inputs: Path, work: Path, buckets: int) -> dict:
     status = json.loads(subprocess.run(
         [sys.executable, "-m", "curator_array.cli", "status", "--checkpoint-path", str(work / "out"), "--json"],
         capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout)
-    return {"timing": timing, "peaks": peaks, "counts": {p["phase"]: p["counts"] for p in status["phases"]}}
+    metadata = work / "out" / ".nemo_curator_metadata" / ".phases"
+    element_seconds = {phase: sum(json.loads(path.read_text())["duration_s"]
+                                  for path in (metadata / phase).glob("completed_*.json")) for phase in PHASES}
+    return {"timing": timing, "peaks": peaks, "element_seconds": element_seconds,
+            "counts": {p["phase"]: p["counts"] for p in status["phases"]}}
 
 
 def curated_texts(out: Path):
@@ -101,17 +108,16 @@ def curated_texts(out: Path):
 
 def reference_loop(out: Path) -> dict:
     """BFF's ``old-both`` in one process, a set of n-gram hashes for its filter."""
+    from curator_array.dedup.paragraphs import paragraphs_of
     from curator_array.text.boundaries import bff_tokens
 
     seen: set[int] = set()
     began = time.perf_counter()
     paragraphs, decisions = 0, {}
     for document in curated_texts(out):
-        text = document["text"]
-        cuts = [0] + [i for i, char in enumerate(text) if char == "\n"] + [len(text)]
         kept, contained_all, total_all = [], 0, 0
-        for start, end in zip(cuts, cuts[1:]):
-            tokens = bff_tokens(text[start:end])
+        for paragraph in paragraphs_of(document["text"]):
+            tokens = bff_tokens(paragraph)
             grams = [hash(tuple(tokens[i:i + 13])) for i in range(len(tokens) - 12)]
             contained = sum(1 for gram in grams if gram in seen)
             total_all, contained_all = total_all + len(grams), contained_all + contained
@@ -119,7 +125,7 @@ def reference_loop(out: Path) -> dict:
             if grams and contained / len(grams) > 0.8:
                 continue
             seen.update(grams)
-            kept.append(text[start:end])
+            kept.append(paragraph)
         emptied = total_all > 0 and contained_all / total_all > 0.8
         result = "" if emptied else "".join(kept)
         decisions[document["id"]] = result if result.strip() else None
@@ -151,14 +157,20 @@ def main() -> None:
         removal = counts["paragraph_removal"]
         print(f"  removed {removal['paragraphs_removed']:,} paragraphs ({removal['paragraphs_too_short']:,} too short "
               f"for an n-gram), {removal['documents_emptied']:,} documents, {removal['bytes_removed'] / 1e6:,.0f} MB")
-        ours_rate = paragraphs / (phases_wall * 2)
-        print(f"  ours: {ours_rate:,.0f} paragraphs/s per core (the three phases, 2 cores, {phases_wall:.1f} s)")
+        wall_rate = paragraphs / (phases_wall * 2)
+        element_seconds = sum(ours["element_seconds"].values())
+        ours_rate = paragraphs / element_seconds
+        print(f"  ours: {ours_rate:,.0f} paragraphs/s per core: the three phases' elements, one CPU each, "
+              f"{element_seconds:.1f} s in all ({', '.join(f'{p} {t:.1f}' for p, t in ours['element_seconds'].items())}); "
+              f"{wall_rate:,.0f} by the wall time on 2 cores ({phases_wall:.1f} s: uneven shards and process "
+              f"start-ups included)")
         if size > COMPARED_UP_TO:
             continue
         reference = reference_loop(work / "out")
         rate = reference["paragraphs"] / reference["wall"]
         print(f"  bare one-process loop (a set of n-gram hashes): {reference['wall']:.1f} s, {rate:,.0f} paragraphs/s, "
-              f"peak {reference['peak']:,.0f} MiB; ours per core / loop = {ours_rate / rate:.2f}x")
+              f"peak {reference['peak']:,.0f} MiB; ours per core / loop = {ours_rate / rate:.2f}x "
+              f"({wall_rate / rate:.2f}x by the wall time)")
         mine = ours_decided(work / "out")
         same = sum(mine.get(i) == text for i, text in reference["decisions"].items())
         print(f"  documents decided alike: {same:,} of {len(reference['decisions']):,} "

@@ -55,30 +55,99 @@ def paragraphs_of(text: str) -> list[str]:
 @dataclass(frozen=True)
 class BatchNGrams:
     """The n-grams of a batch of documents: each n-gram's key and its paragraph's ordinal in
-    the batch; per paragraph, how many n-grams it has; per document, how many paragraphs."""
+    the batch, in the paragraphs' order; per paragraph, how many n-grams it has and whether
+    it repeats one cut before (its n-grams left out); per document, how many paragraphs."""
 
     keys: np.ndarray  # uint64
     paragraph_of: np.ndarray  # int64, the batch's paragraph ordinal
     totals: np.ndarray  # uint32, n-grams per paragraph
     paragraphs: np.ndarray  # int64, paragraphs per document
+    repeats: np.ndarray | None = None  # bool per paragraph; None: none
 
 
-def batch_ngrams(texts: list[str | None], settings: ParagraphSettings) -> BatchNGrams:
-    """Every n-gram of every paragraph of ``texts`` (None: an empty text, one paragraph)."""
+REPEATS_BUDGET = 1 << 25  # characters of paragraphs an element remembers (ExactRepeats)
+
+
+class ExactRepeats:
+    """The paragraphs one element has cut into n-grams, by their exact text, with their
+    n-gram counts, so that a paragraph seen again (a site's banner, a footer, a copied page)
+    is not cut again. Its n-grams are all at an earlier position of the run, where they were
+    written, so each counts as seen: what its own rows would have told, and leaving them
+    out changes no other paragraph's count. At most ``budget`` characters are remembered;
+    past that, the memory starts again. Only batches given in position order may share one."""
+
+    def __init__(self, budget: int = REPEATS_BUDGET):
+        self.budget, self.totals, self.chars = budget, {}, 0
+
+    def split(self, paragraphs: list[str]) -> tuple[list[int], np.ndarray, np.ndarray]:
+        """(the ordinals of the paragraphs to cut, whether each paragraph is a repeat, and a
+        repeat's n-gram count or the ordinal of its first copy in this batch, as -1 - ordinal)."""
+        fresh, repeats, known = [], np.zeros(len(paragraphs), bool), np.zeros(len(paragraphs), np.int64)
+        first: dict[str, int] = {}
+        totals = self.totals
+        for ordinal, paragraph in enumerate(paragraphs):
+            if not paragraph:
+                fresh.append(ordinal)
+            elif (total := totals.get(paragraph)) is not None:
+                repeats[ordinal], known[ordinal] = True, total
+            elif (earlier := first.get(paragraph)) is not None:
+                repeats[ordinal], known[ordinal] = True, -1 - earlier
+            else:
+                first[paragraph] = ordinal
+                fresh.append(ordinal)
+        return fresh, repeats, known
+
+    def remember(self, paragraphs: list[str], ordinals: list[int], totals: np.ndarray) -> None:
+        for ordinal, total in zip(ordinals, totals.tolist()):
+            paragraph = paragraphs[ordinal]
+            if paragraph:
+                if self.chars + len(paragraph) > self.budget:
+                    self.totals, self.chars = {}, 0
+                self.totals[paragraph] = total
+                self.chars += len(paragraph)
+
+
+def batch_ngrams(texts: list[str | None], settings: ParagraphSettings,
+                 repeats: ExactRepeats | None = None) -> BatchNGrams:
+    """Every n-gram of every paragraph of ``texts`` (None: an empty text, one paragraph); with
+    ``repeats``, a paragraph it knows, or one repeating an earlier paragraph of the batch,
+    is not cut again: its n-grams are left out and its count is the first copy's."""
+    texts = [text or "" for text in texts]
+    paragraphs = np.array([paragraph_count(text) for text in texts], dtype=np.int64)
+    if repeats is None:
+        keys, paragraph_of, totals = _cut("\n".join(texts), settings)
+        return BatchNGrams(keys, paragraph_of, totals, paragraphs)
+    parts = [part for text in texts for part in text.split("\n")]
+    fresh, repeated, known = repeats.split(parts)
+    if fresh:
+        keys, cut_of, cut_totals = _cut("\n".join([parts[i] for i in fresh]), settings)
+    else:
+        keys, cut_of, cut_totals = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.uint32)
+    fresh_ordinals = np.array(fresh, dtype=np.int64)
+    totals = np.zeros(len(parts), np.uint32)
+    totals[fresh_ordinals] = cut_totals
+    within = repeated & (known < 0)
+    totals[repeated & ~within] = known[repeated & ~within]
+    totals[within] = totals[-1 - known[within]]
+    repeats.remember(parts, fresh, cut_totals)
+    return BatchNGrams(keys, fresh_ordinals[cut_of], totals, paragraphs, repeated)
+
+
+def _cut(joined: str, settings: ParagraphSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The n-grams of the paragraphs of ``joined`` (paragraphs joined by newlines): (keys,
+    their paragraphs' ordinals, in order; n-grams per paragraph)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from ..text.boundaries import PIECE_OR_NEWLINE
     from .words import word_hashes
 
-    texts = [text or "" for text in texts]
-    paragraphs = np.array([paragraph_count(text) for text in texts], dtype=np.int64)
-    pieces = pa.array(PIECE_OR_NEWLINE.findall("\n".join(texts)), pa.string())
+    pieces = pa.array(PIECE_OR_NEWLINE.findall(joined), pa.string())
     newline = pc.equal(pieces, "\n").to_numpy(zero_copy_only=False)
     parents = np.cumsum(newline)[~newline]  # each word's paragraph: the newlines before it
     words = pieces.filter(pa.array(~newline))
     ids = word_hashes(words) if len(words) else np.zeros(0, np.uint64)
-    counts_array = np.bincount(parents, minlength=int(paragraphs.sum())).astype(np.int64)
+    counts_array = np.bincount(parents, minlength=1 + joined.count("\n")).astype(np.int64)
     grams = ngram_keys(ids, np.zeros(len(ids)), parents, settings.ngram)
     keys, paragraph_of = grams.keys, grams.parents
     totals = np.maximum(counts_array - settings.ngram + 1, 0)
@@ -88,8 +157,10 @@ def batch_ngrams(texts: list[str | None], settings: ParagraphSettings) -> BatchN
         extra = [keys_at(ids[starts[p]:starts[p + 1]], np.array([0]), int(counts_array[p]))[0] for p in short]
         keys = np.concatenate([keys, np.array(extra, dtype=np.uint64)])
         paragraph_of = np.concatenate([paragraph_of, short])
+        order = np.argsort(paragraph_of, kind="stable")
+        keys, paragraph_of = keys[order], paragraph_of[order]
         totals[short] = 1
-    return BatchNGrams(keys, paragraph_of.astype(np.int64), totals.astype(np.uint32), paragraphs)
+    return keys, paragraph_of.astype(np.int64), totals.astype(np.uint32)
 
 
 def batch_line_keys(texts: list[str | None]) -> BatchNGrams:
@@ -109,9 +180,9 @@ def batch_line_keys(texts: list[str | None]) -> BatchNGrams:
     return BatchNGrams(keys, np.flatnonzero(keyed).astype(np.int64), keyed.astype(np.uint32), paragraphs)
 
 
-def batch_keys(texts: list[str | None], dedup: DedupSettings) -> BatchNGrams:
-    """The keys of the run's span step: paragraph n-grams, or whole lines."""
-    return batch_line_keys(texts) if dedup.lines else batch_ngrams(texts, dedup.paragraph)
+def batch_keys(texts: list[str | None], dedup: DedupSettings, repeats: ExactRepeats | None = None) -> BatchNGrams:
+    """The keys of the run's span step: paragraph n-grams (``repeats``: see ``batch_ngrams``), or whole lines."""
+    return batch_line_keys(texts) if dedup.lines else batch_ngrams(texts, dedup.paragraph, repeats)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,19 @@
-"""A batch of documents decided at once as BFF's ``old-both`` decides each of them."""
+"""Paragraph dedup's pure core: n-grams seen earlier, repeats not cut again, a batch of
+documents decided at once as BFF's ``old-both`` decides each of them."""
 
 import numpy as np
 import pytest
 
-from curator_array.dedup.paragraphs import SpanRule, decide, seen_earlier
+from curator_array.dedup.paragraphs import (
+    REPEATS_BUDGET,
+    ExactRepeats,
+    SpanRule,
+    batch_ngrams,
+    decide,
+    seen_earlier,
+)
+from curator_array.dedup.settings import ParagraphSettings
+from tests.support.planted_paragraphs import planted_documents
 
 BFF = SpanRule(0.8, 0.8)
 
@@ -57,3 +67,32 @@ def test_seen_earlier_counts_each_occurrence_after_a_keys_first_paragraph(seed):
     found, counts = seen_earlier(positions, keys)
     assert list(zip(found.tolist(), counts.tolist())) == seen_earlier_one_by_one(positions, keys)
     assert found.dtype == np.uint64 and counts.dtype == np.uint32
+
+
+def seen_per_paragraph(texts, batches, settings, repeats):
+    """Every paragraph's n-grams and those seen earlier, the texts cut in ``batches`` in order."""
+    keys, positions, totals, repeated = [], [], [], []
+    for start in range(0, len(texts), len(texts) // batches + 1):
+        grams = batch_ngrams(texts[start:start + len(texts) // batches + 1], settings, repeats)
+        keys.append(grams.keys)
+        positions.append((grams.paragraph_of + sum(map(len, totals))).astype(np.uint64))
+        totals.append(grams.totals)
+        repeated.append(np.zeros(len(grams.totals), bool) if grams.repeats is None else grams.repeats)
+    totals, repeated = np.concatenate(totals), np.concatenate(repeated)
+    found, counts = seen_earlier(np.concatenate(positions), np.concatenate(keys))
+    seen = np.zeros(len(totals), np.int64)
+    seen[found.astype(np.int64)] = counts
+    seen[repeated] = totals[repeated]
+    return totals, seen, int(repeated.sum()), sum(map(len, keys))
+
+
+@pytest.mark.parametrize("ngram,min_ngram", [(13, 13), (5, 2)])
+def test_paragraphs_not_cut_again_leave_every_count_as_it_was(ngram, min_ngram):
+    """A repeat's n-grams are left out and all counted seen: no paragraph's figures change."""
+    settings = ParagraphSettings(ngram=ngram, min_ngram=min_ngram)
+    texts = planted_documents(300, seed=7)
+    plain = seen_per_paragraph(texts, 1, settings, None)
+    for budget, batches in [(REPEATS_BUDGET, 1), (REPEATS_BUDGET, 7), (2_000, 5)]:
+        shortcut = seen_per_paragraph(texts, batches, settings, ExactRepeats(budget))
+        assert np.array_equal(shortcut[0], plain[0]) and np.array_equal(shortcut[1], plain[1])
+        assert shortcut[2] > 0 and shortcut[3] < plain[3]  # some were repeats, their n-grams not written

@@ -11,6 +11,7 @@ second pass of the word splitter. Batches are split into words over the element'
 from __future__ import annotations
 
 import io
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -27,6 +28,7 @@ from .signatures import DEDUP, FLUSH_ROWS, texts_of
 if TYPE_CHECKING:
     import numpy as np
 
+    from ...dedup.paragraphs import ExactRepeats
     from ...dedup.settings import DedupSettings
     from ..lifecycle import PhaseContext
 
@@ -43,6 +45,7 @@ class ParagraphNGramCounts(Counts):
     documents: int = 0
     paragraphs: int = 0
     ngrams: int = 0
+    exact_repeats: int = 0  # paragraphs equal to one this element cut before: not cut again, all seen
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class Batch:
     file: int
     first_ordinal: int  # the file's ordinal of the batch's first paragraph
     texts: list
+    scope: str  # batches of one scope come in position order: they may share their paragraphs' repeats
 
 
 class ParagraphNGrams(Phase):
@@ -74,33 +78,45 @@ class ParagraphNGrams(Phase):
         settings = context.settings_of(self)
         buckets = context.elements(PARAGRAPH_BUCKETS).total
         totals: dict[int, list[np.ndarray]] = {}
-        figures = np.zeros(3, dtype=np.int64)
+        repeats: dict[int, list[np.ndarray]] = {}
+        figures = np.zeros(4, dtype=np.int64)
         with BandFileWriter(paragraph_ngrams_file(context.layout, index), buckets, 1, FLUSH_ROWS) as writer:
-            for file, positions, keys, counts, documents in ordered_map(
+            for file, positions, keys, counts, repeated, documents in ordered_map(
                     partial(batch_rows, settings=settings), self._batches(context, index), context.cpus):
                 writer.add(BandRows(positions, np.zeros(len(keys), np.uint8), keys))
                 totals.setdefault(file, []).append(counts)
-                figures += (documents, len(counts), len(keys))
+                repeated = np.zeros(len(counts), bool) if repeated is None else repeated
+                repeats.setdefault(file, []).append(repeated)
+                figures += (documents, len(counts), len(keys), int(repeated.sum()))
         buffer = io.BytesIO()
-        np.savez(buffer, **{f"f{file}": np.concatenate(parts) for file, parts in totals.items()})
+        np.savez(buffer, **{f"f{file}": np.concatenate(parts) for file, parts in totals.items()},
+                 **{f"r{file}": np.concatenate(parts) for file, parts in repeats.items()})
         write_bytes_atomic(paragraph_totals_file(context.layout, index), buffer.getvalue())
         return PhaseResult(ParagraphNGramCounts(*figures.tolist()))
 
     def _batches(self, context: PhaseContext, index: int) -> Iterator[Batch]:
         from ...dedup.paragraphs import paragraph_count
 
-        ordinal, current = 0, None
+        ordinal, current, token, generation = 0, None, uuid.uuid4().hex, 0
         for file, name, _, table in shard_tables(context, self, index, (context.text_field,)):
+            generation += current is not None and file < current  # an earlier file: its paragraphs come first
             ordinal = 0 if file != current else ordinal
             current, texts = file, texts_of(table, context.text_field, name).to_pylist()
-            yield Batch(file, ordinal, texts)
+            yield Batch(file, ordinal, texts, f"{token}-{generation}")
             ordinal += sum(map(paragraph_count, texts))
 
 
-def batch_rows(batch: Batch, settings: DedupSettings) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, int]:
-    """A batch's (file, key positions, keys, keys per paragraph, documents)."""
-    from ...dedup.paragraphs import batch_keys, positions
+_REPEATS: dict[str, ExactRepeats] = {}  # this process's, for the batches of one scope
 
-    grams = batch_keys(batch.texts, settings)
+
+def batch_rows(batch: Batch, settings: DedupSettings
+               ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, int]:
+    """A batch's (file, key positions, keys, keys per paragraph, exact repeats, documents)."""
+    from ...dedup.paragraphs import ExactRepeats, batch_keys, positions
+
+    if batch.scope not in _REPEATS:
+        _REPEATS.clear()
+        _REPEATS[batch.scope] = ExactRepeats()
+    grams = batch_keys(batch.texts, settings, _REPEATS[batch.scope])
     return (batch.file, positions(batch.file, grams.paragraph_of + batch.first_ordinal), grams.keys, grams.totals,
-            len(batch.texts))
+            grams.repeats, len(batch.texts))

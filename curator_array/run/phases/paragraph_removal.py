@@ -96,6 +96,9 @@ class ParagraphRemoval(Phase):
                     start, stop = np.searchsorted(positions, [first, end])
                     if stop > start:
                         seen[(np.asarray(positions[start:stop]) - first).astype(np.int64)] += counts[start:stop]
+                if f"r{file}" in totals_of.files:  # exact repeats: every n-gram seen, none written
+                    repeated = totals_of[f"r{file}"]
+                    seen[repeated] = totals[repeated]
                 audit = joined(context.output_dir, f"{PARAGRAPHS_REMOVED_DIR}/{relative}") if settings.keep_removed \
                     else None
                 yield ParagraphRewrite(context.output_format, context.text_field,

@@ -205,11 +205,14 @@ class SpanRule:
 
 def in_position_order(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """The rows of ``parts`` ((positions, keys) each) in one pair of arrays, sorted by
-    position. A bucket reads each shard's rows in runs that are in order (its files, one
-    after the other), so putting the runs in order is one copy; runs that overlap are sorted."""
+    position. A bucket reads each shard's rows file after file, each file's in order, so
+    putting the files' runs in order is one copy; runs that overlap are sorted."""
     runs = []
     for positions_, keys in parts:
-        bounds = np.concatenate([[0], np.flatnonzero(positions_[1:] < positions_[:-1]) + 1, [len(keys)]])
+        files = positions_ >> np.uint64(ORDINAL_BITS)
+        cuts = (files[1:] != files[:-1]) | (positions_[1:] < positions_[:-1])
+        bounds = np.concatenate([[0], np.flatnonzero(cuts) + 1, [len(keys)]])
+        del files, cuts
         runs += [(positions_[lo:hi], keys[lo:hi]) for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())
                  if hi > lo]
     if not runs:

@@ -150,8 +150,9 @@ def main() -> None:
         paragraphs = counts["paragraph_ngrams"]["paragraphs"]
         phases_wall = sum(ours["timing"][p] for p in PHASES)
         print(f"{paragraphs:,} paragraphs, {counts['paragraph_ngrams']['documents']:,} documents, "
-              f"{counts['paragraph_ngrams']['ngrams']:,} 13-grams, {text_bytes / 1e9:.2f} GB of JSONL; "
-              f"{buckets} buckets")
+              f"{counts['paragraph_ngrams']['ngrams']:,} 13-grams written "
+              f"({counts['paragraph_ngrams'].get('exact_repeats', 0):,} paragraphs equal to one their element cut "
+              f"before, not cut again), {text_bytes / 1e9:.2f} GB of JSONL; {buckets} buckets")
         for phase, seconds in ours["timing"].items():
             print(f"  {phase:18s} {seconds:7.1f} s   largest element's peak {ours['peaks'][phase]:,.0f} MiB")
         removal = counts["paragraph_removal"]

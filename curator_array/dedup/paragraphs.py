@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..text.ngrams import keys_at, ngram_keys
+from ..text.ngrams import keys_at, window_keys
 from .settings import DedupSettings, ParagraphSettings
 
 ORDINAL_BITS = 36  # a position: file index << 36 | the paragraph's ordinal in its file
@@ -148,8 +148,7 @@ def _cut(joined: str, settings: ParagraphSettings) -> tuple[np.ndarray, np.ndarr
     words = pieces.filter(pa.array(~newline))
     ids = word_hashes(words) if len(words) else np.zeros(0, np.uint64)
     counts_array = np.bincount(parents, minlength=1 + joined.count("\n")).astype(np.int64)
-    grams = ngram_keys(ids, np.zeros(len(ids)), parents, settings.ngram)
-    keys, paragraph_of = grams.keys, grams.parents
+    keys, paragraph_of = window_keys(ids, parents, settings.ngram)
     totals = np.maximum(counts_array - settings.ngram + 1, 0)
     short = np.flatnonzero((counts_array >= settings.min_ngram) & (counts_array < settings.ngram))
     if len(short):  # a paragraph shorter than an n-gram but not too short: one n-gram of all its words

@@ -36,6 +36,16 @@ def ngram_keys(ids: np.ndarray, lengths: np.ndarray, parents: np.ndarray, n: int
     return NGrams(keys[inside], parents[:count][inside], starts[inside], chars[inside])
 
 
+def window_keys(ids: np.ndarray, parents: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The keys of the n-grams inside a document and their documents: ``ngram_keys`` without
+    the starts and characters it spends as much time on."""
+    count = len(ids) - n + 1
+    if count <= 0:
+        return np.zeros(0, np.uint64), np.zeros(0, parents.dtype)
+    inside = parents[:count] == parents[n - 1:]
+    return _keys_of_every_window(ids, count, n)[inside], parents[:count][inside]
+
+
 def _keys_of_every_window(ids: np.ndarray, count: int, n: int) -> np.ndarray:
     """``keys_at`` of every n-gram, from slices instead of gathers (the same keys, in half the time)."""
     ids = ids.astype(np.uint64, copy=False)

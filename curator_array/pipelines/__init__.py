@@ -3,7 +3,8 @@
 ``pipeline`` holds ``Pipeline`` (its fingerprint is what the run contract pins, the later
 phases' settings with it) and how ``--pipeline NAME|MODULE:FUNCTION`` is loaded;
 ``options`` what a pipeline builder is given; ``filters`` the default pipeline's filters,
-each with its options; ``commoncrawl``, ``fineweb`` and ``dclm`` the built-in web pipelines.
+each with its options; ``commoncrawl``, ``fineweb`` and ``dclm`` the built-in web pipelines,
+lists of ``steps`` (each stage with its options), gathered in ``web``.
 
 May import: core, stages, formats, dedup, tokens, helpers, storage.
 """

@@ -16,32 +16,52 @@ every other pipeline.
 
 from __future__ import annotations
 
-from ..core.errors import ConfigError
-from ..formats import writer_for
-from ..formats.warc import WarcReader
-from ..stages.base import ProcessingStage
-from ..stages.web.extract import HtmlExtractor
-from ..stages.web.fineweb_quality import FineWebQualityFilter
-from ..stages.web.language import LanguageFilter
-from ..stages.web.languages import language_rules
-from ..stages.web.quality import C4QualityFilter, GopherFilter
+from ..core.options import RunOption
+from ..stages import defaults
+from .steps import (
+    C4,
+    DOWNLOADS,
+    EXTRACT_TIMEOUT,
+    FINEWEB_LINES,
+    GOPHER,
+    LANGUAGES,
+    MIN_LANGUAGE_SCORE,
+    WARC_READER,
+    WRITER,
+    Step,
+    WebPipeline,
+    reads_warc,
+)
 
-OUTPUT_FORMAT = "parquet"
+EXTRACTOR = RunOption("extractor", "commoncrawl: HTML → main text extractor (fineweb: trafilatura with FineWeb's "
+                      "settings).", "choice", "web", choices=defaults.EXTRACTORS, old_variables=("HTML_EXTRACTOR",),
+                      default=defaults.EXTRACTORS[0])
 
 
-def build(options) -> list[ProcessingStage]:
-    if not (options.url_lists or options.crawl) and options.input_file_type != "warc":
-        raise ConfigError("the commoncrawl pipeline reads WARC files: give --crawl or --input-urls, or --input-file-type warc")
-    text = options.text_field
-    rules = language_rules(options.quality_settings)
-    return [
-        *options.downloads(),
-        WarcReader(records_per_batch=options.records_per_batch),
-        HtmlExtractor(options.extractor, text_field=text, timeout_s=options.extract_timeout,
-                      allocator=options.allocator),
-        LanguageFilter(options.languages, options.min_language_score or 0.0, text_field=text),
-        GopherFilter(text_field=text, rules=rules),
-        C4QualityFilter(text_field=text, rules=rules),
-        FineWebQualityFilter(text_field=text, rules=rules),
-        writer_for(options.output_file_type or OUTPUT_FORMAT, options.written_dir),
-    ]
+def _extract(values, options):
+    from ..stages.web.extract import HtmlExtractor
+
+    return HtmlExtractor(values["extractor"], text_field=options.text_field, timeout_s=values["extract_timeout"],
+                         allocator=options.allocator)
+
+
+def _language(values, options):
+    from ..stages.web.language import LanguageFilter
+
+    return LanguageFilter(values["languages"], values["min_language_score"] or 0.0, text_field=options.text_field)
+
+
+COMMONCRAWL = WebPipeline("commoncrawl", [
+    DOWNLOADS,
+    WARC_READER,
+    Step("extract", _extract, (EXTRACTOR, EXTRACT_TIMEOUT)),
+    Step("language", _language, (LANGUAGES, MIN_LANGUAGE_SCORE)),
+    GOPHER,
+    C4,
+    FINEWEB_LINES,
+    WRITER,
+], check=reads_warc("commoncrawl"))
+
+
+def build(options):
+    return COMMONCRAWL.build(options)

@@ -22,39 +22,53 @@ then its fastText quality classifier), deciding as DCLM's own mappers decide.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from ..core.errors import ConfigError
-from ..formats import writer_for
-from ..formats.warc import WarcReader
-from ..stages.base import ProcessingStage
-from ..stages.web.dclm import DclmRefinedWebFilter
-from ..stages.web.extract import DCLM_EXTRACTOR, HtmlExtractor
-from ..stages.web.url_filter import read_blocklists
+from .steps import DOWNLOADS, LANGUAGE_MODEL, URL_BLOCKLIST, WRITER, Step, WebPipeline
 
-OUTPUT_FORMAT = "parquet"
 TEXT_INPUTS = ("jsonl", "parquet")
 
 
-def build(options) -> list[ProcessingStage]:
-    text = options.text_field
-    domains, urls = read_blocklists([Path(p) for p in options.url_blocklist])
+def _reads_warc(options) -> bool:
+    return bool(options.url_lists or options.crawl) or options.input_file_type == "warc"
+
+
+def _check(options) -> None:
+    if not _reads_warc(options) and options.input_file_type not in TEXT_INPUTS:
+        raise ConfigError(f"the dclm pipeline reads WARC files, or JSONL or Parquet with text and url: "
+                          f"not --input-file-type {options.input_file_type}")
+
+
+def _source(values, options):
+    from ..formats.warc import WarcReader
+    from ..stages.web.extract import DCLM_EXTRACTOR, HtmlExtractor
+
+    if not _reads_warc(options):
+        return options.reader()
+    return [WarcReader(records_per_batch=options.records_per_batch),
+            HtmlExtractor(DCLM_EXTRACTOR, text_field=options.text_field, allocator=options.allocator)]
+
+
+def _refinedweb(values, options):
+    from pathlib import Path
+
+    from ..stages.web.dclm import DclmRefinedWebFilter
+    from ..stages.web.url_filter import read_blocklists
+
+    domains, urls = read_blocklists([Path(p) for p in values["url_blocklist"]])
     if urls:
         raise ConfigError(f"--url-blocklist: --pipeline dclm blocks domains (DCLM's exact-domain step), not URLs; "
                           f"{len(urls)} URL line(s) given, the first {urls[0]}")
-    warc = bool(options.url_lists or options.crawl) or options.input_file_type == "warc"
-    if not warc and options.input_file_type not in TEXT_INPUTS:
-        raise ConfigError(f"the dclm pipeline reads WARC files, or JSONL or Parquet with text and url: "
-                          f"not --input-file-type {options.input_file_type}")
-    if warc:
-        source = [WarcReader(records_per_batch=options.records_per_batch),
-                  HtmlExtractor(DCLM_EXTRACTOR, text_field=text, allocator=options.allocator)]
-    else:
-        source = [options.reader()]
-    return [
-        *options.downloads(),
-        *source,
-        DclmRefinedWebFilter(text_field=text, model_path=options.language_model, extra_domains=domains,
-                             lists_dir=options.blocklists_dir),
-        writer_for(options.output_file_type or OUTPUT_FORMAT, options.written_dir),
-    ]
+    return DclmRefinedWebFilter(text_field=options.text_field, model_path=values["language_model"],
+                                extra_domains=domains, lists_dir=options.blocklists_dir)
+
+
+DCLM = WebPipeline("dclm", [
+    DOWNLOADS,
+    Step("source", _source),
+    Step("refinedweb", _refinedweb, (URL_BLOCKLIST, LANGUAGE_MODEL)),
+    WRITER,
+], check=_check)
+
+
+def build(options):
+    return DCLM.build(options)

@@ -23,46 +23,77 @@ step dropped under ``OUTPUT_DIR/.removed/pipeline/`` (the step in ``removed_by``
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..core.errors import ConfigError
-from ..formats import writer_for
-from ..formats.warc import WarcReader
-from ..stages.base import ProcessingStage
 from ..stages.defaults import FINEWEB_LANGUAGES, FINEWEB_MIN_SCORE
-from ..stages.web.extract import FINEWEB_EXTRACTOR, HtmlExtractor
-from ..stages.web.fasttext_language import FastTextLanguageFilter
-from ..stages.web.fineweb_quality import FineWebQualityFilter
-from ..stages.web.languages import language_rules
-from ..stages.web.pii import PiiFormatter
-from ..stages.web.provenance import WarcProvenance
-from ..stages.web.quality import C4QualityFilter, GopherFilter
-from ..stages.web.url_filter import UrlFilter, read_blocklists
+from .steps import (
+    C4,
+    DOWNLOADS,
+    EXTRACT_TIMEOUT,
+    FINEWEB_LINES,
+    GOPHER,
+    LANGUAGE_MODEL,
+    LANGUAGES,
+    MIN_LANGUAGE_SCORE,
+    URL_BLOCKLIST,
+    WARC_READER,
+    WRITER,
+    Step,
+    WebPipeline,
+    reads_warc,
+)
 
-OUTPUT_FORMAT = "parquet"
 EXTRACT_TIMEOUT_S = 1.0
 
 
-def build(options) -> list[ProcessingStage]:
-    if not (options.url_lists or options.crawl) and options.input_file_type != "warc":
-        raise ConfigError("the fineweb pipeline reads WARC files: give --crawl or --input-urls, "
-                          "or --input-file-type warc")
-    text = options.text_field
-    rules = language_rules(options.quality_settings)
-    domains, urls = read_blocklists([Path(p) for p in options.url_blocklist])
-    timeout = options.extract_timeout if options.extract_timeout is not None else EXTRACT_TIMEOUT_S
-    min_score = options.min_language_score if options.min_language_score is not None else FINEWEB_MIN_SCORE
-    return [
-        *options.downloads(),
-        WarcReader(records_per_batch=options.records_per_batch),
-        UrlFilter(extra_domains=domains, extra_urls=urls, lists_dir=options.blocklists_dir),
-        HtmlExtractor(FINEWEB_EXTRACTOR, text_field=text, timeout_s=timeout, allocator=options.allocator),
-        FastTextLanguageFilter(options.languages or FINEWEB_LANGUAGES, min_score, options.language_model,
-                               text_field=text),
-        GopherFilter(text_field=text, rules=rules),
-        C4QualityFilter(text_field=text, rules=rules),
-        FineWebQualityFilter(text_field=text, rules=rules),
-        PiiFormatter(text_field=text),
-        WarcProvenance(),
-        writer_for(options.output_file_type or OUTPUT_FORMAT, options.written_dir),
-    ]
+def _url_filter(values, options):
+    from pathlib import Path
+
+    from ..stages.web.url_filter import UrlFilter, read_blocklists
+
+    domains, urls = read_blocklists([Path(p) for p in values["url_blocklist"]])
+    return UrlFilter(extra_domains=domains, extra_urls=urls, lists_dir=options.blocklists_dir)
+
+
+def _extract(values, options):
+    from ..stages.web.extract import FINEWEB_EXTRACTOR, HtmlExtractor
+
+    return HtmlExtractor(FINEWEB_EXTRACTOR, text_field=options.text_field, timeout_s=values["extract_timeout"],
+                         allocator=options.allocator)
+
+
+def _language(values, options):
+    from ..stages.web.fasttext_language import FastTextLanguageFilter
+
+    return FastTextLanguageFilter(values["languages"], values["min_language_score"], values["language_model"],
+                                  text_field=options.text_field)
+
+
+def _pii(values, options):
+    from ..stages.web.pii import PiiFormatter
+
+    return PiiFormatter(text_field=options.text_field)
+
+
+def _provenance(values, options):
+    from ..stages.web.provenance import WarcProvenance
+
+    return WarcProvenance()
+
+
+FINEWEB = WebPipeline("fineweb", [
+    DOWNLOADS,
+    WARC_READER,
+    Step("url_filter", _url_filter, (URL_BLOCKLIST,)),
+    Step("extract", _extract, (EXTRACT_TIMEOUT,)),
+    Step("language", _language, (LANGUAGES, MIN_LANGUAGE_SCORE, LANGUAGE_MODEL)),
+    GOPHER,
+    C4,
+    FINEWEB_LINES,
+    Step("pii", _pii),
+    Step("provenance", _provenance),
+    WRITER,
+], defaults={"extract_timeout": EXTRACT_TIMEOUT_S, "languages": FINEWEB_LANGUAGES,
+             "min_language_score": FINEWEB_MIN_SCORE}, check=reads_warc("fineweb"))
+
+
+def build(options):
+    return FINEWEB.build(options)

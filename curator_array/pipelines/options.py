@@ -21,6 +21,7 @@ from ..helpers.allocator import MIMALLOC
 from ..stages import defaults
 from ..storage.places import joined
 from ..storage.s3 import is_s3
+from . import web
 from .filters import FILTERS
 
 # Pipelines addressed by name (``--pipeline commoncrawl``) as well as by module:function.
@@ -30,7 +31,7 @@ BUILT_IN_PIPELINES = {"commoncrawl": "curator_array.pipelines.commoncrawl:build"
 # Where the curation phase writes when dedup phases follow (hidden, like the other dot-dirs).
 CURATED_DIR = ".curated"
 DOWNLOADS_DIR = ".downloads"  # under the output dir, unless --download-dir says otherwise
-LIST_FIELDS = ("input_urls", "crawl", "languages", "url_blocklist")
+LIST_FIELDS = ("input_urls", "crawl")
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,7 @@ class PipelineOptions:
     download_retries: int = defaults.DOWNLOAD_RETRIES
     download_timeout: float = defaults.DOWNLOAD_READ_TIMEOUT_S
     max_requests_per_second: float | None = None
-    languages: tuple[str, ...] = ()
-    min_language_score: float | None = None  # the pipeline's own: 0 for commoncrawl, 0.65 for fineweb
-    language_model: str | None = None
-    extractor: str = defaults.EXTRACTORS[0]
-    extract_timeout: float | None = None  # the pipeline's own: none for commoncrawl, 1 s for fineweb
     quality_settings: str | None = None
-    url_blocklist: tuple[str, ...] = ()
     keep_removed: bool = False
     annotate: bool = False
     records_per_batch: int = defaults.WARC_RECORDS_PER_BATCH
@@ -68,6 +63,8 @@ class PipelineOptions:
     allocator: str = MIMALLOC  # what the helper processes (extraction, tokenizing) allocate with
     # The values of the default pipeline's filter options (``pipelines.filters``), by option.
     filter_options: Mapping[str, Any] = field(default_factory=dict)
+    # The values of the web pipelines' step options (``pipelines.steps``: languages, ...), by option.
+    step_options: Mapping[str, Any] = field(default_factory=dict)
     phases: PhaseSettings = field(default_factory=PhaseSettings)  # the settings of the phases after this one
     extra: dict[str, str] = field(default_factory=dict)
     # The saved paths lists of ``crawl`` (``run.crawls``), added when the run resolves them.
@@ -75,6 +72,14 @@ class PipelineOptions:
     select_from: str | None = None
     # The identity of the run ``select_from`` names (``run.selected_run``), added when the run resolves it.
     selected_from: Mapping[str, str] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        """A web step option's value by its name (``options.languages``), for a pipeline
+        builder of the user's own: the option's default when the run did not give it."""
+        option = None if name.startswith("_") else next((o for o in web.step_options() if o.name == name), None)
+        if option is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.step_options.get(name, option.default)
 
     @property
     def written_dir(self) -> str:
@@ -105,11 +110,13 @@ class PipelineOptions:
         phase registry builds them from the same values); names these options do not hold
         are left out."""
         own = {item.name: values[item.name] for item in fields(cls)
-               if item.name in values and item.name not in ("filter_options", "phases")}
+               if item.name in values and item.name not in ("filter_options", "step_options", "phases")}
         own["input_dir"] = own.get("input_dir") or ""
         own.update({name: tuple(own.get(name) or ()) for name in LIST_FIELDS})
         filter_options = {option.name: values[option.name] for option in FILTERS.options() if option.name in values}
-        return cls(**own, filter_options=filter_options, phases=phases or PhaseSettings())
+        steps = {option.name: tuple(values[option.name]) if isinstance(values[option.name], list) else values[option.name]
+                 for option in web.step_options() if option.name in values}
+        return cls(**own, filter_options=filter_options, step_options=steps, phases=phases or PhaseSettings())
 
     def selecting(self, output_dir: str, output_format: str, identity: Mapping[str, str]) -> PipelineOptions:
         """These options reading the output (``output_dir``, in ``output_format``) of the run
@@ -164,3 +171,4 @@ class PipelineOptions:
         from ..formats import writer_for
 
         return writer_for(self.output_file_type or DEFAULT_FORMAT, self.written_dir)
+

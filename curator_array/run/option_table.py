@@ -3,8 +3,8 @@
 The run's own options are defined here, once each (``core.options.RunOption``): each names a
 field of the run request (``RunRequest``) or of the pipeline options (``PipelineOptions``),
 whose default is the option's. The filters of the default pipeline bring theirs
-(``pipelines.filters``), and so do the phases (``run.phases``: a phase's options set the
-fields of its settings). ``run_options()`` gathers them in the order ``--help`` shows them;
+(``pipelines.filters``), the web pipelines' steps theirs (``pipelines.steps``), and so do the
+phases (``run.phases``: a phase's options set the fields of its settings). ``run_options()`` gathers them in the order ``--help`` shows them;
 from it come the click options of ``run``, the variables job scripts forward into
 containers, what ``submit`` reads from the environment, and the option table of
 docs/options.md.
@@ -23,6 +23,7 @@ from ..core.formats import DEFAULT_FORMAT, input_formats, output_formats
 from ..core.options import RunOption
 from ..helpers.allocator import ALLOCATORS
 from ..pipelines.filters import FILTERS
+from ..pipelines import web
 from ..pipelines.options import BUILT_IN_PIPELINES, PipelineOptions
 from ..slurm.sites import ScriptFacts
 from ..stages import defaults
@@ -102,26 +103,12 @@ AFTER_FILTER_OPTIONS = _with_field_defaults(
     RunOption("max_requests_per_second", "Download requests per second per node, at most (default: no limit). When "
               "the server throttles one download (503, 429), the node's other downloads wait too.", "float",
               "downloads", minimum=0, minimum_open=True),
-    # web text (--pipeline commoncrawl, fineweb)
-    RunOption("languages", "commoncrawl, fineweb: keep documents in these languages, e.g. en,de,ja.", "list",
-              "web", pipelines=WEB, default_text=f"all for commoncrawl, {','.join(defaults.FINEWEB_LANGUAGES)} for fineweb"),
-    RunOption("min_language_score", "commoncrawl, fineweb: drop documents whose language score is lower.", "float",
-              "web", pipelines=WEB, minimum=0, maximum=1, default_text=f"0 for commoncrawl, {defaults.FINEWEB_MIN_SCORE} for fineweb"),
-    RunOption("language_model", "fineweb, dclm: a fastText language-ID model file (lid.176.bin, GlotLID) instead of "
-              "the bundled lid.176.ftz; checked, and copied into the checkpoint, at submit.", "file", "web",
-              pipelines=("fineweb", "dclm")),
-    RunOption("extractor", "commoncrawl: HTML → main text extractor (fineweb: trafilatura with FineWeb's settings).",
-              "choice", "web", choices=defaults.EXTRACTORS, old_variables=("HTML_EXTRACTOR",),
-              pipelines=("commoncrawl",)),
-    RunOption("extract_timeout", "Seconds a page may take to extract, in a child process that a page which hangs or "
-              "crashes the extractor cannot stall or kill; such pages are dropped and counted.", "float", "web",
-              pipelines=WEB,
-              minimum=0, minimum_open=True, default_text="1 for fineweb; none (in process) for commoncrawl"),
+)
+
+# after the web pipelines' steps' options (``pipelines.steps``)
+WEB_OPTIONS = _with_field_defaults(
     RunOption("quality_settings", "commoncrawl, fineweb: a TOML file of quality-filter settings per language, on "
               "top of the built-in table (docs/filters.md).", "file", "web", pipelines=WEB),
-    RunOption("url_blocklist", "fineweb, dclm: a site's own block list on top of FineWeb's, one domain (or, for "
-              "fineweb, URL) a line; repeatable; copied into the checkpoint at submit.", "files", "web",
-              pipelines=("fineweb", "dclm")),
     RunOption("records_per_batch", "WARC input: records per part (a reader's memory grows with this, not the file).",
               "int", "web", minimum=1),
 )
@@ -186,7 +173,8 @@ def run_options() -> tuple[RunOption, ...]:
     """Every option of ``run``, in the order ``--help`` shows them: the run's own, the
     default pipeline's filters', the phases', then how this start runs."""
     filters = tuple(replace(option, pipelines=(DEFAULT_PIPELINE,)) for option in FILTERS.options())
-    return (*INPUT_OPTIONS, *filters, *AFTER_FILTER_OPTIONS, *PHASES.options(), *EXECUTION_OPTIONS)
+    return (*INPUT_OPTIONS, *filters, *AFTER_FILTER_OPTIONS, *web.step_options(), *WEB_OPTIONS, *PHASES.options(),
+            *EXECUTION_OPTIONS)
 
 
 def unused_options(pipeline_ref: str | None, given: set[str]) -> tuple[str, list[RunOption]]:

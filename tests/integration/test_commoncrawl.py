@@ -50,7 +50,8 @@ def outputs(out: Path) -> dict[str, dict]:
 
 
 def options(source: dict, out: Path, **extra) -> PipelineOptions:
-    return PipelineOptions(output_dir=str(out), languages=KEEP, records_per_batch=4, **source, **extra)
+    return PipelineOptions.from_values({"output_dir": str(out), "languages": KEEP, "records_per_batch": 4, **source,
+                                        **extra})
 
 
 def check_documents(written: dict[str, dict], expected: dict[str, dict]) -> None:

@@ -61,8 +61,8 @@ def crawl_tree(tmp_path_factory):
 
 
 def run_fineweb(root: Path, out: Path, checkpoint: Path):
-    options = PipelineOptions(str(root / "input"), str(out), input_file_type="warc", keep_removed=True,
-                              url_blocklist=(str(root / "blocked.txt"),))
+    options = PipelineOptions.of(root / "input", out, input_file_type="warc", keep_removed=True,
+                                 url_blocklist=(str(root / "blocked.txt"),))
     pipeline = load_pipeline("fineweb", options).for_run(options)
     return run_shard_here(pipeline, checkpoint, output_dir=out)
 

@@ -322,7 +322,7 @@ def test_repeated_ngrams_count_as_the_reference_in_every_document_and_any_order_
 
 
 def test_commoncrawl_pipeline_by_name(tmp_path):
-    options = PipelineOptions("", str(tmp_path / "out"), input_file_type="warc", languages=("en", "de"))
+    options = PipelineOptions.of("", tmp_path / "out", input_file_type="warc", languages=("en", "de"))
     pipeline = load_pipeline("commoncrawl", options)
     assert [s.stage_name for s in pipeline.stages] == [
         "warc_reader", "html_extract", "language", "gopher", "c4_quality", "fineweb_quality", "parquet_writer"]

@@ -14,14 +14,13 @@ that elements of an array amending their own shards never write the same file.
 
 from __future__ import annotations
 
-import copy
-import json
 import os
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
 from .atomic import dump_json, write_bytes_atomic
+from .fingerprint import PipelineFingerprint
 from .layout import CheckpointLayout, utc_now
 from .records.base import RecordError, load_json
 
@@ -100,27 +99,13 @@ def amended_files(amendments: list[Amendment]) -> dict[str, tuple[int, int]]:
     return files
 
 
-def reader_policy(fingerprint: dict[str, Any]) -> str | None:
-    return next((stage["params"]["malformed"] for stage in fingerprint.get("stages", ())
-                 if "malformed" in stage.get("params", {})), None)
-
-
-def with_policy(fingerprint: dict[str, Any], policy: str) -> dict[str, Any]:
-    amended = copy.deepcopy(fingerprint)
-    for stage in amended.get("stages", ()):
-        if "malformed" in stage.get("params", {}):
-            stage["params"]["malformed"] = policy
-    return amended
-
-
-def amended_pipeline(pinned: dict[str, Any], amendments: list[Amendment]) -> dict[str, Any]:
+def amended_pipeline(pinned: PipelineFingerprint, amendments: list[Amendment]) -> PipelineFingerprint:
     """The pinned pipeline as the amendments left it (the latest malformed-record policy)."""
     policies = [a.malformed for a in amendments if a.kind == MALFORMED and a.malformed]
-    return with_policy(pinned, policies[-1]) if policies else pinned
+    return pinned.with_reader_policy(policies[-1]) if policies else pinned
 
 
-def only_the_policy_differs(pinned: dict[str, Any], wanted: dict[str, Any]) -> bool:
+def only_the_policy_differs(pinned: PipelineFingerprint, wanted: PipelineFingerprint) -> bool:
     """Whether ``wanted`` is ``pinned`` but for the reader's malformed-record policy."""
-    policy = reader_policy(wanted)
-    return (policy is not None and policy != reader_policy(pinned)
-            and json.dumps(with_policy(pinned, policy), sort_keys=True) == json.dumps(wanted, sort_keys=True))
+    policy = wanted.reader_policy
+    return policy is not None and policy != pinned.reader_policy and pinned.with_reader_policy(policy).same_as(wanted)

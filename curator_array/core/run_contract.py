@@ -14,7 +14,7 @@ import hashlib
 import os
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from typing import Any
 from .amendments import amended_pipeline, only_the_policy_differs, read_amendments
 from .atomic import create_bytes_exclusive, dump_json, fsync_directory, write_bytes_atomic
 from .errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
-from .fingerprint import describe_changes
+from .fingerprint import PipelineFingerprint
 from .layout import CheckpointLayout, utc_now
 from .records.base import SCHEMA_VERSION, WRITTEN_BY, RecordError, load_json, require_int
 from .records.run import ListingRef
@@ -52,7 +52,7 @@ class RunConfig:
     shards: ShardRange
     source_task_count: int | None = None
     source_task_digest: str | None = None
-    pipeline: dict[str, Any] | None = None
+    pipeline: PipelineFingerprint | None = None
     run_id: str | None = None
     listing: ListingRef | None = None
     request: str | None = None
@@ -68,14 +68,14 @@ class RunConfig:
     @property
     def output_format(self) -> str | None:
         """The format the pinned pipeline writes (None before a pipeline is pinned)."""
-        return (self.pipeline or {}).get("output")
+        return self.pipeline.output if self.pipeline is not None else None
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.shards.to_json(),
             "source_task_count": self.source_task_count,
             "source_task_digest": self.source_task_digest,
-            "pipeline": self.pipeline,
+            "pipeline": self.pipeline.to_json() if self.pipeline is not None else None,
             "run_id": self.run_id,
             "listing": self.listing.to_json() if self.listing else None,
             "request": self.request,
@@ -100,7 +100,7 @@ class RunConfig:
             shards,
             source_task_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
             source_task_digest=payload.get("source_task_digest"),
-            pipeline=values["pipeline"],
+            pipeline=PipelineFingerprint.from_json(values["pipeline"]) if isinstance(values["pipeline"], dict) else None,
             run_id=payload.get("run_id"),
             listing=ListingRef.from_json(values["listing"]) if values["listing"] is not None else None,
             request=values["request"] if isinstance(values["request"], str) else None,
@@ -147,7 +147,7 @@ def ensure_run_config(
     layout: CheckpointLayout,
     shards: ShardRange,
     source_task_ids: Sequence[str],
-    pipeline: dict[str, Any] | None = None,
+    pipeline: Mapping[str, Any] | None = None,
     listing: ListingRef | None = None,
     request: str | None = None,
 ) -> RunConfig:
@@ -160,6 +160,7 @@ def ensure_run_config(
     cannot overwrite each other) to report what changed.
     """
     digest = source_digest(source_task_ids)
+    pipeline = PipelineFingerprint.from_json(pipeline) if pipeline is not None else None
     wanted = RunConfig(shards, len(source_task_ids), digest, pipeline, secrets.token_hex(8), listing, request)
     try:
         if listing is None:
@@ -193,7 +194,7 @@ def check_run(
     existing: RunConfig,
     shards: ShardRange,
     source_task_ids: Sequence[str] | None = None,
-    pipeline: dict[str, Any] | None = None,
+    pipeline: Mapping[str, Any] | None = None,
 ) -> None:
     """Refuse what differs from the run: shard range, listing (when given), pipeline (when both pinned)."""
     check_shard_range(layout, existing, shards)
@@ -215,12 +216,13 @@ def unwritable(layout: CheckpointLayout, exc: OSError) -> ConfigError:
 
 
 def pin_missing(
-    layout: CheckpointLayout, existing: RunConfig, pipeline: dict[str, Any] | None = None,
+    layout: CheckpointLayout, existing: RunConfig, pipeline: Mapping[str, Any] | None = None,
     listing: ListingRef | None = None, request: str | None = None,
 ) -> RunConfig:
     """Pin fields an older run.json lacks (its first start after this change decides them)."""
     if pipeline is not None and existing.pipeline is None:
-        existing = replace(existing, pipeline=_pin(layout, "pipeline", pipeline))
+        pinned = _pin(layout, "pipeline", PipelineFingerprint.from_json(pipeline).to_json())
+        existing = replace(existing, pipeline=PipelineFingerprint.from_json(pinned))
     if request is not None and existing.request is None:
         existing = replace(existing, request=_pin(layout, "request", request))
     if listing is not None and existing.listing is None:
@@ -239,12 +241,13 @@ def _pin(layout: CheckpointLayout, name: str, value: Any) -> Any:
     return load_json(layout.pin_file(name)).get(name)
 
 
-def check_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: dict[str, Any]) -> None:
+def check_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: Mapping[str, Any]) -> None:
     """Refuse a pipeline other than the run's, naming every changed value."""
     if existing.pipeline is None:
         return
+    pipeline = PipelineFingerprint.from_json(pipeline)
     pinned = amended_pipeline(existing.pipeline, read_amendments(layout))
-    changes = describe_changes(pinned, pipeline)
+    changes = pinned.changes_to(pipeline)
     if changes:
         repair = ("--repair changes it for the tasks that have not finished, " if only_the_policy_differs(pinned, pipeline)
                   else "")

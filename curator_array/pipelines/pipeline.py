@@ -15,9 +15,9 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.fingerprint import PipelineFingerprint
 from ..core.phase import PhaseSettings
 from ..stages.base import ProcessingStage, SourceStage
 from ..stages.defaults import PIPELINE_REMOVED_DIR
@@ -90,19 +90,20 @@ class Pipeline:
             return cls(items[0], items[1:], options.text_field)
         return cls(options.source(), items, options.text_field)
 
-    def fingerprint(self) -> dict[str, Any]:
-        """What the run contract pins: stages with parameters, formats, text field."""
+    def fingerprint(self) -> PipelineFingerprint:
+        """What the run contract pins: stages with parameters, formats, text field, the later
+        phases' settings."""
         reader = next((s for s in self.stages if isinstance(s, ReaderStage)), None)
         writer = self.stages[-1]
-        return {
-            "source": self.source.fingerprint(),
-            "stages": [stage.fingerprint() for stage in self.stages],
-            "input": reader.format_name if reader is not None else None,
-            "output": writer.format_name if isinstance(writer, WriterStage) else None,
-            "text_field": self.text_field,
-            **self.phases.fingerprint(),
-            **({"selected_from": dict(self.selected_from)} if self.selected_from else {}),
-        }
+        return PipelineFingerprint(
+            source=self.source.fingerprint(),
+            stages=tuple(stage.fingerprint() for stage in self.stages),
+            input=reader.format_name if reader is not None else None,
+            output=writer.format_name if isinstance(writer, WriterStage) else None,
+            text_field=self.text_field,
+            phases=self.phases.fingerprint(),
+            selected_from=dict(self.selected_from) if self.selected_from else None,
+        )
 
     def for_run(self, options: PipelineOptions, before_writer: Sequence[ProcessingStage] = ()) -> Pipeline:
         """A copy of this pipeline as a run runs it: followed by the phases ``options`` ask

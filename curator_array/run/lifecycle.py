@@ -17,7 +17,7 @@ import logging
 import resource
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -55,9 +55,8 @@ def open_run(request: RunRequest, registry: Any) -> RunConfig:
                           "(curator-array run, or submit)")
     run = read_run_config(layout)
     if run.pipeline is not None:
-        pinned = {key: value for key, value in run.pipeline.items() if key not in registry.settings_keys()}
-        check_pipeline(layout, run, {**pinned, **request.options.phases.fingerprint(),
-                                     "text_field": request.options.text_field})
+        wanted = run.pipeline.with_phases(request.options.phases.fingerprint(), set(registry.settings_keys()))
+        check_pipeline(layout, run, replace(wanted, text_field=request.options.text_field))
     return run
 
 

@@ -24,12 +24,12 @@ from ..core.amendments import (
     amended_pipeline,
     only_the_policy_differs,
     read_amendments,
-    reader_policy,
     write_amendment,
 )
 from ..core.arrays import format_array_expression
 from ..core.checkpoint import manifest_exists, supersede_manifest
 from ..core.errors import CheckpointMismatchError, ConfigError, CuratorArrayError
+from ..core.fingerprint import PipelineFingerprint
 from ..core.layout import CheckpointLayout
 from ..core.records.run import PinnedRequest
 from ..core.run_contract import (
@@ -143,7 +143,7 @@ def _changed_tree(frozen: Listing, walked: Listing) -> CheckpointMismatchError:
     )
 
 
-def amend_policy(layout: CheckpointLayout, wanted: dict) -> None:
+def amend_policy(layout: CheckpointLayout, wanted: PipelineFingerprint) -> None:
     """With --repair: a new malformed-record policy for the tasks that have not finished,
     recorded as an amendment (the only change to the pipeline a repair may make)."""
     if not layout.run_file.is_file():
@@ -153,8 +153,8 @@ def amend_policy(layout: CheckpointLayout, wanted: dict) -> None:
         return
     current = amended_pipeline(pinned, read_amendments(layout))
     if only_the_policy_differs(current, wanted):
-        amendment = write_amendment(layout, Amendment(MALFORMED, malformed=reader_policy(wanted),
-                                                      before=reader_policy(current)))
+        amendment = write_amendment(layout, Amendment(MALFORMED, malformed=wanted.reader_policy,
+                                                      before=current.reader_policy))
         logger.warning("repair: %s", amendment.describe())
 
 

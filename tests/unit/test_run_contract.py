@@ -7,12 +7,14 @@ import json
 import pytest
 
 from curator_array.cli import main
+from curator_array.core.atomic import dump_json
 from curator_array.core.errors import CheckpointMismatchError
-from curator_array.core.fingerprint import describe_changes
+from curator_array.core.fingerprint import PipelineFingerprint, describe_changes
 from curator_array.core.layout import CheckpointLayout
 from curator_array.core.run_contract import archive_run, read_run_config
 from curator_array.core.sharding import ShardConfig
 from curator_array.pipelines.options import PipelineOptions
+from tests.conftest import REPO
 from curator_array.pipelines.pipeline import default_pipeline
 from curator_array.run.phases import PHASES
 from curator_array.run.prepare import prepare_shard
@@ -41,7 +43,8 @@ def test_run_json_pins_stages_parameters_formats_and_text_field(inputs, tmp_path
     word_count = pinned["stages"][1]
     assert word_count["params"] == {"max_words": None, "min_words": 5, "text_field": "text"}
     assert word_count["class"] == "curator_array.stages.filters.WordCountFilter"
-    assert "input_dir" not in json.dumps(pinned) and str(inputs) not in json.dumps(pinned), "paths are not the pipeline"
+    pinned = json.dumps(pinned.to_json())
+    assert "input_dir" not in pinned and str(inputs) not in pinned, "paths are not the pipeline"
 
 
 def test_same_pipeline_from_another_mount_point_is_accepted(inputs, tmp_path):
@@ -93,7 +96,7 @@ def test_racing_pins_of_an_old_run_json_agree_on_one_fingerprint(inputs, tmp_pat
     layout = CheckpointLayout(tmp_path / "ckpt")
     layout.completion_dir.mkdir(parents=True)
     layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 3}))
-    layout.pin_file("pipeline").write_text(json.dumps({"pipeline": pipeline(inputs, tmp_path, min_words=7).fingerprint()}))
+    layout.pin_file("pipeline").write_text(json.dumps({"pipeline": pipeline(inputs, tmp_path, min_words=7).fingerprint().to_json()}))
     with pytest.raises(CheckpointMismatchError, match="min_words: 7 → 5"):
         prepare_shard(pipeline(inputs, tmp_path, min_words=5), layout.root, ShardConfig(0, 3))
 
@@ -132,7 +135,8 @@ def test_new_run_moves_the_old_outputs_with_the_records_and_keeps_the_download_c
 
 def test_describe_changes_lists_nothing_for_equal_fingerprints(inputs, tmp_path):
     fingerprint = pipeline(inputs, tmp_path, dedup_within_task=True).fingerprint()
-    assert describe_changes(fingerprint, json.loads(json.dumps(fingerprint))) == []
+    assert describe_changes(fingerprint, json.loads(json.dumps(fingerprint.to_json()))) == []
+    assert PipelineFingerprint.from_json(json.loads(json.dumps(fingerprint.to_json()))) == fingerprint
 
 
 def test_an_option_added_or_dropped_is_named_with_its_value(inputs, tmp_path):
@@ -175,3 +179,15 @@ def test_submit_checks_the_contract_before_queueing_anything(inputs, tmp_path, c
     assert "min_words: 5 → 3 (stage word_count)" in err and "output: jsonl → parquet" in err
     assert main([*common, "--total-shards", "4", "--", "--min-words", "5"]) == 2
     assert "total_shards=4 (the run has 3)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fixture", ["checkpoint-all-phases", "checkpoint-0.1.0"])
+def test_a_pinned_fingerprint_reads_back_to_the_same_json(fixture):
+    """The typed fingerprint writes what every release wrote: a run it pinned stays the same run."""
+    run_file = REPO / "tests" / "fixtures" / fixture / ".nemo_curator_metadata" / ".slurm_array_completion" / "run.json"
+    pinned = json.loads(run_file.read_text())["pipeline"]
+    if pinned is None:
+        pytest.skip(f"{fixture} pins no pipeline in run.json")
+    typed = PipelineFingerprint.from_json(pinned)
+    assert dump_json(typed.to_json()) == dump_json(pinned)  # as run.json writes it, byte for byte
+    assert typed.output == pinned["output"] and [s["name"] for s in typed.stages] == [s["name"] for s in pinned["stages"]]

@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...core.errors import ConfigError
+from ...core.fingerprint import PipelineFingerprint
 from ...core.layout import CheckpointLayout
 from ...core.options import RunOption
 from ...core.phase import OutputChain, Phase, PhaseSettings, PhaseState, PlannedPhase, RootPhase
@@ -128,11 +129,11 @@ class PhaseRegistry:
             raise ConfigError(f"--annotate does not combine with {flag} yet: the {later[0].name} phase would treat "
                               "the documents a rule only marked as kept")
 
-    def settings_of(self, fingerprint: Mapping[str, Any] | None) -> PhaseSettings:
-        """The settings a pipeline fingerprint pins (``run.json``)."""
-        fingerprint = fingerprint or {}
-        by_key = {phase.settings_key: phase.settings_type.from_json(fingerprint[phase.settings_key])
-                  for phase in self._bringing_settings() if isinstance(fingerprint.get(phase.settings_key), Mapping)}
+    def settings_of(self, fingerprint: PipelineFingerprint | Mapping[str, Any] | None) -> PhaseSettings:
+        """The settings a pipeline fingerprint pins (``run.json``), or a mapping of them by key."""
+        pinned = fingerprint.phases if isinstance(fingerprint, PipelineFingerprint) else (fingerprint or {})
+        by_key = {phase.settings_key: phase.settings_type.from_json(pinned[phase.settings_key])
+                  for phase in self._bringing_settings() if isinstance(pinned.get(phase.settings_key), Mapping)}
         return self._with_staging(by_key)
 
     def before_writer(self, options: Any) -> list:

@@ -272,7 +272,7 @@ def against_signature_files(settings: DedupSettings) -> list[tuple[Path, int]]:
         if not layout.run_file.is_file():
             raise ConfigError(f"--dedup-against {checkpoint}: no run there")
         earlier = read_run_config(layout)
-        pinned = (earlier.pipeline or {}).get(DEDUP)
+        pinned = earlier.pipeline.phases.get(DEDUP) if earlier.pipeline is not None else None
         theirs = DedupSettings.from_json(pinned) if isinstance(pinned, dict) else None
         if theirs is None or theirs.signature_settings() != mine:
             raise ConfigError(f"--dedup-against {checkpoint}: its signatures were made with "

@@ -171,4 +171,3 @@ class PipelineOptions:
         from ..formats import writer_for
 
         return writer_for(self.output_file_type or DEFAULT_FORMAT, self.written_dir)
-

@@ -15,7 +15,7 @@ Light on purpose, as the option table imports it: a step imports its stage when 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ..core.options import RunOption
@@ -89,8 +89,6 @@ def gathered_options(pipelines: Iterable[WebPipeline]) -> list[RunOption]:
             rows.setdefault(option.name, option)
             if pipeline.name not in users.setdefault(option.name, []):
                 users[option.name].append(pipeline.name)
-    from dataclasses import replace
-
     return [replace(row, pipelines=tuple(users[name])) for name, row in rows.items()]
 
 

@@ -196,7 +196,9 @@ def check_run(
     source_task_ids: Sequence[str] | None = None,
     pipeline: Mapping[str, Any] | None = None,
 ) -> None:
-    """Refuse what differs from the run: shard range, listing (when given), pipeline (when both pinned)."""
+    """Refuse what differs from the run: shard range, listing (when given), pipeline (when both
+    pinned; the run's as its amendments left it). The one place a start is compared with the
+    run it joins: elements, later phases' elements, ``submit`` and ``retry --submit``."""
     check_shard_range(layout, existing, shards)
     if (
         source_task_ids is not None
@@ -205,7 +207,7 @@ def check_run(
     ):
         raise CheckpointMismatchError(_describe_listing_change(layout, existing, source_task_ids))
     if pipeline is not None:
-        check_pipeline(layout, existing, pipeline)
+        _check_pipeline(layout, existing, pipeline)
 
 
 def unwritable(layout: CheckpointLayout, exc: OSError) -> ConfigError:
@@ -241,7 +243,7 @@ def _pin(layout: CheckpointLayout, name: str, value: Any) -> Any:
     return load_json(layout.pin_file(name)).get(name)
 
 
-def check_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: Mapping[str, Any]) -> None:
+def _check_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: Mapping[str, Any]) -> None:
     """Refuse a pipeline other than the run's, naming every changed value."""
     if existing.pipeline is None:
         return

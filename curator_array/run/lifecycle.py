@@ -28,7 +28,7 @@ from ..core.layout import CheckpointLayout, PhaseLayout, utc_now
 from ..core.phase import OutputChain, Phase, PhaseSettings, PlannedPhase, RootPhase, needed
 from ..core.records.phase import PhaseFailure, PhaseManifest, phase_manifests
 from ..core.records.shard import shard_output_files
-from ..core.run_contract import RunConfig, check_pipeline, read_run_config
+from ..core.run_contract import RunConfig, check_run, read_run_config
 from ..core.sharding import ShardRange
 from ..slurm.job_context import JobContext
 from ..slurm.jobenv import JobEnvironment
@@ -56,7 +56,7 @@ def open_run(request: RunRequest, registry: Any) -> RunConfig:
     run = read_run_config(layout)
     if run.pipeline is not None:
         wanted = run.pipeline.with_phases(request.options.phases.fingerprint(), set(registry.settings_keys()))
-        check_pipeline(layout, run, replace(wanted, text_field=request.options.text_field))
+        check_run(layout, run, run.shards, pipeline=replace(wanted, text_field=request.options.text_field))
     return run
 
 

@@ -25,7 +25,7 @@ from ..core.options import split_named
 from ..core.phase import PlannedPhase
 from ..core.phase_states import PhaseState
 from ..core.records.run import OptionValue, PinnedRequest
-from ..core.run_contract import archive_run, check_pipeline, read_run_config
+from ..core.run_contract import archive_run, check_run, read_run_config
 from ..core.sharding import ShardRange
 from ..pipelines.options import DOWNLOADS_DIR
 from ..slurm.sites import SiteConfig
@@ -214,7 +214,8 @@ def plan_retry_submit(layout: CheckpointLayout, flags: Mapping[str, Any], states
         from .prepare import amend_policy
 
         amend_policy(layout, pipeline.fingerprint())
-    check_pipeline(layout, read_run_config(layout), pipeline.fingerprint())
+    run = read_run_config(layout)
+    check_run(layout, run, run.shards, pipeline=pipeline.fingerprint())
     if not force:
         refuse_while_queued(layout, "resubmit")
     pinned = request.pinned

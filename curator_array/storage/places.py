@@ -46,7 +46,7 @@ from .s3 import (
 
 PART_BYTES = 8 << 20  # a multipart upload's part; files up to this size go in one request
 UPLOAD_THREADS = 4  # parts in flight per file: bounds the memory an upload holds to 32 MiB
-_PARTIAL = re.compile(r"^\.(?P<final>.+)\.tmp-\d+-[0-9a-f]+$")  # core.atomic.temporary_sibling's names
+_PARTIAL = re.compile(r"^\.(?P<final>.+)\.tmp-(?P<pid>\d+)-[0-9a-f]+$")  # core.atomic.temporary_sibling's names
 
 
 class OutputPlace(Protocol):
@@ -80,6 +80,18 @@ class OutputPlace(Protocol):
 
     def problem(self, name: str, size: int, crc: int) -> str | None:
         """Why the file ``name`` (under this place) is not the one a record says was written."""
+
+
+def _running_here(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host: a partial file it names may be another
+    attempt's, being written now (two attempts of one shard at once), not a killed writer's."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass(frozen=True)
@@ -126,7 +138,7 @@ class LocalPlace:
         removed = 0
         for entry in entries:
             partial = _PARTIAL.match(entry.name)
-            if partial and owned(partial.group("final")):
+            if partial and owned(partial.group("final")) and not _running_here(int(partial.group("pid"))):
                 Path(entry.path).unlink(missing_ok=True)
                 removed += 1
         return removed

@@ -189,18 +189,37 @@ def test_partials_and_unrecorded_files_of_finished_tasks_are_removed_and_nothing
     from curator_array.stages.output_files import remove_leftovers
     from curator_array.storage.places import LocalPlace
 
-    twins = tmp_path / "twins"
+    twins = tmp_path / "twins"  # the partials' pids are beyond any pid: their writers are gone
     twins.mkdir()
-    names = [".fg-a.00000.parquet.tmp-12-0a1b2c3d", ".fg-a.00083.parquet.tmp-99-deadbeef", "fg.a.00040.parquet",
+    names = [".fg-a.00000.parquet.tmp-99999912-0a1b2c3d", ".fg-a.00083.parquet.tmp-99999999-deadbeef", "fg.a.00040.parquet",
              "fg-a.00000.parquet", "fg.a.00000.parquet", "fg-b.00007.parquet", "fg-a.00000.jsonl", "fg-a.parquet",
-             ".fg-b.00000.parquet.tmp-12-0a1b2c3d", ".fg-a.parquet.tmp-12-0a1b2c3d", ".fg-a.00000.parquet.tmp-x"]
+             ".fg-b.00000.parquet.tmp-99999912-0a1b2c3d", ".fg-a.parquet.tmp-99999912-0a1b2c3d", ".fg-a.00000.parquet.tmp-x"]
     for name in names:
         (tmp_path / name).write_text("")
     (twins / "fg-a.00003.parquet").write_text("")  # twins are not recorded: never taken for leftovers
-    (twins / ".fg-a.00003.parquet.tmp-7-00ff").write_text("")
+    (twins / ".fg-a.00003.parquet.tmp-99999907-00ff").write_text("")
     places = [LocalPlace(tmp_path), LocalPlace(twins), LocalPlace(tmp_path / "absent")]
     removed = remove_leftovers(places, ["fg-a", "fg.a"], ".parquet", {"fg-a.00000.parquet", "fg.a.00000.parquet"})
     assert removed == (4, ["fg.a.00040.parquet"]), "a whole task's partial goes too; its final name is rewritten"
-    kept = [name for name in names[3:] if name != ".fg-a.parquet.tmp-12-0a1b2c3d"]
+    kept = [name for name in names[3:] if name != ".fg-a.parquet.tmp-99999912-0a1b2c3d"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["twins", *kept])
     assert [p.name for p in twins.iterdir()] == ["fg-a.00003.parquet"]
+
+
+def test_leftovers_spare_the_partial_file_of_a_writer_still_running(tmp_path):
+    """Two attempts of one shard at once: the first to finish clears what killed writers left,
+    never the file the other attempt is writing now."""
+    import subprocess
+    import sys
+
+    from curator_array.stages.output_files import remove_leftovers
+    from curator_array.storage.places import LocalPlace
+
+    finished = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(finished.stdout)
+    killed = tmp_path / f".t1.00000.jsonl.tmp-{dead}-0a1b2c3d"
+    running = tmp_path / f".t1.00001.jsonl.tmp-{os.getpid()}-0a1b2c3d"
+    for path in (killed, running):
+        path.write_text("{}\n")
+    removed, _ = remove_leftovers([LocalPlace(tmp_path)], ["t1"], ".jsonl", [])
+    assert removed == 1 and not killed.exists() and running.exists()

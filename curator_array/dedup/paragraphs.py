@@ -113,11 +113,12 @@ def batch_ngrams(texts: list[str | None], settings: ParagraphSettings,
     ``repeats``, a paragraph it knows, or one repeating an earlier paragraph of the batch,
     is not cut again: its n-grams are left out and its count is the first copy's."""
     texts = [text or "" for text in texts]
-    paragraphs = np.array([paragraph_count(text) for text in texts], dtype=np.int64)
     if repeats is None:
         keys, paragraph_of, totals = _cut("\n".join(texts), settings)
-        return BatchNGrams(keys, paragraph_of, totals, paragraphs)
-    parts = [part for text in texts for part in text.split("\n")]
+        return BatchNGrams(keys, paragraph_of, totals, np.array([paragraph_count(t) for t in texts], dtype=np.int64))
+    split = [text.split("\n") for text in texts]
+    paragraphs = np.array([len(pieces) for pieces in split], dtype=np.int64)
+    parts = [part for pieces in split for part in pieces]
     fresh, repeated, known = repeats.split(parts)
     if fresh:
         keys, cut_of, cut_totals = _cut("\n".join([parts[i] for i in fresh]), settings)

@@ -174,6 +174,7 @@ def build_image(tag: str, base_image: str | None) -> str:
     has_bridge = any(n.name == "bridge" for n in client.networks.list())
     network = os.environ.get("CURATOR_ARRAY_BUILD_NETWORK") or (None if has_bridge else "host")
     print(f"building {tag} (base {base_image}, network {network or 'bridge'})", flush=True)
+    previous = _image_id(client, tag)
     image_id = None
     for chunk in client.api.build(path=str(REPO), dockerfile="container/Dockerfile", tag=tag, buildargs=args,
                                   network_mode=network, rm=True, forcerm=True, decode=True,
@@ -186,7 +187,37 @@ def build_image(tag: str, base_image: str | None) -> str:
             image_id = chunk["aux"]["ID"]
     image = client.images.get(tag)
     print(f"built {tag} {image.short_id} ({image.attrs['Size'] / 2**20:.0f} MiB)")
+    if previous and previous != image.id:
+        _remove_if_untagged(client, previous)
     return image_id or image.id
+
+
+def _image_id(client, tag: str) -> str | None:
+    import docker.errors
+
+    try:
+        return client.images.get(tag).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
+def _remove_if_untagged(client, image_id: str) -> None:
+    """The image this tag named before the build: left untagged it would keep its own copy of
+    the source layer on the daemon's disk at every rebuild. Kept while a container or another
+    tag uses it (the daemon refuses without force, and we never force)."""
+    import docker.errors
+
+    try:
+        if not client.images.get(image_id).tags:
+            client.images.remove(image_id)
+            print(f"removed the image {short_id(image_id)} this tag named before")
+    except docker.errors.APIError as exc:
+        print(f"kept the earlier image {short_id(image_id)}: {str(exc.explanation or exc)[:120]}")
+
+
+def short_id(image_id: str) -> str:
+    """The 12 hex digits Docker shows for an image ("sha256:..." stripped)."""
+    return image_id.split(":", 1)[-1][:12]
 
 
 def _rc_script(config: dict) -> str:
@@ -233,7 +264,7 @@ def write_enroot_files(rootfs: Path, config: dict) -> None:
 def build_sqsh(tag: str, output: Path | None) -> Path:
     client = docker_client()
     image = client.images.get(tag)
-    short = image.id.split(":", 1)[1][:12]
+    short = short_id(image.id)
     target = output or BUILD_DIR / f"curator-array-{short}.sqsh"
     compression = os.environ.get("SQSH_COMPRESSION", "lz4")
     if compression not in COMPRESSION:
@@ -284,7 +315,7 @@ def build_oci(tag: str, output: Path | None) -> Path:
     script derives its own configuration from this one (curator_array/slurm/oci_bundle.py)."""
     client = docker_client()
     image = client.images.get(tag)
-    short = image.id.split(":", 1)[1][:12]
+    short = short_id(image.id)
     target = output or BUILD_DIR / f"curator-array-{short}.oci"
     stamp = target.with_name(target.name + ".image-id")
     if (target / "config.json").exists() and stamp.exists() and stamp.read_text().split() == [image.id, OCI_FORMAT]:

@@ -7,19 +7,27 @@ import json
 import click
 
 from ..core.layout import CheckpointLayout
+from ..core.status import DEPRECATED_KEYS
 from .group import checkpoint_option, cli, run_option
 
 
 @cli.command(epilog="""\b
 Examples:
   curator-array status --checkpoint-path /shared/ckpt
-  curator-array status --checkpoint-path /shared/ckpt --json | jq .incomplete
+  curator-array status --checkpoint-path /shared/ckpt --json | jq .run.phases[0].missing
+  curator-array status --checkpoint-path /shared/ckpt --json | jq .run.final
   curator-array status --checkpoint-path /shared/ckpt --watch --interval 30
 
 \b
 With --watch: exit 0 once every shard is complete, 3 when nothing of the run is
 queued any more and shards are still incomplete.
-""")
+
+\b
+With --json: "run" holds "phases" (every phase, the first included, each with its
+elements, what is missing and its counts) and "final" (the run's output after the
+last phase that rewrites it: written_by, complete, rows, files, tokens).
+Deprecated keys, kept for this release:
+""" + "\n".join(f"  {key:<17}use {instead}" for key, instead in DEPRECATED_KEYS.items()))
 @checkpoint_option
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 @click.option("--watch", is_flag=True, help="Refresh until the run is complete or nothing is left queued.")

@@ -29,10 +29,11 @@ def figures_line(state: PhaseState) -> str:
 
 
 def format_phases(status: RunStatus) -> list[str]:
-    """One line per phase after the first: complete, or what is missing, failed, queued, or blocks it."""
+    """Every phase the same way, the first included: complete, with its figures, or what is
+    missing, failed, queued, or blocks it."""
     lines = ["phases"]
-    width = max([11, *(len(state.name) + 1 for state in status.later_phases)])
-    for state in status.later_phases:
+    width = max([11, *(len(state.name) + 1 for state in status.phases)])
+    for state in status.phases:
         done = f"{len(state.complete)}/{state.elements.total}"
         queued = status.queued_of(state)
         if state.is_complete:
@@ -116,14 +117,6 @@ def format_status(status: RunStatus) -> str:
     dropped = status.dropped_by_step()
     if dropped:
         lines.append(("would drop   " if status.annotated else "dropped      ") + ", ".join(f"{step} {count:,}" for step, count in dropped.items()))
-    skipped = {reason: count for reason, count in status.records_skipped.items() if count}
-    if skipped:
-        lines.append("skipped      " + ", ".join(f"{count:,} {reason.replace('_', ' ')}" for reason, count in
-                                              skipped.items()) + " (--malformed skip)")
-    for tally, counts in status.tallies:
-        shown = {key: count for key, count in counts.items() if count}
-        if shown:
-            lines.append(f"{tally.label:<12} " + ", ".join(f"{key} {count:,}" for key, count in shown.items()))
     if status.contamination:
         lines += contamination_lines(status.contamination)
     for index, amendment in enumerate(status.amendments):
@@ -147,8 +140,7 @@ def format_status(status: RunStatus) -> str:
             lines.append(f"  shard {shard}: {done}/{total or '?'} tasks done in {attempts} attempt(s)")
     if status.resumed_tasks:
         lines.append(f"resumed      {status.resumed_tasks} task(s) of complete shards were kept from earlier attempts")
-    if status.later_phases:
-        lines += format_phases(status)
+    lines += format_phases(status)
     if status.failed_attempts:
         lines.append(f"failed attempts ({len(status.failed_attempts)}):")
         for attempt in status.failed_attempts:

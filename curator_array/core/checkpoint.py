@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .curation_counts import CurationCounts
 from .errors import CorruptCheckpointError
 from .layout import ATTEMPT_ERROR_FILE, FAILED_TASKS_FILE, MANIFEST_PREFIX, CheckpointLayout
 from .records.attempt import AttemptRecord
 from .records.base import RecordError
 from .records.contamination import Contamination
-from .records.shard import CompletionManifest, StageTime, WorkTotals, add_stage_times
+from .records.shard import CompletionManifest, StageTime, add_stage_times
 from .run_contract import RunConfig
-from .tallies import Tallies
 
 PARALLEL_READ_THRESHOLD = 4096
 
@@ -31,15 +31,12 @@ class ManifestScan:
     """What all completion manifests of a run say, reduced to what retry and status need."""
 
     shards: set[int] = field(default_factory=set)
-    totals: WorkTotals = field(default_factory=WorkTotals)
+    counts: CurationCounts = field(default_factory=CurationCounts)
     durations: list[float] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)
     manifests: dict[int, CompletionManifest] = field(default_factory=dict)  # only when asked for
     resumed_tasks: int = 0
     stage_times: dict[tuple[str, str], StageTime] = field(default_factory=dict)  # (stage, node) → summed
-    dropped: dict[str, int] = field(default_factory=dict)  # rows dropped, by step and rule
-    skipped: dict[str, int] = field(default_factory=dict)  # input records skipped, by kind (malformed lines)
-    tallies: Tallies = field(default_factory=Tallies)
     contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
     # The stages' CPU seconds and the elements' wall time (process start to manifest) of the
     # manifests that record both: how many cores the elements kept busy.
@@ -49,14 +46,11 @@ class ManifestScan:
     def merge(self, other: ManifestScan) -> None:
         self.shards |= other.shards
         self.manifests.update(other.manifests)
-        self.totals.add(other.totals)
+        self.counts = self.counts + other.counts
         self.durations += other.durations
         self.errors += other.errors
         self.resumed_tasks += other.resumed_tasks
         add_stage_times(self.stage_times, other.stage_times.values())
-        _add_counts(self.dropped, other.dropped)
-        _add_counts(self.skipped, other.skipped)
-        self.tallies = self.tallies + other.tallies
         self.contamination = self.contamination + other.contamination
         self.busy_cpu_s += other.busy_cpu_s
         self.busy_wall_s += other.busy_wall_s
@@ -65,23 +59,15 @@ class ManifestScan:
         self.shards.add(manifest.shard_index)
         if keep:
             self.manifests[manifest.shard_index] = manifest
-        self.totals.add(manifest.work)
+        self.counts = self.counts + manifest.work.counts
         if manifest.duration_s is not None:
             self.durations.append(manifest.duration_s)
         self.resumed_tasks += manifest.resumed_tasks
         add_stage_times(self.stage_times, manifest.stages)
-        _add_counts(self.dropped, manifest.work.rows_dropped_by_stage)
-        _add_counts(self.skipped, manifest.work.records_skipped)
-        self.tallies = self.tallies + manifest.work.tallies
         self.contamination = self.contamination + manifest.work.contamination
         if manifest.stages and manifest.timeline_s.get("manifest"):
             self.busy_cpu_s += sum(stage.cpu_s for stage in manifest.stages)
             self.busy_wall_s += manifest.timeline_s["manifest"]
-
-
-def _add_counts(into: dict[str, int], counts: dict[str, int]) -> None:
-    for name, count in counts.items():
-        into[name] = into.get(name, 0) + count
 
 
 def manifest_problem(manifest: CompletionManifest, run: RunConfig) -> str | None:

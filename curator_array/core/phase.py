@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from .checkpoint import ManifestScan, scan_completion_manifests
 from .counts import Counts
+from .curation_counts import CurationCounts
 from .layout import CheckpointLayout, PhaseLayout
 from .records.phase import PhaseManifest, phase_failures, phase_manifests
 from .run_contract import RunConfig
@@ -73,6 +74,9 @@ class PhaseState:
     failed: dict[int, str]  # element → the latest recorded reason, for incomplete elements
     manifests: dict[int, PhaseManifest] = field(default_factory=dict)
     progress: str | None = None  # how far an incomplete phase of steps has gone (``Phase.progress``)
+    # The complete elements' counts and seconds summed already, where the manifests are not
+    # kept (the first phase's: its scan adds them up as it reads them).
+    summed: tuple[Counts, float] | None = None
 
     @property
     def name(self) -> str:
@@ -89,12 +93,15 @@ class PhaseState:
 
     def totals(self) -> Counts:
         """What its complete elements counted together."""
+        if self.summed is not None:
+            return self.summed[0]
         return reduce(lambda a, b: a + b, (m.counts for m in self.manifests.values()), self.phase.counts())
 
     def rate(self) -> float | None:
         """Its counts' ``RATE`` figure per second of its complete elements' time, if it has one."""
         figure = self.phase.counts.RATE
-        seconds = sum(m.duration_s or 0.0 for m in self.manifests.values())
+        seconds = self.summed[1] if self.summed is not None else sum(
+            m.duration_s or 0.0 for m in self.manifests.values())
         return getattr(self.totals(), figure) / seconds if figure and seconds else None
 
 
@@ -218,6 +225,7 @@ class RootPhase(Phase):
     spec's four fields."""
 
     noun = SHARD
+    counts = CurationCounts
 
     @property
     def submitted_name(self) -> None:
@@ -232,8 +240,9 @@ class RootPhase(Phase):
     def read_state(self, layout: CheckpointLayout, run: RunConfig, elements: ShardRange,
                    scan: ManifestScan | None = None) -> PhaseState:
         """``scan``: the run's completion manifests, when the caller has read them already."""
-        done = (scan or scan_completion_manifests(layout, run)).shards
-        return PhaseState(self, elements, tuple(sorted(s for s in done if s in elements)), {})
+        scan = scan or scan_completion_manifests(layout, run)
+        return PhaseState(self, elements, tuple(sorted(s for s in scan.shards if s in elements)), {},
+                          summed=(scan.counts, sum(scan.durations)))
 
     def retry_fields(self, line: str) -> str:
         return line

@@ -5,19 +5,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from .amendments import Amendment, read_amendments
 from .arrays import format_array_expression
 from .checkpoint import find_attempt_records, scan_completion_manifests
+from .curation_counts import CurationCounts
 from .layout import CheckpointLayout
 from .phase import OutputChain, PhaseState, PlannedPhase
 from .phase_states import blocked_by, phase_states
 from .records.contamination import Contamination
 from .records.run import OptionValue, PinnedRequest
-from .records.shard import CompletionManifest, StageTime, WorkTotals, per_stage
+from .records.shard import CompletionManifest, StageTime, per_stage
 from .run_contract import RunConfig, read_run_config
 from .sharding import ShardRange
 from .tallies import Tallies
@@ -45,6 +46,57 @@ class FailedAttempt:
         return f"{self.failed_task_count} failed task(s){first}"
 
 
+# Keys of ``status --json`` kept for a release beside the ones that replace them.
+DEPRECATED_KEYS = {
+    "totals": "run.phases[0].counts (the first phase's figures)",
+    "final_rows_out": "run.final.rows",
+    "completed_count": "run.phases[0].complete",
+    "incomplete": "run.phases[0].missing",
+    "incomplete_count": "run.phases[0].elements minus run.phases[0].complete",
+    "phases": "run.phases[1:] (every phase after the first)",
+    "records_skipped": "run.phases[0].counts.records_skipped",
+    "lines_removed": "run.phases[0].counts.lines_removed",
+    "would_drop_any": "run.phases[0].counts.would_drop_any",
+}
+DEPRECATED_TOTALS = ("source_tasks", "rows_in", "rows_out", "output_file_count", "tokens")
+
+
+@dataclass(frozen=True)
+class FinalFigures:
+    """The run's output after the last phase that rewrites it (``writer``): its documents,
+    files and tokens. A figure is None while that phase is incomplete, or when no phase
+    counts it (files of a rewriting phase; tokens without --tokenize)."""
+
+    writer: str
+    complete: bool
+    rows: int | None
+    files: int | None
+    tokens: int | None
+
+    @classmethod
+    def of(cls, states: list[PhaseState], writer: PhaseState) -> FinalFigures:
+        complete = writer.is_complete if writer is not states[0] else True
+        totals = writer.totals()
+        counters = [state for state in states[states.index(writer) + 1:] if _counts_field(state, "tokens")]
+        tokens = None
+        if counters:
+            tokens = counters[0].totals().tokens if counters[0].is_complete else None
+        elif _counts_field(writer, "tokens") and totals.tokens:
+            tokens = totals.tokens
+        return cls(writer.name, writer.is_complete,
+                   totals.rows_out if complete and _counts_field(writer, "rows_out") else None,
+                   totals.output_file_count if complete and _counts_field(writer, "output_file_count") else None,
+                   tokens if complete else None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"written_by": self.writer, "complete": self.complete, "rows": self.rows, "files": self.files,
+                "tokens": self.tokens}
+
+
+def _counts_field(state: PhaseState, name: str) -> bool:
+    return name in {item.name for item in fields(state.phase.counts)}
+
+
 @dataclass
 class RunStatus:
     """The run as its checkpoint shows it: every phase's state (the first: its shards), the
@@ -55,7 +107,6 @@ class RunStatus:
     source_task_count: int | None
     phases: list[PhaseState]  # every phase of the run, the first one (its shards) first
     failed_attempts: list[FailedAttempt] = field(default_factory=list)
-    totals: WorkTotals = field(default_factory=WorkTotals)
     duration_s: dict[str, float] = field(default_factory=dict)
     # element → squeue state, by the phase a submission names (``Phase.submitted_name``: None for the first)
     queued: dict[str | None, dict[int, str]] = field(default_factory=dict)
@@ -66,12 +117,27 @@ class RunStatus:
     options: dict[str, OptionValue] = field(default_factory=dict)
     stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
     busy: tuple[float, float] = (0.0, 0.0)  # the stages' CPU seconds, and the elements' wall seconds
-    dropped: dict[str, int] = field(default_factory=dict)  # the first phase's drops by step and rule
-    records_skipped: dict[str, int] = field(default_factory=dict)  # input records skipped (malformed lines)
-    tallies: Tallies = field(default_factory=Tallies)  # the first phase's (core.tallies)
     contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
     amendments: list[Amendment] = field(default_factory=list)  # repairs, oldest first (--repair)
     submitted: bool = True  # queued by submit or retry --submit, so resubmitted the same way; False: run by hand
+
+    @property
+    def totals(self) -> CurationCounts:
+        """What the first phase's complete shards counted together."""
+        return self.phases[0].totals()
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """The first phase's drops, by step and rule."""
+        return self.totals.rows_dropped_by_stage
+
+    @property
+    def records_skipped(self) -> dict[str, int]:
+        return self.totals.records_skipped
+
+    @property
+    def tallies(self) -> Tallies:
+        return Tallies.from_json(self.totals.to_json())
 
     @property
     def annotated(self) -> bool:
@@ -131,12 +197,14 @@ class RunStatus:
         return next(state for state in self.phases if state.phase is last)
 
     @property
+    def final(self) -> FinalFigures:
+        """The run's output as the last phase that rewrites it left it."""
+        return FinalFigures.of(self.phases, self.last_writer)
+
+    @property
     def final_rows_out(self) -> int | None:
-        """Rows in the run's output after every phase that rewrites it; None until that phase is complete."""
-        writer = self.last_writer
-        if writer is self.phases[0]:
-            return self.totals.rows_out
-        return getattr(writer.totals(), "rows_out", None) if writer.is_complete else None
+        """Deprecated: ``final.rows``."""
+        return self.final.rows
 
     def dropped_by_step(self) -> dict[str, int]:
         """Documents dropped, by step and rule, in the complete elements: the first phase's
@@ -169,7 +237,10 @@ class RunStatus:
                 }
                 for a in self.failed_attempts
             ],
-            "totals": self.totals.to_json(),
+            "run": {"phases": [phase_json(state, self.phases, self.queued_of(state)) for state in self.phases],
+                    "final": self.final.to_json()},
+            "totals": {name: value for name, value in self.totals.to_json().items()
+                       if name in DEPRECATED_TOTALS and (value or name != "tokens")},
             "final_rows_out": self.final_rows_out,
             "dropped": self.dropped_by_step(),
             "records_skipped": self.records_skipped,
@@ -254,16 +325,12 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
     return RunStatus(
         submitted=layout.submissions_file.is_file(),
         amendments=read_amendments(layout),
-        dropped=scan.dropped,
-        records_skipped=scan.skipped,
-        tallies=scan.tallies,
         contamination=scan.contamination,
         checkpoint=layout.root,
         shards=run.shards,
         source_task_count=run.source_task_count,
         phases=phase_states(layout, run, plan_of(run), scan),
         failed_attempts=failed,
-        totals=scan.totals,
         duration_s=duration_summary,
         manifests=scan.manifests,
         request_id=request_id,

@@ -1,11 +1,11 @@
-"""Tallies: counts by name that a run's first phase keeps beside its documents, declared once.
+"""Tallies: counts by name that a run's first phase keeps beside its documents.
 
 A tally (``lines_removed``: lines each line modifier took out; ``would_drop_any``: documents
 each rule would drop, with ``--annotate``) is a mapping of keys (``<step>.<rule>``) to counts,
-summed from task to record to manifest to run status. Each is declared here, with the one
-letter a task record stores it under and the heading ``status`` shows it with, so that a
-new tally is one line and travels through records, manifests, status and the report
-without any of them naming it.
+summed from task to record to manifest to run status. Each is a ``tally`` field of
+``CurationCounts``, which gives the one letter a task record stores it under and the
+title status and the report show it with, so that a new tally is one field and travels
+through records, manifests, status and the report without any of them naming it.
 """
 
 from __future__ import annotations
@@ -14,20 +14,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .curation_counts import TALLY, tally_fields
+
 
 @dataclass(frozen=True)
 class Tally:
     name: str  # the key in manifests (their work) and in status --json
     record_key: str  # the key in a task record line (compact)
-    label: str  # status's line
-    heading: str  # the report's sentence
 
 
-TALLIES: dict[str, Tally] = {tally.name: tally for tally in (
-    Tally("lines_removed", "l", "lines removed", "Lines removed from the documents kept, by line modifier"),
-    Tally("would_drop_any", "w", "would drop (any rule)",
-          "Documents each rule would drop, whether or not an earlier rule would (--annotate)"),
-)}
+TALLIES: dict[str, Tally] = {item.name: Tally(item.name, item.metadata[TALLY]) for item in tally_fields()}
 
 
 @dataclass(frozen=True)

@@ -41,11 +41,13 @@ def option_rows(options: dict[str, OptionValue]) -> list[tuple[str, str, str]]:
 
 
 def phase_rows(status: RunStatus) -> list[dict]:
-    """One row per phase after the first: elements complete, what it counted, its longest element."""
+    """One row per phase, the first included: elements complete, what it counted, its longest element."""
     rows = []
-    for state in status.later_phases:
+    for state in status.phases:
         waiting = blocked_by(status.phases, state.phase) if not state.is_complete else None
         durations = [m.duration_s for m in state.manifests.values() if m.duration_s is not None]
+        if state is status.phases[0] and status.duration_s:
+            durations = [status.duration_s["max"]]
         memory = [m.peak_rss_mib for m in state.manifests.values() if m.peak_rss_mib is not None]
         figures = [f"{k.replace('_', ' ')} {v:,}" for k, v in state.totals().figures().items()]
         if (rate := state.rate()) is not None:
@@ -69,8 +71,8 @@ def stage_rows(status: RunStatus) -> list[dict]:
 
 
 def phase_histograms(status: RunStatus) -> list[Histogram]:
-    """Every histogram the later phases counted (duplicate clusters by size, say)."""
-    return [histogram for state in status.later_phases for histogram in state.totals().histograms()]
+    """Every histogram the phases counted (duplicate clusters by size, say)."""
+    return [histogram for state in status.phases for histogram in state.totals().histograms()]
 
 
 STATS_MEASURES = {"characters": "characters", "words": "words", "lines": "lines", "tokens": "tokens"}
@@ -121,8 +123,8 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
     manifests = list(status.manifests.values())
     durations = [m.duration_s for m in manifests if m.duration_s is not None]
     dropped = status.dropped_by_step()
-    rows_in = status.totals.rows_in
-    rows_out = status.final_rows_out if status.final_rows_out is not None else status.totals.rows_out
+    rows_in, final = status.totals.rows_in, status.final
+    rows_out = final.rows if final.rows is not None else status.totals.rows_out
     grid = charts.shard_grid(states, list(status.shards))
     svg = {
         "grid": charts.grid_chart(grid),
@@ -146,15 +148,12 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         partial=sorted(status.partial.items())[:FAILURE_ROWS], partial_count=len(status.partial),
         resumed_tasks=status.resumed_tasks, finished_tasks=status.totals.source_tasks,
         phases=phase_rows(status), stage_rows=stage_rows(status), histograms=histograms,
-        tokens=status.totals.tokens if status.last_writer is status.phases[0] else 0,
-        rewritten_by=None if status.last_writer is status.phases[0] else status.last_writer.name,
-        contamination=contamination_rows(status), removed_dir=removed_dir(status), amendments=[amendment.describe() for amendment in status.amendments], records_skipped={reason.replace("_", " "): count for reason, count
-                                                          in status.records_skipped.items() if count},
-        tallies=[(tally.heading, {key: count for key, count in counts.items() if count}) for tally, counts in status.tallies
-                 if any(counts.values())],
+        tokens=final.tokens or 0, rewritten_by=None if final.writer == status.phases[0].name else final.writer,
+        contamination=contamination_rows(status), removed_dir=removed_dir(status),
+        amendments=[amendment.describe() for amendment in status.amendments],
         corpus=corpus_stats(status), set_shares=set_shares(status),
         breakdowns={title: {name: show_figure(value) for name, value in values.items()}
-                    for state in status.later_phases for title, values in state.totals().breakdowns().items() if values},
+                    for state in status.phases for title, values in state.totals().breakdowns().items() if values},
     )
 
 

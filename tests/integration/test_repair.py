@@ -72,7 +72,7 @@ def test_malformed_records_are_skipped_for_the_unfinished_tasks_by_a_repair(inpu
     assert "1 malformed lines skipped" in repaired.stderr
     assert sorted(r["id"] for r in read_records(out)) == sorted(r["id"] for r in GOOD)
     text = curator("status", "--checkpoint-path", str(out)).stdout
-    assert "malformed records fail → skip for the unfinished tasks" in text and "skipped      1 malformed lines" in text
+    assert "malformed records fail → skip for the unfinished tasks" in text and "Input records skipped (--malformed skip), by kind: malformed_lines 1" in text
     again = run(inputs, out, "--malformed", "skip")
     assert again.returncode == 0 and "already complete" in again.stderr, "the amended run is the run from now on"
 

@@ -51,6 +51,15 @@ def test_status_says_what_it_said_of_it(run_copy):
     now = json.loads(curator_cli("status", "--checkpoint-path", str(run_copy), "--json").stdout)
     holds(now, then)
     assert [phase["phase"] for phase in now["phases"]] == list(PHASES)
+    assert [phase["phase"] for phase in now["run"]["phases"]] == ["curation", *PHASES], "every phase alike"
+    first = now["run"]["phases"][0]
+    assert first["missing"] == then["incomplete"] and first["complete"] == then["completed_count"]
+    assert {key: first["counts"][key] for key in then["totals"]} == then["totals"]
+    assert {step: n for step, n in first["counts"]["rows_dropped_by_stage"].items() if n} == {
+        step: n for step, n in then["dropped"].items() if not step.endswith(".removed")}
+    final, later = now["run"]["final"], {phase["phase"]: phase for phase in now["phases"]}
+    assert final["rows"] == then["final_rows_out"] and final["complete"] and final["written_by"] in later
+    assert final["tokens"] == later["tokenize"]["counts"]["tokens"], "the tokens of the documents the run kept"
     text = curator_cli("status", "--checkpoint-path", str(run_copy)).stdout
     assert "complete     2/2" in text and "unfinished   none" in text
 

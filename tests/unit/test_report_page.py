@@ -97,7 +97,9 @@ def test_the_report_links_to_the_dropped_documents_and_counts_skipped_records(tm
         "word_count": 2, "non_empty_text": 0}, records_skipped={"malformed_lines": 4})).write(layout)
     page = write_report(layout, tmp_path / "report.html", PHASES.plan_of).read_text()
     assert f'href="{(out / ".removed").as_uri()}"' in page
-    assert "Input records skipped (--malformed skip): 4 malformed lines." in page
+    skipped = page.split("<h3>Input records skipped (--malformed skip), by kind</h3>", 1)[1].split("</table>")[0]
+    assert "<tr><td>malformed_lines</td><td>4</td></tr>" in skipped
+    assert "<td>curation</td><td>1/1</td>" in page, "the first phase is a row of the phases table"
 
 
 def test_throughput_has_bars_for_a_short_shard_and_no_holes_between_overlapping_ones():

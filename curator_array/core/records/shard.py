@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..atomic import write_json_atomic
+from ..curation_counts import CurationCounts
 from ..layout import CheckpointLayout
 from ..sharding import ShardConfig
+from ..tallies import Tallies
 from .attempt import JobIdentity
 from .base import (
     SCHEMA_VERSION,
@@ -26,7 +28,6 @@ from .base import (
     require_int,
     unknown_fields,
 )
-from ..tallies import Tallies
 from .contamination import Contamination
 
 MALFORMED_LINES = "malformed_lines"
@@ -60,6 +61,11 @@ class ShardWork:
         return cls(output_files=output_files, output_file_count=len(output_files), **fields)
 
     @property
+    def counts(self) -> CurationCounts:
+        """Its figures, read back from what its manifest writes by the one ``Counts`` codec."""
+        return CurationCounts.from_json(self.to_json())
+
+    @property
     def malformed_records_skipped(self) -> int:
         return self.records_skipped.get(MALFORMED_LINES, 0)
 
@@ -80,25 +86,6 @@ class ShardWork:
         if self.contamination:  # only a run that decontaminates has it
             written["contamination"] = self.contamination.to_json()
         return {**written, "malformed_records_skipped": self.malformed_records_skipped}
-
-
-@dataclass
-class WorkTotals:
-    """What the complete shards of a run did together."""
-
-    source_tasks: int = 0
-    rows_in: int = 0
-    rows_out: int = 0
-    output_file_count: int = 0
-    tokens: int = 0
-
-    def add(self, work: ShardWork | WorkTotals) -> None:
-        for item in fields(self):
-            setattr(self, item.name, getattr(self, item.name) + getattr(work, item.name))
-
-    def to_json(self) -> dict[str, int]:
-        return {item.name: value for item in fields(self)
-                if (value := getattr(self, item.name)) or item.name != "tokens"}
 
 
 @dataclass(frozen=True)

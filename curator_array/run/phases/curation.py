@@ -1,16 +1,15 @@
 """The first phase: each logical shard runs the pipeline on Ray Data (``run.shard``).
 
 Its elements are the spec's shards and its records the spec's completion manifests, so
-nemo-curator and curator-array read each other's runs. The phases after it read the files
+nemo-curator and curator-array read each other's runs; its figures are ``CurationCounts``
+(``core.curation_counts``), read from those manifests as any phase's are. The phases after it read the files
 it wrote (``layouts.curated_files``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ...core.counts import Counts
 from ...core.phase import PhaseResult, RootPhase
 from ...pipelines.options import CURATED_DIR
 from .layouts import CURATION
@@ -19,18 +18,8 @@ if TYPE_CHECKING:
     from ..lifecycle import PhaseContext
 
 
-@dataclass(frozen=True)
-class CurationCounts(Counts):
-    """What the shard's run did (its manifest holds the whole account)."""
-
-    tasks: int = 0
-    rows_in: int = 0
-    rows_out: int = 0
-
-
 class Curation(RootPhase):
     name = CURATION
-    counts = CurationCounts
     staging_dir = CURATED_DIR
 
     def work(self, context: PhaseContext, index: int) -> PhaseResult:
@@ -39,5 +28,5 @@ class Curation(RootPhase):
 
         outcome = run_curation_shard(context)
         work = outcome.work if outcome is not None else None
-        counts = CurationCounts(work.source_tasks, work.rows_in, work.rows_out) if work is not None else CurationCounts()
-        return PhaseResult(counts, outcome.exit_code if outcome is not None else 0)
+        return PhaseResult(work.counts if work is not None else self.counts(),
+                           outcome.exit_code if outcome is not None else 0)

@@ -65,7 +65,8 @@ class BandFileWriter:
                             for name in ("ids", "bands", "keys"))
         self.pending.clear()
         group = (keys % np.uint64(self.buckets)).astype(np.int64) * self.bands + bands.astype(np.int64)
-        order = np.argsort(group, kind="stable")
+        narrow = group.astype(np.uint16) if self.buckets * self.bands <= 1 << 16 else group
+        order = np.argsort(narrow, kind="stable")  # 16-bit: numpy's radix sort, ~7x faster at 20 buckets
         self.flushed.append(np.bincount(group, minlength=self.buckets * self.bands))
         for column in (ids, keys):
             self.spill.write(np.ascontiguousarray(column[order], dtype="<u8").tobytes())

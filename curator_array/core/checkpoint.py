@@ -19,7 +19,6 @@ from .errors import CorruptCheckpointError
 from .layout import ATTEMPT_ERROR_FILE, FAILED_TASKS_FILE, MANIFEST_PREFIX, CheckpointLayout
 from .records.attempt import AttemptRecord
 from .records.base import RecordError
-from .records.contamination import Contamination
 from .records.shard import CompletionManifest, StageTime, add_stage_times
 from .run_contract import RunConfig
 
@@ -37,7 +36,6 @@ class ManifestScan:
     manifests: dict[int, CompletionManifest] = field(default_factory=dict)  # only when asked for
     resumed_tasks: int = 0
     stage_times: dict[tuple[str, str], StageTime] = field(default_factory=dict)  # (stage, node) → summed
-    contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
     # The stages' CPU seconds and the elements' wall time (process start to manifest) of the
     # manifests that record both: how many cores the elements kept busy.
     busy_cpu_s: float = 0.0
@@ -51,7 +49,6 @@ class ManifestScan:
         self.errors += other.errors
         self.resumed_tasks += other.resumed_tasks
         add_stage_times(self.stage_times, other.stage_times.values())
-        self.contamination = self.contamination + other.contamination
         self.busy_cpu_s += other.busy_cpu_s
         self.busy_wall_s += other.busy_wall_s
 
@@ -64,7 +61,6 @@ class ManifestScan:
             self.durations.append(manifest.duration_s)
         self.resumed_tasks += manifest.resumed_tasks
         add_stage_times(self.stage_times, manifest.stages)
-        self.contamination = self.contamination + manifest.work.contamination
         if manifest.stages and manifest.timeline_s.get("manifest"):
             self.busy_cpu_s += sum(stage.cpu_s for stage in manifest.stages)
             self.busy_wall_s += manifest.timeline_s["manifest"]

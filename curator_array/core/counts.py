@@ -1,9 +1,10 @@
 """What an element of a phase counted, typed: the figures its completion manifest holds.
 
 A phase's counts are a dataclass of ``int`` fields, histograms (``histogram``: how many
-things have each size) and breakdowns (``breakdown``: a figure per name, tokens per
-language say); each field carries what its chart or table says, so ``status`` and the
-report render a phase they have never heard of. Elements add up.
+things have each size), breakdowns (``breakdown``: a figure per name, tokens per
+language say) and records of their own (``record``); each field carries what its chart
+or table says, so ``status`` and the report render a phase they have never heard of.
+Elements add up.
 """
 
 from __future__ import annotations
@@ -35,8 +36,7 @@ class Counts:
         return type(self)(**values)
 
     def to_json(self) -> dict[str, Any]:
-        return {item.name: ({str(k): v for k, v in value.items()} if isinstance(value := getattr(self, item.name), dict)
-                            else value) for item in fields(self)}
+        return {item.name: _field_json(item, getattr(self, item.name)) for item in fields(self)}
 
     @classmethod
     def from_json(cls, payload: Any) -> Counts:
@@ -45,7 +45,9 @@ class Counts:
         values = {}
         for item in fields(cls):
             value = payload.get(item.name)
-            if isinstance(value, dict):
+            if item.metadata.get("kind") == RECORD:
+                values[item.name] = item.metadata["type"].from_json(value)
+            elif isinstance(value, dict):
                 counts = {k: v for k, v in value.items() if _is_number(v)}
                 values[item.name] = counts if item.metadata.get("kind") == BREAKDOWN else {
                     int(k): v for k, v in counts.items() if str(k).lstrip("-").isdigit()}
@@ -55,7 +57,8 @@ class Counts:
 
     def figures(self) -> dict[str, int | float]:
         """The scalar figures, for a line of text."""
-        return {item.name: value for item in fields(self) if not isinstance(value := getattr(self, item.name), dict)}
+        return {item.name: value for item in fields(self)
+                if not isinstance(value := getattr(self, item.name), dict) and item.metadata.get("kind") != RECORD}
 
     def histograms(self) -> list[Histogram]:
         """The histograms, with what their charts say (``histogram``'s metadata)."""
@@ -89,13 +92,25 @@ class Histogram:
     count_label: str
 
 
-HISTOGRAM, BREAKDOWN = "histogram", "breakdown"
+HISTOGRAM, BREAKDOWN, RECORD = "histogram", "breakdown", "record"
+
+
+def _field_json(item: Any, value: Any) -> Any:
+    if item.metadata.get("kind") == RECORD:
+        return value.to_json() if value else None
+    return {str(k): v for k, v in value.items()} if isinstance(value, dict) else value
 
 
 def histogram(title: str, size_label: str, count_label: str) -> Any:
     """A ``dict[int, int]`` counts field: how many ``count_label`` have each ``size_label``."""
     return field(default_factory=dict, metadata={"kind": HISTOGRAM, "title": title, "size_label": size_label,
                                                  "count_label": count_label})
+
+
+def record(kind: type) -> Any:
+    """A field holding a record of its own (``kind``: adds up with ``+``, has ``to_json`` and
+    ``from_json``, is false when empty), such as what decontamination found."""
+    return field(default_factory=kind, metadata={"kind": RECORD, "type": kind})
 
 
 def breakdown(title: str) -> Any:

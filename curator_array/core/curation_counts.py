@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .counts import BREAKDOWN, Counts, breakdown
+from .counts import BREAKDOWN, Counts, breakdown, record
+from .records.contamination import Contamination
 
 TALLY = "tally"
 
@@ -42,6 +43,7 @@ class CurationCounts(Counts):
     records_skipped: dict = breakdown("Input records skipped (--malformed skip), by kind")
     lines_removed: dict = tally("l", "Lines removed from the documents kept, by line modifier")
     would_drop_any: dict = tally("w", "Documents each rule would drop, whether or not an earlier rule would (--annotate)")
+    contamination: Contamination = record(Contamination)  # what decontamination found (--decontaminate)
 
 
 def tally_fields() -> list:

@@ -57,6 +57,7 @@ DEPRECATED_KEYS = {
     "records_skipped": "run.phases[0].counts.records_skipped",
     "lines_removed": "run.phases[0].counts.lines_removed",
     "would_drop_any": "run.phases[0].counts.would_drop_any",
+    "contamination": "run.phases[0].counts.contamination",
 }
 DEPRECATED_TOTALS = ("source_tasks", "rows_in", "rows_out", "output_file_count", "tokens")
 
@@ -117,7 +118,6 @@ class RunStatus:
     options: dict[str, OptionValue] = field(default_factory=dict)
     stage_times: list[StageTime] = field(default_factory=list)  # complete shards' time, per stage and node
     busy: tuple[float, float] = (0.0, 0.0)  # the stages' CPU seconds, and the elements' wall seconds
-    contamination: Contamination = field(default_factory=Contamination)  # what decontamination found
     amendments: list[Amendment] = field(default_factory=list)  # repairs, oldest first (--repair)
     submitted: bool = True  # queued by submit or retry --submit, so resubmitted the same way; False: run by hand
 
@@ -134,6 +134,11 @@ class RunStatus:
     @property
     def records_skipped(self) -> dict[str, int]:
         return self.totals.records_skipped
+
+    @property
+    def contamination(self) -> Contamination:
+        """What decontamination found in the first phase."""
+        return self.totals.contamination
 
     @property
     def tallies(self) -> Tallies:
@@ -325,7 +330,6 @@ def collect_status(layout: CheckpointLayout, plan_of: Callable[[RunConfig], list
     return RunStatus(
         submitted=layout.submissions_file.is_file(),
         amendments=read_amendments(layout),
-        contamination=scan.contamination,
         checkpoint=layout.root,
         shards=run.shards,
         source_task_count=run.source_task_count,

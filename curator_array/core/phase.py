@@ -126,6 +126,8 @@ class Phase:
     the run's output files: the last such phase of a run writes into the output dir, and
     each writer before it into its hidden ``staging_dir`` there, which the next one reads.
     ``spreads`` says that its work goes over the element's CPUs (``helpers.parallel``).
+    ``huge_pages`` False: its element asks numpy not to advise huge pages for its arrays
+    (``helpers.allocator.huge_page_advice``), for work made of fresh arrays of GBs.
     """
 
     name: ClassVar[str]
@@ -142,6 +144,7 @@ class Phase:
     staging_dir: ClassVar[str] = ""
     run_values: ClassVar[tuple[str, ...]] = ()  # run options, not its own, whose values its settings are built with
     spreads: ClassVar[bool] = False
+    huge_pages: ClassVar[bool] = True
 
     @property
     def element_noun(self) -> str:

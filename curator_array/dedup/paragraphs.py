@@ -241,10 +241,11 @@ def seen_earlier(positions_: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, 
         positions_, keys = in_position_order([(positions_, keys)])
     bits = np.uint64(max(1, (n - 1).bit_length()))
     low = (np.uint64(1) << bits) - np.uint64(1)
+    rows = np.arange(n, dtype=np.uint64)
     packed = keys & ~low
-    packed |= np.arange(n, dtype=np.uint64)
+    packed |= rows
     packed.sort()
-    rows = (packed & low).astype(np.int64)
+    rows = np.bitwise_and(packed, low, out=rows).view(np.int64)
     whole = keys[rows]
     packed >>= bits
     new_key = whole[1:] != whole[:-1]
@@ -256,15 +257,18 @@ def seen_earlier(positions_: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, 
             order = np.lexsort((rows[lo:hi], whole[lo:hi]))
             rows[lo:hi], whole[lo:hi] = rows[lo:hi][order], whole[lo:hi][order]
         new_key = whole[1:] != whole[:-1]
-    del packed, mixed, whole
-    group = np.zeros(n, np.int64)
+    del mixed
+    # Fresh memory is dear (page faults, huge-page compaction): the buffers done with are
+    # reused, the packed keys' for the rows' positions and the whole keys' for run numbers.
+    at = np.take(positions_, rows, out=packed)
+    group = whole.view(np.int64)
+    group[0] = 0
     np.cumsum(new_key, out=group[1:])
-    at = positions_[rows]
     first = at[np.flatnonzero(np.concatenate([[True], new_key]))][group]
-    del group, new_key
+    del group, whole, new_key
     later = np.zeros(n, bool)
     later[rows[at > first]] = True
-    del at, first, rows
+    del at, first, rows, packed
     hit = positions_[later]
     edges = np.flatnonzero(np.concatenate([[True], hit[1:] != hit[:-1]])) if len(hit) else np.zeros(0, np.int64)
     return hit[edges], np.diff(np.append(edges, len(hit))).astype(np.uint32)

@@ -30,6 +30,7 @@ from ..core.records.phase import PhaseFailure, PhaseManifest, phase_manifests
 from ..core.records.shard import shard_output_files
 from ..core.run_contract import RunConfig, check_run, read_run_config
 from ..core.sharding import ShardRange
+from ..helpers.allocator import huge_page_advice
 from ..slurm.job_context import JobContext
 from ..slurm.jobenv import JobEnvironment
 from ..storage.places import joined
@@ -280,7 +281,8 @@ def run_element(context: PhaseContext, phase: Phase, index: int, force: bool = F
                     f" over {context.cpus} CPU(s)" if phase.spreads else "")
         context.current, context.started = (phase.name, index), time.monotonic()
         context.last_report = context.started
-        result = phase.work(context, index)
+        with huge_page_advice(phase.huge_pages):
+            result = phase.work(context, index)
     except BaseException as exc:
         code = exc.exit_code if isinstance(exc, (CuratorArrayError, ShardStopped)) else 1
         PhaseFailure(phase.name, index, str(attempt), str(exc) or type(exc).__name__, code,

@@ -274,5 +274,5 @@ def shard_labels(context: PhaseContext, shard: int) -> pa.Table:
     elements = context.elements(COMPONENTS).total
     steps = StepRecords(context.layout, context.run.run_id, elements)
     final = steps.final()
-    table = pa.concat_tables([pq.read_table(steps.labels(final, element, shard)) for element in range(elements)])
+    table = pa.concat_tables([pq.ParquetFile(steps.labels(final, element, shard)).read() for element in range(elements)])
     return table.take(pc.sort_indices(table, [("id", "ascending")]))

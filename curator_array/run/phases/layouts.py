@@ -79,7 +79,7 @@ class CuratedFiles:
                                      "shard": pa.array([shard for _, shard in listed], pa.int64())}), buffer)
             path.parent.mkdir(parents=True, exist_ok=True)
             create_bytes_exclusive(path, buffer.getvalue().to_pybytes())  # another element may have been first
-        table = pq.read_table(path)
+        table = pq.ParquetFile(path).read()  # read_table would import pyarrow.dataset and pandas (0.3 s)
         return cls(tuple(table["path"].to_pylist()), table["shard"].to_numpy())
 
 

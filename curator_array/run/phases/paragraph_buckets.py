@@ -43,6 +43,7 @@ class ParagraphBuckets(Phase):
     noun = BUCKET
     counts = ParagraphBucketCounts
     settings_key = DEDUP
+    huge_pages = False  # fresh arrays of GBs: see helpers.allocator.huge_page_advice
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
         dedup = paragraph_dedup(settings)

@@ -121,7 +121,7 @@ def clustered_documents(context: PhaseContext, shard: int) -> pa.Table:
 
     if any(planned.name == COMPONENTS for planned in context.plan):
         return shard_labels(context, shard)
-    return pq.read_table(cluster_file(context.layout, shard))
+    return pq.ParquetFile(cluster_file(context.layout, shard)).read()
 
 
 def kept_fields(context: PhaseContext, every: CuratedFiles, removed_rows, kept_ids) -> dict[str, Added]:

@@ -127,7 +127,7 @@ class Phase:
     each writer before it into its hidden ``staging_dir`` there, which the next one reads.
     ``spreads`` says that its work goes over the element's CPUs (``helpers.parallel``).
     ``huge_pages`` False: its element asks numpy not to advise huge pages for its arrays
-    (``helpers.allocator.huge_page_advice``), for work made of fresh arrays of GBs.
+    (``run.huge_pages``), for work made of fresh arrays of GBs.
     """
 
     name: ClassVar[str]

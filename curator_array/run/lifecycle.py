@@ -30,11 +30,11 @@ from ..core.records.phase import PhaseFailure, PhaseManifest, phase_manifests
 from ..core.records.shard import shard_output_files
 from ..core.run_contract import RunConfig, check_run, read_run_config
 from ..core.sharding import ShardRange
-from ..helpers.allocator import huge_page_advice
 from ..slurm.job_context import JobContext
 from ..slurm.jobenv import JobEnvironment
 from ..storage.places import joined
 from . import startup_log
+from .huge_pages import huge_page_advice
 from .request import RunRequest
 from .stopping import ShardStopped, StopController
 

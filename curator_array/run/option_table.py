@@ -22,8 +22,8 @@ from typing import Any
 from ..core.formats import DEFAULT_FORMAT, input_formats, output_formats
 from ..core.options import RunOption
 from ..helpers.allocator import ALLOCATORS
-from ..pipelines.filters import FILTERS
 from ..pipelines import web
+from ..pipelines.filters import FILTERS
 from ..pipelines.options import BUILT_IN_PIPELINES, PipelineOptions
 from ..slurm.sites import ScriptFacts
 from ..stages import defaults

@@ -20,11 +20,12 @@ the blend's weights are the shares, split among a set's files by their tokens.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from ..core.errors import ConfigError
 

@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, SAMPLE, read_records, records_digest, visible_files
-from tests.container.conftest import RUN_OPTIONS, input_records, logs, manifests, sbatch_site, sha256
+from tests.container.conftest import (
+    RUN_OPTIONS,
+    input_records,
+    logs,
+    manifests,
+    sbatch_site,
+    sha256,
+)
 from tests.slurm.conftest import cluster_script, pyxis_mode, queued, wait_all, wait_for
 from tests.support.planted import write_corpus
 

@@ -8,7 +8,12 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import curator_cli as curator
-from tests.integration.test_annotate_run import SMALL, documents_with_planted_drops, rows_of, status_of
+from tests.integration.test_annotate_run import (
+    SMALL,
+    documents_with_planted_drops,
+    rows_of,
+    status_of,
+)
 from tests.support.quality_corpus import train_model, write_jsonl
 
 pytestmark = pytest.mark.ray

@@ -12,7 +12,8 @@ import sys
 import pytest
 
 from curator_array.dedup.urls import normalized
-from tests.conftest import REPO, curator_cli as curator, need
+from tests.conftest import REPO, need
+from tests.conftest import curator_cli as curator
 from tests.integration.test_paragraph_dedup import curated_in_run_order, output_documents
 from tests.integration.test_tokenize import run
 from tests.support.quality_corpus import paragraphs, write_jsonl

@@ -10,7 +10,15 @@ import json
 import pytest
 
 from tests.slurm.conftest import queued, wait_all
-from tests.slurm.test_dedup_on_slurm import GRANTED, HOLD, SMALL, curator, kill_when_held, retry_fields, visible
+from tests.slurm.test_dedup_on_slurm import (
+    GRANTED,
+    HOLD,
+    SMALL,
+    curator,
+    kill_when_held,
+    retry_fields,
+    visible,
+)
 from tests.slurm.test_faults import render_test_site
 from tests.support.planted_paragraphs import planted_documents
 

@@ -23,8 +23,12 @@ def priority_of(document) -> int:
 
 def main(curated: str, work: str) -> None:  # no postponed annotations: datatrove reads url_of's return type
     from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.dedup.exact_dedup import (ExactDedupConfig, ExactDedupFilter, ExactDedupSignature,
-                                                     ExactFindDedups)
+    from datatrove.pipeline.dedup.exact_dedup import (
+        ExactDedupConfig,
+        ExactDedupFilter,
+        ExactDedupSignature,
+        ExactFindDedups,
+    )
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
 

@@ -25,7 +25,9 @@ class StandInTokenizer:
 
 def main(output_dir: str, samples: str) -> None:
     warnings.simplefilter("ignore")
-    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.blended_megatron_dataset_builder import (
+        BlendedMegatronDatasetBuilder,
+    )
     from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
 
     args = open(f"{output_dir}/tokens/data_args.txt", encoding="utf-8").read().split()

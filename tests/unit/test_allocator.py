@@ -111,29 +111,3 @@ def test_submit_refuses_a_wrong_choice_from_the_sites_env(tmp_path, monkeypatch,
     (sites / "local.toml").write_text((REPO / "site_configs" / "local.toml").read_text())
     assert main(submit) == 0
 
-
-# A fresh Python, as an element's process runs a phase: numpy imported before the phase or in it.
-HUGE_PAGES = """
-import os, sys
-from curator_array.helpers.allocator import huge_page_advice
-if sys.argv[1] == "before":
-    import numpy
-with huge_page_advice(sys.argv[2] == "True"):
-    import numpy
-    from numpy._core import multiarray
-    inside = (os.environ.get("NUMPY_MADVISE_HUGEPAGE"), multiarray._get_madvise_hugepage())
-print(*inside, os.environ.get("NUMPY_MADVISE_HUGEPAGE"), multiarray._get_madvise_hugepage())
-"""
-
-
-@pytest.mark.parametrize("numpy_imported", ["before", "in"])
-def test_a_phase_can_go_without_numpys_huge_page_advice_unless_the_user_asks(numpy_imported):
-    env = {key: value for key, value in os.environ.items() if key != allocator.HUGE_PAGE_ADVICE}
-
-    def shown(wanted: bool, **more: str) -> list[str]:
-        return subprocess.run([sys.executable, "-c", HUGE_PAGES, numpy_imported, str(wanted)], env={**env, **more},
-                              capture_output=True, text=True, check=True).stdout.split()
-
-    assert shown(False) == ["0", "False", "None", "True"], "without it inside, as before after"
-    assert shown(True) == ["None", "True", "None", "True"]
-    assert shown(False, NUMPY_MADVISE_HUGEPAGE="1") == ["1", "True", "1", "True"], "the user's value wins"

@@ -14,10 +14,10 @@ from curator_array.core.layout import CheckpointLayout
 from curator_array.core.run_contract import archive_run, read_run_config
 from curator_array.core.sharding import ShardConfig
 from curator_array.pipelines.options import PipelineOptions
-from tests.conftest import REPO
 from curator_array.pipelines.pipeline import default_pipeline
 from curator_array.run.phases import PHASES
 from curator_array.run.prepare import prepare_shard
+from tests.conftest import REPO
 
 
 @pytest.fixture

@@ -43,7 +43,7 @@ class ParagraphBuckets(Phase):
     noun = BUCKET
     counts = ParagraphBucketCounts
     settings_key = DEDUP
-    huge_pages = False  # fresh arrays of GBs: see helpers.allocator.huge_page_advice
+    huge_pages = False  # fresh arrays of GBs: see run.huge_pages
 
     def elements(self, settings: PhaseSettings, shards: ShardRange) -> ShardRange | None:
         dedup = paragraph_dedup(settings)

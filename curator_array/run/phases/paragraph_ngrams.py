@@ -21,8 +21,14 @@ from ...core.atomic import write_bytes_atomic
 from ...core.counts import Counts
 from ...core.phase import OUTPUT, SHARD, Phase, PhaseResult, PhaseSettings
 from ...core.sharding import ShardRange
-from .layouts import CURATION, PARAGRAPH_BUCKETS, PARAGRAPH_NGRAMS, paragraph_ngrams_file, paragraph_totals_file, \
-    shard_tables
+from .layouts import (
+    CURATION,
+    PARAGRAPH_BUCKETS,
+    PARAGRAPH_NGRAMS,
+    paragraph_ngrams_file,
+    paragraph_totals_file,
+    shard_tables,
+)
 from .signatures import DEDUP, FLUSH_ROWS, texts_of
 
 if TYPE_CHECKING:

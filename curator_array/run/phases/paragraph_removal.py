@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ...dedup.paragraphs import SpanRule
-
     from ..lifecycle import PhaseContext
 
 PARAGRAPHS_REMOVED_DIR = f"{REMOVED_DIR}/paragraphs"

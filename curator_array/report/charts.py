@@ -185,7 +185,7 @@ def throughput_series(manifests: Iterable[CompletionManifest]) -> tuple[list[flo
             continue
         if manifest.duration_s:  # measured, where the timestamps of older records have whole seconds
             ended = began + manifest.duration_s
-        spans.append((manifest.job.node, began, max(ended, began + 1e-3), manifest.work.rows_in))
+        spans.append((manifest.job.node, began, max(ended, began + 1e-3), manifest.work.counts.rows_in))
     if not spans:
         return [], {}
     start, end = min(s[1] for s in spans), max(s[2] for s in spans)

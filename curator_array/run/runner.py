@@ -208,7 +208,7 @@ def _shard_work(prepared: PreparedShard, written: list[WrittenFiles], output_dir
                                            tallies=record.tallies)
         rows_out += record.rows_out
     ids = [t.task_id for t in prepared.tasks] + list(prepared.done)
-    return ShardWork.with_files(
+    return ShardWork.of(
         tuple(sorted(files)),
         source_tasks=len(ids),
         source_task_ids=tuple(sorted(ids)),

@@ -168,7 +168,7 @@ def log_outcome(outcome: ShardOutcome, in_array: bool, checkpoint: str = "<path>
     if outcome.status == "completed":
         logger.info(
             "shard %d complete: %d tasks, %d rows in, %d rows out; manifest %s",
-            outcome.shard.shard_index, work.source_tasks, work.rows_in, work.rows_out, outcome.manifest_path,
+            outcome.shard.shard_index, work.counts.source_tasks, work.counts.rows_in, work.counts.rows_out, outcome.manifest_path,
         )
     else:
         logger.error(

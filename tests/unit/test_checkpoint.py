@@ -25,7 +25,7 @@ def test_layout_matches_the_spec(tmp_path):
     assert payload["minimum_shard_index"] == 0 and payload["total_shards"] == 4
     assert payload["source_task_count"] == 50
     assert payload["source_task_digest"] == ckpt.source_digest(IDS)
-    path = CompletionManifest.of(ShardConfig(3, 4), work=ShardWork(source_tasks=5)).write(layout)
+    path = CompletionManifest.of(ShardConfig(3, 4), work=ShardWork.of(source_tasks=5)).write(layout)
     assert path.parent == run_file.parent
     assert path.name.startswith("completed_slurm_array_") and path.name.endswith(".json")
     manifest = json.loads(path.read_text())

@@ -11,7 +11,7 @@ from curator_array.slurm.jobenv import JobEnvironment
 
 
 def one_row_manifest(shard: int) -> CompletionManifest:
-    return CompletionManifest.of(ShardConfig(shard, 6), work=ShardWork(source_tasks=1, rows_in=1, rows_out=1,
+    return CompletionManifest.of(ShardConfig(shard, 6), work=ShardWork.of(source_tasks=1, rows_in=1, rows_out=1,
                                                                        output_file_count=1))
 
 
@@ -27,7 +27,7 @@ def checkpoint(tmp_path):
     layout.completion_dir.mkdir(parents=True)
     layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 6, "source_task_count": 30}))
     for shard in (0, 1, 4):
-        CompletionManifest.of(ShardConfig(shard, 6), work=ShardWork(source_tasks=5, rows_in=100, rows_out=90,
+        CompletionManifest.of(ShardConfig(shard, 6), work=ShardWork.of(source_tasks=5, rows_in=100, rows_out=90,
                               output_file_count=5), duration_s=2.0 + shard).write(layout)
     job = JobEnvironment.from_env({"SLURM_JOB_ID": "77", "SLURM_ARRAY_TASK_ID": "3"}, hostname="n")
     failed = (FailedTaskRecord("x", reason="boom"),)

@@ -38,7 +38,7 @@ TOY_RUN = textwrap.dedent("""
         counters = TaskCounters(rows_read=10).with_tally("toys_found", {"toy_stage.red": found, "toy_stage.blue": 1})
         line = TaskRecord("task", (), 10, 9, 100, tallies=counters.tallies).to_line()
         record = TaskRecord.from_line(line, "1")
-        work = ShardWork(source_tasks=1, rows_in=record.rows_in, rows_out=record.rows_out, tallies=record.tallies)
+        work = ShardWork.of(source_tasks=1, rows_in=record.rows_in, rows_out=record.rows_out, tallies=record.tallies)
         CompletionManifest.of(ShardConfig(shard, 2), work=work).write(layout)
     for args in (["status", "--checkpoint-path", str(out)], ["status", "--checkpoint-path", str(out), "--json"],
                  ["report", "--checkpoint-path", str(out), "-o", str(out / "report.html")]):
@@ -71,7 +71,7 @@ def test_a_counter_added_to_the_first_phase_is_one_field(tmp_path):
 
 
 def test_a_manifest_is_read_by_the_counts_codec_under_the_keys_it_writes():
-    work = ShardWork.with_files(("a.jsonl", "b.jsonl"), source_tasks=2, rows_in=10, rows_out=7, bytes_in=99,
+    work = ShardWork.of(("a.jsonl", "b.jsonl"), source_tasks=2, rows_in=10, rows_out=7, bytes_in=99,
                                 rows_dropped_by_stage={"word_count": 3}, records_skipped={"malformed_lines": 1},
                                 tokens=40, tallies=Tallies({"lines_removed": {"c4.x": 5}}))
     written = work.to_json()

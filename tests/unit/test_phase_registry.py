@@ -84,7 +84,7 @@ def complete(out, prepared, shard: int, written: Path | None = None) -> None:
             name = f"{task.task_id}.jsonl"
             shutil.copy(path, (written or out) / name)
             files.append(name)
-    CompletionManifest.of(ShardConfig(shard, 2), work=ShardWork.with_files(tuple(files), source_tasks=1)).write(
+    CompletionManifest.of(ShardConfig(shard, 2), work=ShardWork.of(tuple(files), source_tasks=1)).write(
         CheckpointLayout(out))
 
 

@@ -90,7 +90,7 @@ def test_measured_fields_of_the_wrong_type_fall_back_to_defaults():
 
 
 def test_a_new_manifest_carries_the_schema_version(tmp_path):
-    path = CompletionManifest.of(ShardConfig(0, 2), work=ShardWork(rows_in=3)).write(CheckpointLayout(tmp_path))
+    path = CompletionManifest.of(ShardConfig(0, 2), work=ShardWork.of(rows_in=3)).write(CheckpointLayout(tmp_path))
     assert json.loads(path.read_text())["schema_version"] == SCHEMA_VERSION
 
 

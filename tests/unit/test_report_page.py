@@ -33,7 +33,7 @@ def test_failure_reasons_and_paths_arrive_as_text(tmp_path):
     layout = CheckpointLayout(tmp_path / f"ckpt {HOSTILE.replace('/', '-')}")
     layout.completion_dir.mkdir(parents=True)
     layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 2}))
-    CompletionManifest.of(ShardConfig(0, 2), work=ShardWork(rows_in=5, rows_out=4,
+    CompletionManifest.of(ShardConfig(0, 2), work=ShardWork.of(rows_in=5, rows_out=4,
                                                             rows_dropped_by_stage={HOSTILE: 1})).write(layout)
     attempt = AttemptId(("local_attempt_1",))
     failed = (FailedTaskRecord("task-1", "reader", HOSTILE),)
@@ -93,7 +93,7 @@ def test_the_report_links_to_the_dropped_documents_and_counts_skipped_records(tm
     request = PinnedRequest({"output_dir": OptionValue(str(out), "flag")})
     request_id = request.write(layout)
     layout.run_file.write_text(json.dumps({"minimum_shard_index": 0, "total_shards": 1, "request": request_id}))
-    CompletionManifest.of(ShardConfig(0, 1), work=ShardWork(rows_in=5, rows_out=3, rows_dropped_by_stage={
+    CompletionManifest.of(ShardConfig(0, 1), work=ShardWork.of(rows_in=5, rows_out=3, rows_dropped_by_stage={
         "word_count": 2, "non_empty_text": 0}, records_skipped={"malformed_lines": 4})).write(layout)
     page = write_report(layout, tmp_path / "report.html", PHASES.plan_of).read_text()
     assert f'href="{(out / ".removed").as_uri()}"' in page
@@ -111,7 +111,7 @@ def test_throughput_has_bars_for_a_short_shard_and_no_holes_between_overlapping_
 
     def shard(index: int, start: float, seconds: float, rows: int) -> CompletionManifest:
         began = datetime(2026, 12, 5, 8, tzinfo=timezone.utc) + timedelta(seconds=start)
-        return CompletionManifest.of(ShardConfig(index, 4), work=ShardWork(rows_in=rows), duration_s=seconds,
+        return CompletionManifest.of(ShardConfig(index, 4), work=ShardWork.of(rows_in=rows), duration_s=seconds,
                                      started_at=began.isoformat(timespec="milliseconds"),
                                      ended_at=(began + timedelta(seconds=seconds)).isoformat(timespec="milliseconds"),
                                      job=JobIdentity(hostname="node-a"))

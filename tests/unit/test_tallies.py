@@ -31,7 +31,7 @@ def test_a_tally_survives_a_record_line_a_manifest_and_an_older_reader():
     line = json.loads(record.to_line())
     assert line["w"] == {"word_count": 2} and line["l"] == {"c4.x": 4}
     assert TaskRecord.from_line(record.to_line(), "a").tallies == counters.tallies
-    work = ShardWork(tallies=counters.tallies).to_json()
+    work = ShardWork.of(tallies=counters.tallies).to_json()
     assert work["would_drop_any"] == {"word_count": 2} and work["lines_removed"] == {"c4.x": 4}
     assert ShardWork.from_json(work).tallies == counters.tallies
     assert "lines_removed" not in ShardWork().to_json(), "a run without a tally's counts writes no key for it"

@@ -171,7 +171,7 @@ def test_status_and_report_show_partial_shards_and_resumed_work(tmp_path, capsys
     run = ensure_run_config(layout, ShardRange(8), [f"t{i}" for i in range(16)])
     shares = (AttemptShare("slurm_job_1/array_task_0/restart_0", 3, 30, 20),
               AttemptShare("slurm_job_2/array_task_0/restart_0", 1, 10, 5))
-    CompletionManifest.of(ShardConfig(0, 8), run_id=run.run_id, work=ShardWork(source_tasks=4),
+    CompletionManifest.of(ShardConfig(0, 8), run_id=run.run_id, work=ShardWork.of(source_tasks=4),
                           attempt="slurm_job_2/array_task_0/restart_0", attempts=shares).write(layout)
     for attempt, tasks in (("a1", ["x", "y"]), ("a2", ["y", "z"])):
         worker_records(layout, AttemptId((attempt,)), header(attempt, run_id=run.run_id, tasks=5),

@@ -13,7 +13,7 @@ from ..atomic import write_json_atomic
 from ..curation_counts import CurationCounts
 from ..layout import CheckpointLayout
 from ..sharding import ShardConfig
-from ..tallies import Tallies
+from ..tallies import TALLIES, Tallies
 from .attempt import JobIdentity
 from .base import (
     SCHEMA_VERSION,
@@ -28,64 +28,72 @@ from .base import (
     require_int,
     unknown_fields,
 )
-from .contamination import Contamination
 
 MALFORMED_LINES = "malformed_lines"
 
 
 @dataclass(frozen=True)
 class ShardWork:
-    """What one shard's run did: tasks, rows, bytes, drops and the files it wrote."""
+    """What one shard's run did: its figures (``CurationCounts``, which the manifest's
+    ``work`` holds under their own keys, the spec's ``rows_in`` and ``rows_out`` among them,
+    written and read by the ``Counts`` codec) and the tasks and files behind them."""
 
-    source_tasks: int = 0
+    counts: CurationCounts = field(default_factory=CurationCounts)
     source_task_ids: tuple[str, ...] = ()
     # Each task's input files (relative to the input root): an output named by its task (fg-<hash>)
     # is traced to what it was made from.
     task_inputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
     tasks_written: int = 0
-    tasks_without_output: int = 0  # finished with every document dropped: they wrote no file
-    rows_in: int = 0
-    rows_out: int = 0
-    bytes_in: int = 0
-    rows_dropped_by_stage: dict[str, int] = field(default_factory=dict)
-    records_skipped: dict[str, int] = field(default_factory=dict)
-    tallies: Tallies = field(default_factory=Tallies)  # each under its own name (core.tallies)
-    tokens: int = 0  # of the documents written, when the run counts them (--tokenize)
-    contamination: Contamination = field(default_factory=Contamination)  # with --decontaminate
     output_dir: str | None = None
     output_files: tuple[str, ...] = ()
-    output_file_count: int = 0
 
     @classmethod
-    def with_files(cls, output_files: tuple[str, ...], **fields: Any) -> ShardWork:
-        return cls(output_files=output_files, output_file_count=len(output_files), **fields)
+    def of(cls, output_files: tuple[str, ...] = (), *, source_task_ids: tuple[str, ...] = (),
+           task_inputs: Mapping[str, tuple[str, ...]] | None = None, tasks_written: int = 0,
+           output_dir: str | None = None, tallies: Tallies | None = None, **figures: Any) -> ShardWork:
+        """``figures``: ``CurationCounts``' fields by name; ``output_file_count`` is the files'
+        count unless given; ``tallies`` adds the stages' tallies."""
+        figures.setdefault("output_file_count", len(output_files))
+        counts = CurationCounts(**figures, **(tallies.to_json() if tallies is not None else {}))
+        return cls(counts, tuple(source_task_ids), dict(task_inputs or {}), tasks_written, output_dir,
+                   tuple(output_files))
 
-    @property
-    def counts(self) -> CurationCounts:
-        """Its figures, read back from what its manifest writes by the one ``Counts`` codec."""
-        return CurationCounts.from_json(self.to_json())
+    def __getattr__(self, name: str) -> Any:
+        """A figure by the name the manifest gives it (``work.rows_in``)."""
+        if name in _FIGURES:
+            return getattr(self.counts, name)
+        raise AttributeError(f"{type(self).__name__} has no {name!r}")
 
     @property
     def malformed_records_skipped(self) -> int:
-        return self.records_skipped.get(MALFORMED_LINES, 0)
+        return self.counts.records_skipped.get(MALFORMED_LINES, 0)
+
+    @property
+    def tallies(self) -> Tallies:
+        return Tallies.from_json(self.counts.to_json())
 
     @classmethod
     def from_json(cls, payload: Any) -> ShardWork:
-        values = read_fields(cls, payload)
-        if not values.get("output_file_count"):  # written before the count was
-            values["output_file_count"] = len(values.get("output_files", ()))
-        return cls(**values, tallies=Tallies.from_json(payload) if isinstance(payload, Mapping) else Tallies())
+        payload = payload if isinstance(payload, Mapping) else {}
+        values = read_fields(cls, payload, only=_BESIDE_THE_COUNTS)
+        counts = CurationCounts.from_json(payload)
+        if not counts.output_file_count:  # written before the count was
+            counts = replace(counts, output_file_count=len(values.get("output_files", ())))
+        return cls(counts, **values)
 
     def to_json(self) -> dict[str, Any]:
-        written = plain_fields(self)
-        for name in ("tokens", "tasks_without_output", "task_inputs"):  # only runs that have them
-            if not written[name]:
-                del written[name]
-        del written["contamination"], written["tallies"]
-        written.update(self.tallies.to_json())
-        if self.contamination:  # only a run that decontaminates has it
-            written["contamination"] = self.contamination.to_json()
-        return {**written, "malformed_records_skipped": self.malformed_records_skipped}
+        figures = {name: value for name, value in self.counts.to_json().items()
+                   if value or name not in _ONLY_WHEN_COUNTED}
+        written = plain_fields(self, only=_BESIDE_THE_COUNTS)
+        if not written["task_inputs"]:
+            del written["task_inputs"]
+        return {**written, **figures, "malformed_records_skipped": self.malformed_records_skipped}
+
+
+_FIGURES = frozenset(item.name for item in fields(CurationCounts))
+_BESIDE_THE_COUNTS = ("source_task_ids", "task_inputs", "tasks_written", "output_dir", "output_files")
+# Figures a manifest holds only when the run has them (tokens with --tokenize, ...).
+_ONLY_WHEN_COUNTED = ("tokens", "tasks_without_output", "contamination", *TALLIES)
 
 
 @dataclass(frozen=True)
@@ -153,7 +161,7 @@ def per_stage(times: Iterable[StageTime]) -> list[StageTime]:
     return list(totals.values())
 
 
-_WORK_KEYS = {*(f.name for f in fields(ShardWork)), "malformed_records_skipped"}
+_WORK_KEYS = {*_BESIDE_THE_COUNTS, *_FIGURES, "malformed_records_skipped"}
 _JOB_KEYS = {f.name for f in fields(JobIdentity)}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..core.arrays import format_array_expression
-from ..core.counts import show_figure
+from ..core.counts import show_figure, worth_showing
 from ..core.phase import PhaseState
 from ..core.phase_states import blocked_by
 from ..core.records.run import OptionValue
@@ -39,8 +39,9 @@ def format_phases(status: RunStatus) -> list[str]:
         if state.is_complete:
             shown = figures_line(state)
             lines.append(f"  {state.name:<{width}}{done} complete" + (f" ({shown})" if shown else ""))
-            lines += [f"    {title}: " + ", ".join(f"{key} {show_figure(value)}" for key, value in values.items())
-                      for title, values in state.totals().breakdowns().items() if values]
+            lines += [f"    {title}: " + ", ".join(f"{key} {show_figure(value)}" for key, value in shown.items())
+                      for title, values in state.totals().breakdowns().items()
+                      if (shown := worth_showing(values))]
             continue
         parts = [f"missing {format_array_expression(state.missing)}"]
         if state.progress:

@@ -78,6 +78,12 @@ def show_figure(value: float) -> str:
     return f"{value:.6g}" if isinstance(value, float) else f"{value:,}"
 
 
+def worth_showing(values: dict) -> dict:
+    """A breakdown as status and the report show it: its counts that are not zero (a
+    manifest lists every step, each rule that dropped nothing too) and every fraction."""
+    return {key: value for key, value in values.items() if value or isinstance(value, float)}
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from ..core.arrays import format_array_expression
 from ..core.atomic import write_bytes_atomic
-from ..core.counts import Histogram, show_figure
+from ..core.counts import Histogram, show_figure, worth_showing
 from ..core.layout import REMOVED_DIR, CheckpointLayout
 from ..core.phase import PlannedPhase
 from ..core.phase_states import blocked_by, earliest_incomplete
@@ -152,8 +152,9 @@ def render(status: RunStatus, retry_text: str, generated_at: str) -> str:
         contamination=contamination_rows(status), removed_dir=removed_dir(status),
         amendments=[amendment.describe() for amendment in status.amendments],
         corpus=corpus_stats(status), set_shares=set_shares(status),
-        breakdowns={title: {name: show_figure(value) for name, value in values.items()}
-                    for state in status.phases for title, values in state.totals().breakdowns().items() if values},
+        breakdowns={title: {name: show_figure(value) for name, value in worth_showing(values).items()}
+                    for state in status.phases for title, values in state.totals().breakdowns().items()
+                    if worth_showing(values)},
     )
 
 

@@ -108,7 +108,7 @@ def test_status_shows_every_step_and_the_lines_removed(jsonl_run):
     assert "dclm.language_filter" in report["dropped"]
     shown = curator("status", "--checkpoint-path", str(out)).stdout
     removed = next(line for line in shown.splitlines() if "Lines removed from the documents kept" in line)
-    assert "dclm.massive_web_repetition_filters" in removed, shown
+    assert "dclm.uppercase_ratio_line_modifier" in removed and "dclm.massive_web_repetition_filters" in shown, shown
 
 
 def test_dropped_pages_are_kept_as_they_came_with_their_step(jsonl_run):

@@ -193,7 +193,8 @@ def test_the_report_shows_each_phase_and_the_cluster_sizes(corpus, one_shard, tm
     page = tmp_path / "report.html"
     curator("report", "--checkpoint-path", str(one_shard), "-o", str(page))
     html = page.read_text()
-    assert "Later phases" in html and "Duplicate clusters by size" in html
+    assert "<h2 id=\"phases\">Phases</h2>" in html and "Duplicate clusters by size" in html
+    assert "<td>curation</td><td>1/1</td>" in html, "the first phase is a phase like the others"
     assert f"removed {len(planted.original_of)}" in html and "<td>removal</td><td>1/1</td>" in html
 
 
@@ -219,4 +220,4 @@ def test_status_shows_the_final_figures_and_every_drop(corpus, tmp_path):
     assert status["records_skipped"] == {"malformed_lines": 1}
     text = curator("status", "--checkpoint-path", str(out)).stdout
     assert f"{len(records):,} rows out after removal" in text
-    assert f"removal.removed {dropped['removal.removed']:,}" in text and "skipped      1 malformed lines" in text
+    assert f"removal.removed {dropped['removal.removed']:,}" in text and "Input records skipped (--malformed skip), by kind: malformed_lines 1" in text

@@ -114,14 +114,14 @@ def batch_ngrams(texts: list[str | None], settings: ParagraphSettings,
     is not cut again: its n-grams are left out and its count is the first copy's."""
     texts = [text or "" for text in texts]
     if repeats is None:
-        keys, paragraph_of, totals = _cut("\n".join(texts), settings)
+        keys, paragraph_of, totals = _cut([part for text in texts for part in text.split("\n")], settings)
         return BatchNGrams(keys, paragraph_of, totals, np.array([paragraph_count(t) for t in texts], dtype=np.int64))
     split = [text.split("\n") for text in texts]
     paragraphs = np.array([len(pieces) for pieces in split], dtype=np.int64)
     parts = [part for pieces in split for part in pieces]
     fresh, repeated, known = repeats.split(parts)
     if fresh:
-        keys, cut_of, cut_totals = _cut("\n".join([parts[i] for i in fresh]), settings)
+        keys, cut_of, cut_totals = _cut([parts[i] for i in fresh], settings)
     else:
         keys, cut_of, cut_totals = np.zeros(0, np.uint64), np.zeros(0, np.int64), np.zeros(0, np.uint32)
     fresh_ordinals = np.array(fresh, dtype=np.int64)
@@ -134,21 +134,12 @@ def batch_ngrams(texts: list[str | None], settings: ParagraphSettings,
     return BatchNGrams(keys, fresh_ordinals[cut_of], totals, paragraphs, repeated)
 
 
-def _cut(joined: str, settings: ParagraphSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The n-grams of the paragraphs of ``joined`` (paragraphs joined by newlines): (keys,
-    their paragraphs' ordinals, in order; n-grams per paragraph)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+def _cut(paragraphs: list[str], settings: ParagraphSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The n-grams of ``paragraphs``: (keys, their paragraphs' ordinals, in order; n-grams per paragraph)."""
+    from .words import paragraph_word_ids
 
-    from ..text.boundaries import PIECE_OR_NEWLINE
-    from .words import word_hashes
-
-    pieces = pa.array(PIECE_OR_NEWLINE.findall(joined), pa.string())
-    newline = pc.equal(pieces, "\n").to_numpy(zero_copy_only=False)
-    parents = np.cumsum(newline)[~newline]  # each word's paragraph: the newlines before it
-    words = pieces.filter(pa.array(~newline))
-    ids = word_hashes(words) if len(words) else np.zeros(0, np.uint64)
-    counts_array = np.bincount(parents, minlength=1 + joined.count("\n")).astype(np.int64)
+    ids, counts_array = paragraph_word_ids(paragraphs)
+    parents = np.repeat(np.arange(len(paragraphs)), counts_array)
     keys, paragraph_of = window_keys(ids, parents, settings.ngram)
     totals = np.maximum(counts_array - settings.ngram + 1, 0)
     short = np.flatnonzero((counts_array >= settings.min_ngram) & (counts_array < settings.ngram))

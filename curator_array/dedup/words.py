@@ -10,6 +10,7 @@ every process and run, so n-gram keys built from it (``text.ngrams``) match acro
 from __future__ import annotations
 
 import hashlib
+from array import array
 from collections.abc import Sequence
 
 import numpy as np
@@ -70,6 +71,83 @@ def word_hashes(words: pa.Array) -> np.ndarray:
         if len(known) < KNOWN_WORDS:
             known[distinct[position]] = value
     return np.array(values, dtype=np.uint64)[encoded.indices.to_numpy(zero_copy_only=False)]
+
+
+KNOWN_TOKENS = 1 << 19  # tokens whose pieces' hashes a process keeps (about 60 MB)
+
+
+class _TokenPieces:
+    """The word hashes of the pieces of each token this process has cut: a token's number,
+    and per number where its hashes start in one flat array and how many it has."""
+
+    def __init__(self) -> None:
+        self.number: dict[str, int] = {}
+        self.first, self.count, self.ids = array("q"), array("q"), array("Q")
+
+    def numbers(self, tokens: list[str]) -> np.ndarray:
+        """The numbers of ``tokens``, each new one cut (``PIECE``) and remembered first."""
+        from ..text.boundaries import PIECE
+
+        if len(self.number) + len(tokens) > KNOWN_TOKENS:
+            self.__init__()
+        found = list(map(self.number.get, tokens))
+        for position in [i for i, number in enumerate(found) if number is None]:
+            token = tokens[position]
+            hashes = [_word_hash(piece) for piece in PIECE.findall(token)]
+            found[position] = self.number[token] = len(self.first)
+            self.first.append(len(self.ids))
+            self.count.append(len(hashes))
+            self.ids.extend(hashes)
+        return np.array(found, dtype=np.int64)
+
+
+_TOKENS = _TokenPieces()
+
+
+def paragraph_word_ids(paragraphs: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """BFF's words of every paragraph (``text.boundaries``: the pieces between Unicode word
+    boundaries that are not whitespace) as word hashes in one array, and how many each
+    paragraph has. The boundary search is the costliest step, and most whitespace-separated
+    tokens of a corpus recur, so the paragraphs are split at whitespace by Arrow, each
+    distinct token is cut once and its pieces' hashes remembered, and every token takes
+    its pieces in numpy (``SPLIT_DISAGREES`` says why that finds the same pieces)."""
+    from ..text.boundaries import SPLIT_DISAGREES
+
+    if SPLIT_DISAGREES.search("\n".join(paragraphs)):
+        return _word_ids_by_search(paragraphs)
+    split = pc.utf8_split_whitespace(pa.array(paragraphs, pa.large_string()))
+    tokens = pc.dictionary_encode(pc.list_flatten(split))
+    numbers = _TOKENS.numbers(tokens.dictionary.to_pylist())[tokens.indices.to_numpy(zero_copy_only=False)]
+    per_token = np.frombuffer(_TOKENS.count, np.int64)[numbers]
+    first = np.frombuffer(_TOKENS.first, np.int64)[numbers]
+    token_starts = np.cumsum(per_token) - per_token
+    within = np.arange(int(per_token.sum()), dtype=np.int64) - np.repeat(token_starts, per_token)
+    ids = np.frombuffer(_TOKENS.ids, np.uint64)[np.repeat(first, per_token) + within]
+    tokens_per_paragraph = pc.list_value_length(split).to_numpy(zero_copy_only=False).astype(np.int64)
+    words_before = np.concatenate([[0], np.cumsum(per_token)])
+    ends = np.cumsum(tokens_per_paragraph)
+    return ids, words_before[ends] - words_before[ends - tokens_per_paragraph]
+
+
+def _word_ids_by_search(paragraphs: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``paragraph_word_ids`` with one boundary search over the paragraphs joined by newlines."""
+    from ..text.boundaries import PIECE_OR_NEWLINE
+
+    pieces = pa.array(PIECE_OR_NEWLINE.findall("\n".join(paragraphs)), pa.string())
+    newline = pc.equal(pieces, "\n").to_numpy(zero_copy_only=False)
+    words = pieces.filter(pa.array(~newline))
+    ids = word_hashes(words) if len(words) else np.zeros(0, np.uint64)
+    counts = np.bincount(np.cumsum(newline)[~newline], minlength=len(paragraphs)).astype(np.int64)
+    return ids, counts
+
+
+def _word_hash(word: str) -> int:
+    known = _KNOWN.get(word)
+    if known is None:
+        known = _hash(word)
+        if len(_KNOWN) < KNOWN_WORDS:
+            _KNOWN[word] = known
+    return known
 
 
 def words(texts: pa.Array, segmenters: Sequence[tuple[str, str]] | None = None) -> tuple[pa.Array, np.ndarray]:

@@ -14,6 +14,21 @@ WORD_BOUNDARY = regex.compile(r"(?wV1)\b")
 # never inside one); a newline stands for itself, so one search over texts joined by
 # newlines finds every paragraph's pieces and where each paragraph ends.
 PIECE_OR_NEWLINE = regex.compile(r"(?wV1)\S+?\b|\n")
+PIECE = regex.compile(r"(?wV1)\S+?\b")
+
+
+def _split_disagrees() -> str:
+    """The characters that ``str.split()`` (and Arrow) take for whitespace and the boundary
+    search does not, or the reverse (every whitespace character is below U+3001)."""
+    space = regex.compile(r"(?wV1)\s")
+    return "".join(c for c in map(chr, range(0x3001)) if c.isspace() != bool(space.match(c)))
+
+
+# Where a paragraph has none of these, its pieces are those of its ``str.split()`` tokens,
+# each cut on its own: whitespace is a boundary on both sides, and no rule of UAX #29 looks
+# across it (a mark after a space belongs to the space, as one at the start of a token
+# stands alone: either way it is a piece of its own).
+SPLIT_DISAGREES = regex.compile("[" + regex.escape(_split_disagrees()) + "]")
 
 
 def bff_tokens(text: str) -> list[str]:

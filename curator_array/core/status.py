@@ -76,7 +76,10 @@ class FinalFigures:
 
     @classmethod
     def of(cls, states: list[PhaseState], writer: PhaseState) -> FinalFigures:
-        complete = writer.is_complete if writer is not states[0] else True
+        """The first phase's figures count from its first shard on (the rows written so far);
+        a later writer's only once it is complete. Tokens are counted by the first phase
+        after the writer whose counts have them (tokenize), else by the writer itself."""
+        known = writer is states[0] or writer.is_complete
         totals = writer.totals()
         counters = [state for state in states[states.index(writer) + 1:] if _counts_field(state, "tokens")]
         tokens = None
@@ -85,9 +88,9 @@ class FinalFigures:
         elif _counts_field(writer, "tokens") and totals.tokens:
             tokens = totals.tokens
         return cls(writer.name, writer.is_complete,
-                   totals.rows_out if complete and _counts_field(writer, "rows_out") else None,
-                   totals.output_file_count if complete and _counts_field(writer, "output_file_count") else None,
-                   tokens if complete else None)
+                   totals.rows_out if known and _counts_field(writer, "rows_out") else None,
+                   totals.output_file_count if known and _counts_field(writer, "output_file_count") else None,
+                   tokens if known else None)
 
     def to_json(self) -> dict[str, Any]:
         return {"written_by": self.writer, "complete": self.complete, "rows": self.rows, "files": self.files,

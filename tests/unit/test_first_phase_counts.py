@@ -85,3 +85,25 @@ def test_a_manifest_is_read_by_the_counts_codec_under_the_keys_it_writes():
         "c4.x": 10}
     assert CurationCounts.from_json({"rows_in": "many", "rows_out": 3}) == CurationCounts(rows_out=3), \
         "a figure of the wrong type is left at its default"
+
+
+def test_the_final_figures_are_the_last_writers_once_it_is_complete(tmp_path):
+    from curator_array.core.phase import PhaseState
+    from curator_array.core.records.phase import PhaseManifest
+    from curator_array.core.sharding import ShardRange
+    from curator_array.core.status import RunStatus
+    from curator_array.run.phases import PHASES
+
+    shards = ShardRange(2)
+    curated = CurationCounts(rows_in=100, rows_out=90, output_file_count=2, tokens=5000)
+    root = PhaseState(PHASES.root, shards, (0, 1), {}, summed=(curated, 3.0))
+    alone = RunStatus(tmp_path, shards, 2, [root])
+    assert alone.final.to_json() == {"written_by": "curation", "complete": True, "rows": 90, "files": 2, "tokens": 5000}
+
+    removal = PHASES.get("removal")
+    counted = PhaseManifest(removal.name, 0, 2, counts=removal.counts(rows_in=50, rows_out=40, removed=10))
+    halfway = RunStatus(tmp_path, shards, 2, [root, PhaseState(removal, shards, (0,), {}, {0: counted})])
+    assert halfway.final.to_json() == {"written_by": "removal", "complete": False, "rows": None, "files": None,
+                                       "tokens": None}, "nothing final while the last writer is missing an element"
+    assert halfway.to_json()["final_rows_out"] is None and halfway.to_json()["totals"]["rows_out"] == 90
+

@@ -19,7 +19,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .amendments import amended_pipeline, only_the_policy_differs, read_amendments
+from .amendments import (
+    Amendment,
+    amended_files,
+    amended_pipeline,
+    only_the_policy_differs,
+    read_amendments,
+)
 from .atomic import create_bytes_exclusive, dump_json, fsync_directory, write_bytes_atomic
 from .errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
 from .fingerprint import PipelineFingerprint
@@ -189,6 +195,56 @@ def repin_listing(layout: CheckpointLayout, run: RunConfig, task_ids: Sequence[s
     return grown
 
 
+@dataclass(frozen=True)
+class RunContract:
+    """What a run pins, as it stands: run.json's values and the amendments made since
+    (``--repair``, ``--relist``), read in one place (``read``); a start is compared with it in
+    one place (``check``). Preparation may amend the run as it goes: read it again after."""
+
+    layout: CheckpointLayout
+    run: RunConfig
+    amendments: tuple[Amendment, ...] = ()
+
+    @classmethod
+    def read(cls, layout: CheckpointLayout, run: RunConfig | None = None) -> RunContract:
+        """The run's contract; ``run``: its run.json, when the caller has read it already."""
+        return cls(layout, run if run is not None else read_run_config(layout), tuple(read_amendments(layout)))
+
+    @property
+    def pipeline(self) -> PipelineFingerprint | None:
+        """The pinned pipeline as the amendments left it (None before one is pinned)."""
+        return amended_pipeline(self.run.pipeline, list(self.amendments)) if self.run.pipeline is not None else None
+
+    def amended_files(self) -> dict[str, tuple[int, int]]:
+        """Each amended input file's size and mtime as its latest amendment recorded them."""
+        return amended_files(list(self.amendments))
+
+    def check(self, shards: ShardRange, source_task_ids: Sequence[str] | None = None,
+              pipeline: Mapping[str, Any] | None = None) -> None:
+        """Refuse what differs from the run: shard range, listing (when given), pipeline (when
+        both pinned; the run's as its amendments left it)."""
+        layout, existing = self.layout, self.run
+        check_shard_range(layout, existing, shards)
+        if (
+            source_task_ids is not None
+            and existing.source_task_digest is not None
+            and existing.source_task_digest != source_digest(source_task_ids)
+        ):
+            raise CheckpointMismatchError(_describe_listing_change(layout, existing, source_task_ids))
+        if pipeline is None or self.pipeline is None:
+            return
+        wanted, pinned = PipelineFingerprint.from_json(pipeline), self.pipeline
+        changes = pinned.changes_to(wanted)
+        if changes:
+            repair = ("--repair changes it for the tasks that have not finished, "
+                      if only_the_policy_differs(pinned, wanted) else "")
+            raise CheckpointMismatchError(
+                f"checkpoint {layout.root} belongs to a run with another pipeline ({'; '.join(changes)}): "
+                f"{repair}run the original pipeline, start a new logical run with --new-run (it archives this run's "
+                "records and outputs), or use a new checkpoint path"
+            )
+
+
 def check_run(
     layout: CheckpointLayout,
     existing: RunConfig,
@@ -196,18 +252,9 @@ def check_run(
     source_task_ids: Sequence[str] | None = None,
     pipeline: Mapping[str, Any] | None = None,
 ) -> None:
-    """Refuse what differs from the run: shard range, listing (when given), pipeline (when both
-    pinned; the run's as its amendments left it). The one place a start is compared with the
-    run it joins: elements, later phases' elements, ``submit`` and ``retry --submit``."""
-    check_shard_range(layout, existing, shards)
-    if (
-        source_task_ids is not None
-        and existing.source_task_digest is not None
-        and existing.source_task_digest != source_digest(source_task_ids)
-    ):
-        raise CheckpointMismatchError(_describe_listing_change(layout, existing, source_task_ids))
-    if pipeline is not None:
-        _check_pipeline(layout, existing, pipeline)
+    """``RunContract.check`` of ``existing`` with its amendments: every start is compared with
+    the run it joins this way (elements, later phases' elements, ``submit``, ``retry --submit``)."""
+    RunContract.read(layout, existing).check(shards, source_task_ids, pipeline)
 
 
 def unwritable(layout: CheckpointLayout, exc: OSError) -> ConfigError:
@@ -241,23 +288,6 @@ def _pin(layout: CheckpointLayout, name: str, value: Any) -> Any:
         write_bytes_atomic(layout.run_file, dump_json(payload))
         return value
     return load_json(layout.pin_file(name)).get(name)
-
-
-def _check_pipeline(layout: CheckpointLayout, existing: RunConfig, pipeline: Mapping[str, Any]) -> None:
-    """Refuse a pipeline other than the run's, naming every changed value."""
-    if existing.pipeline is None:
-        return
-    pipeline = PipelineFingerprint.from_json(pipeline)
-    pinned = amended_pipeline(existing.pipeline, read_amendments(layout))
-    changes = pinned.changes_to(pipeline)
-    if changes:
-        repair = ("--repair changes it for the tasks that have not finished, " if only_the_policy_differs(pinned, pipeline)
-                  else "")
-        raise CheckpointMismatchError(
-            f"checkpoint {layout.root} belongs to a run with another pipeline ({'; '.join(changes)}): "
-            f"{repair}run the original pipeline, start a new logical run with --new-run (it archives this run's "
-            "records and outputs), or use a new checkpoint path"
-        )
 
 
 def check_shard_range(layout: CheckpointLayout, existing: RunConfig, shards: ShardRange) -> None:

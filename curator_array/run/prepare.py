@@ -20,10 +20,7 @@ from ..core.amendments import (
     MALFORMED,
     RELIST,
     Amendment,
-    amended_files,
-    amended_pipeline,
     only_the_policy_differs,
-    read_amendments,
     write_amendment,
 )
 from ..core.arrays import format_array_expression
@@ -34,6 +31,7 @@ from ..core.layout import CheckpointLayout
 from ..core.records.run import PinnedRequest
 from ..core.run_contract import (
     RunConfig,
+    RunContract,
     check_run,
     ensure_run_config,
     pin_missing,
@@ -148,10 +146,9 @@ def amend_policy(layout: CheckpointLayout, wanted: PipelineFingerprint) -> None:
     recorded as an amendment (the only change to the pipeline a repair may make)."""
     if not layout.run_file.is_file():
         return
-    pinned = read_run_config(layout).pipeline
-    if pinned is None:
+    current = RunContract.read(layout).pipeline
+    if current is None:
         return
-    current = amended_pipeline(pinned, read_amendments(layout))
     if only_the_policy_differs(current, wanted):
         amendment = write_amendment(layout, Amendment(MALFORMED, malformed=wanted.reader_policy,
                                                       before=current.reader_policy))
@@ -164,7 +161,7 @@ def _check_inputs(pipeline: Pipeline, layout: CheckpointLayout, shard: ShardConf
     with --repair, a changed file of a task that has not finished is accepted and recorded."""
     source = pipeline.source
     paths = [source.location(p) for p in rows.column("path").to_pylist()]
-    amended = amended_files(read_amendments(layout))
+    amended = RunContract.read(layout, run).amended_files()
     recorded = [(path, *amended.get(path, (size, mtime))) for path, size, mtime in zip(
         paths, rows.column("size").to_pylist(), rows.column("mtime_ns").to_pylist())]
     changed = source.changed_files(recorded)
@@ -238,7 +235,8 @@ def _compare_tree(pipeline: Pipeline, layout: CheckpointLayout, run: RunConfig, 
             raise
         logger.warning("the input dir holds none of the run's files now (%s); the run keeps to its listing", exc)
         return frozen, run
-    amended = {pipeline.source.relative(path): stat for path, stat in amended_files(read_amendments(layout)).items()}
+    amended = {pipeline.source.relative(path): stat
+               for path, stat in RunContract.read(layout, run).amended_files().items()}
     changes = frozen.compare(walked, amended)
     if not changes:
         return frozen, run

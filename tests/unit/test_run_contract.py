@@ -191,3 +191,26 @@ def test_a_pinned_fingerprint_reads_back_to_the_same_json(fixture):
     typed = PipelineFingerprint.from_json(pinned)
     assert dump_json(typed.to_json()) == dump_json(pinned)  # as run.json writes it, byte for byte
     assert typed.output == pinned["output"] and [s["name"] for s in typed.stages] == [s["name"] for s in pinned["stages"]]
+
+
+def test_the_contract_carries_its_amendments_and_compares_a_start_with_them(inputs, tmp_path):
+    """A repair's new malformed-record policy is part of the contract: a start with it is
+    accepted, one with the policy pinned first is refused, naming it; the shard range too."""
+    from curator_array.core.errors import CheckpointMismatchError as Mismatch
+    from curator_array.core.run_contract import RunContract
+    from curator_array.core.sharding import ShardRange
+
+    checkpoint = tmp_path / "ckpt"
+    strict, lenient = pipeline(inputs, tmp_path, malformed="fail"), pipeline(inputs, tmp_path, malformed="skip")
+    prepare_shard(strict, checkpoint, ShardConfig(0, 3))
+    before = RunContract.read(CheckpointLayout(checkpoint))
+    assert before.amendments == () and before.pipeline.reader_policy == "fail"
+    prepare_shard(lenient, checkpoint, ShardConfig(1, 3), repair=True)
+    contract = RunContract.read(CheckpointLayout(checkpoint))
+    assert [a.kind for a in contract.amendments] == ["malformed"] and contract.pipeline.reader_policy == "skip"
+    assert contract.run.pipeline.reader_policy == "fail", "run.json keeps what the first start pinned"
+    contract.check(ShardRange(3), pipeline=lenient.fingerprint())
+    with pytest.raises(Mismatch, match="malformed: skip → fail"):
+        contract.check(ShardRange(3), pipeline=strict.fingerprint())
+    with pytest.raises(Mismatch, match="total_shards=4"):
+        contract.check(ShardRange(4), pipeline=lenient.fingerprint())

@@ -145,7 +145,7 @@ class RunStatus:
 
     @property
     def tallies(self) -> Tallies:
-        return Tallies.from_json(self.totals.to_json())
+        return Tallies.of_counts(self.totals)
 
     @property
     def annotated(self) -> bool:

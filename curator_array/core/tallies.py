@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .curation_counts import TALLY, tally_fields
+from .curation_counts import TALLY, CurationCounts, tally_fields
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,11 @@ class Tallies:
     def to_json(self, every: bool = False) -> dict[str, dict[str, int]]:
         """The tallies by name: the non-empty ones (a manifest), or ``every`` one (status)."""
         return {tally.name: counts for tally, counts in self if counts or every}
+
+    @classmethod
+    def of_counts(cls, counts: CurationCounts) -> Tallies:
+        """The tallies the first phase's counts hold."""
+        return cls({name: dict(found) for name in TALLIES if (found := getattr(counts, name))})
 
     @classmethod
     def from_json(cls, payload: Mapping[str, Any]) -> Tallies:

@@ -112,13 +112,12 @@ def batch_ngrams(texts: list[str | None], settings: ParagraphSettings,
     """Every n-gram of every paragraph of ``texts`` (None: an empty text, one paragraph); with
     ``repeats``, a paragraph it knows, or one repeating an earlier paragraph of the batch,
     is not cut again: its n-grams are left out and its count is the first copy's."""
-    texts = [text or "" for text in texts]
-    if repeats is None:
-        keys, paragraph_of, totals = _cut([part for text in texts for part in text.split("\n")], settings)
-        return BatchNGrams(keys, paragraph_of, totals, np.array([paragraph_count(t) for t in texts], dtype=np.int64))
-    split = [text.split("\n") for text in texts]
+    split = [(text or "").split("\n") for text in texts]
     paragraphs = np.array([len(pieces) for pieces in split], dtype=np.int64)
     parts = [part for pieces in split for part in pieces]
+    if repeats is None:
+        keys, paragraph_of, totals = _cut(parts, settings)
+        return BatchNGrams(keys, paragraph_of, totals, paragraphs)
     fresh, repeated, known = repeats.split(parts)
     if fresh:
         keys, cut_of, cut_totals = _cut([parts[i] for i in fresh], settings)

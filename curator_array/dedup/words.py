@@ -63,13 +63,7 @@ def word_hashes(words: pa.Array) -> np.ndarray:
     among the words this process hashed before (a batch shares most of its words with the
     batches before it)."""
     encoded = pc.dictionary_encode(words)
-    distinct = encoded.dictionary.to_pylist()
-    known = _KNOWN
-    values = [known.get(word) for word in distinct]
-    for position in [i for i, value in enumerate(values) if value is None]:
-        values[position] = value = _hash(distinct[position])
-        if len(known) < KNOWN_WORDS:
-            known[distinct[position]] = value
+    values = [_word_hash(word) for word in encoded.dictionary.to_pylist()]
     return np.array(values, dtype=np.uint64)[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
@@ -142,6 +136,7 @@ def _word_ids_by_search(paragraphs: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _word_hash(word: str) -> int:
+    """``_hash`` of ``word``, remembered for the first ``KNOWN_WORDS`` words."""
     known = _KNOWN.get(word)
     if known is None:
         known = _hash(word)

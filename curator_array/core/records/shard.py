@@ -70,7 +70,7 @@ class ShardWork:
 
     @property
     def tallies(self) -> Tallies:
-        return Tallies.from_json(self.counts.to_json())
+        return Tallies.of_counts(self.counts)
 
     @classmethod
     def from_json(cls, payload: Any) -> ShardWork:

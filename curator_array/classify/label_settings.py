@@ -10,13 +10,14 @@ from typing import Any, ClassVar
 
 from ..core.errors import ConfigError
 from ..core.fingerprint import file_digest
+from ..core.pinned_settings import PinnedSettings
 from .settings import named
 
 LABEL_MODELS = "label_model"  # the fingerprint key, and the option that adds the label models
 
 
 @dataclass(frozen=True)
-class LabelSettings:
+class LabelSettings(PinnedSettings):
     """The label models (``paths`` by name here; read back from ``run.json`` they are known by
     their ``digests`` alone) and how many of the best labels each document keeps (``top_k``)."""
 
@@ -24,7 +25,8 @@ class LabelSettings:
     paths: dict[str, str] = field(default_factory=dict, compare=False)
     top_k: int = 1
 
-    PINNED: ClassVar[tuple[str, ...]] = ("digests", "top_k")
+    UNPINNED: ClassVar[tuple[str, ...]] = ("paths",)
+    OPTION_DEFAULTS: ClassVar[dict[str, Any]] = {"models": ()}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -33,17 +35,6 @@ class LabelSettings:
     def columns(self, name: str) -> tuple[str, ...]:
         """The columns model ``name`` writes."""
         return (name, f"{name}_prob") + ((f"{name}_labels", f"{name}_probs") if self.top_k > 1 else ())
-
-    def to_json(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in self.PINNED}
-
-    @classmethod
-    def from_json(cls, payload: Mapping[str, Any]) -> LabelSettings:
-        return cls(**{key: payload[key] for key in cls.PINNED if key in payload})
-
-    @classmethod
-    def field_defaults(cls) -> dict[str, Any]:
-        return {"models": (), "top_k": 1}
 
     @classmethod
     def from_options(cls, given: Mapping[str, Any]) -> LabelSettings:

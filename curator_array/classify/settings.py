@@ -11,6 +11,7 @@ from ..core.errors import ConfigError
 from ..core.fingerprint import file_digest
 from ..core.option_kinds import split_bound
 from ..core.options import split_named
+from ..core.pinned_settings import PinnedSettings
 from .model import DEFAULT_QUALITY_LABEL
 
 QUALITY = "quality_model"  # the fingerprint key, and the option that turns the quality phases on
@@ -22,7 +23,7 @@ def named(items: tuple[str, ...], read=str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class QualitySettings:
+class QualitySettings(PinnedSettings):
     """The run's quality models (``paths`` by name here; read back from ``run.json`` they are
     known by their ``digests`` alone), their label, and how documents are selected by their
     scores: at least a threshold (``thresholds``) or at most a ceiling (``ceilings``: a score
@@ -46,9 +47,9 @@ class QualitySettings:
     # in a phase of their own, instead of in the first phase.
     after_dedup: bool = False
 
-    PINNED: ClassVar[tuple[str, ...]] = ("digests", "label", "binary", "thresholds", "top_fractions", "buckets",
-                                         "partition_by_bucket", "ensemble", "ceilings", "columns", "after_dedup")
-    PINNED_UNLESS: ClassVar[dict[str, Any]] = {"ensemble": "max", "ceilings": {}, "columns": (), "after_dedup": False}
+    UNPINNED: ClassVar[tuple[str, ...]] = ("paths",)
+    LATER: ClassVar[dict[str, Any]] = {"ensemble": "max", "ceilings": {}, "columns": (), "after_dedup": False}
+    OPTION_DEFAULTS: ClassVar[dict[str, Any]] = {"models": (), "thresholds": (), "top_fractions": ()}
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -59,23 +60,6 @@ class QualitySettings:
     def selects_run_wide(self) -> bool:
         """Whether phases after the first select from the whole run's scores."""
         return bool(self.top_fractions) or self.buckets is not None
-
-    def to_json(self) -> dict[str, Any]:
-        """The pinned settings; one added later is left out at its default, so that a run
-        made before it keeps its fingerprint."""
-        return {name: list(value) if isinstance(value, tuple) else value
-                for name, value in ((name, getattr(self, name)) for name in self.PINNED)
-                if name not in self.PINNED_UNLESS or value != self.PINNED_UNLESS[name]}
-
-    @classmethod
-    def from_json(cls, payload: Mapping[str, Any]) -> QualitySettings:
-        read = {name: payload[name] for name in cls.PINNED if name in payload}
-        return cls(**{**read, "columns": tuple(read.get("columns", ()))})
-
-    @classmethod
-    def field_defaults(cls) -> dict[str, Any]:
-        return {"models": (), "label": DEFAULT_QUALITY_LABEL, "thresholds": (), "top_fractions": (), "buckets": None,
-                "partition_by_bucket": False, "ensemble": "max", "columns": ()}
 
     @property
     def scores_in_first_phase(self) -> bool:

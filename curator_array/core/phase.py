@@ -25,6 +25,7 @@ from .checkpoint import ManifestScan, scan_completion_manifests
 from .counts import Counts
 from .curation_counts import CurationCounts
 from .layout import CheckpointLayout, PhaseLayout
+from .pinned_settings import PinnedSettings
 from .records.phase import PhaseManifest, phase_failures, phase_manifests
 from .run_contract import RunConfig
 from .sharding import ShardRange
@@ -137,7 +138,7 @@ class Phase:
     matching_elements: ClassVar[bool] = False
     passes: ClassVar[int] = 1
     settings_key: ClassVar[str | None] = None
-    settings_type: ClassVar[Any] = None
+    settings_type: ClassVar[type[PinnedSettings] | None] = None
     also_enabled_by: ClassVar[tuple[str, ...]] = ()  # options besides the settings key that turn its phases on
     options: ClassVar[tuple[Any, ...]] = ()  # core.options.RunOption
     output_staged: ClassVar[bool] = False

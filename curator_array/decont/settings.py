@@ -22,6 +22,7 @@ from ..core.atomic import dump_json, write_bytes_atomic
 from ..core.errors import ConfigError
 from ..core.fingerprint import file_digest
 from ..core.layout import CheckpointLayout, given_name
+from ..core.pinned_settings import PinnedSettings
 from .rules import IndexRules
 
 DECONT = "decontaminate"  # the fingerprint key, and the option that turns it on
@@ -31,7 +32,7 @@ INDEX_NAME = "decont.index"
 INDEX_FORMAT = 1
 logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
-class DecontSettings:
+class DecontSettings(PinnedSettings):
     """The eval files (``files``: name → sha256; ``paths`` where they are), the index's
     digest and where it is, n, the mode, and whether query/answer straddles are indexed."""
 
@@ -44,22 +45,12 @@ class DecontSettings:
     index_path: str = field(default="", compare=False)
     index_stats: dict[str, Any] = field(default_factory=dict, compare=False)
 
-    PINNED: ClassVar[tuple[str, ...]] = ("files", "index_digest", "ngrams", "mode", "overlap")
+    UNPINNED: ClassVar[tuple[str, ...]] = ("paths", "index_path", "index_stats")
+    OPTION_DEFAULTS: ClassVar[dict[str, Any]] = {"files": ()}
 
     @property
     def rules(self) -> IndexRules:
         return IndexRules(self.ngrams, self.overlap)
-
-    def to_json(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.PINNED}
-
-    @classmethod
-    def from_json(cls, payload: Mapping[str, Any]) -> DecontSettings:
-        return cls(**{name: payload[name] for name in cls.PINNED if name in payload})
-
-    @classmethod
-    def field_defaults(cls) -> dict[str, Any]:
-        return {"files": (), "ngrams": DEFAULT_NGRAMS, "mode": MODES[0], "overlap": False}
 
     @classmethod
     def from_options(cls, given: Mapping[str, Any]) -> DecontSettings:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.pinned_settings import PinnedSettings
 from ..text.language import DEFAULT_LANGUAGE
 
 MODES = ("exact", "fuzzy")  # the whole-document steps; a run has at most one
@@ -122,7 +123,7 @@ def _flat(name: str, settings: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class DedupSettings:
+class DedupSettings(PinnedSettings):
     """The dedup phases of a run: ``mode`` exact (the normalised text) or fuzzy (MinHash), or
     None when no step after the others removes whole documents; ``early`` the steps done
     before it, in run order: ``urls`` (with ``url``'s settings), then ``lines`` (``line``'s) or
@@ -190,7 +191,9 @@ class DedupSettings:
         return self.minhash if self.mode == "fuzzy" else None
 
     def to_json(self) -> dict[str, Any]:
-        """Flat, as ``run.json`` pins it (and as its changes are named: ``dedup.bands``)."""
+        """Flat, as ``run.json`` pins it (and as its changes are named: ``dedup.bands``): the
+        nested settings of each step under their step's prefix, which the base's codec does
+        not do."""
         flat = {item.name: getattr(self, item.name) for item in fields(self) if item.name not in NESTED}
         flat = {**flat, **{item.name: getattr(self.minhash, item.name) for item in fields(self.minhash)},
                 "against": list(self.against), "early": list(self.early)}

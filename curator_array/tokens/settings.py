@@ -8,12 +8,13 @@ from ``run.json``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ..core.errors import ConfigError
 from ..core.fingerprint import file_digest
+from ..core.pinned_settings import PinnedSettings
 
 TOKEN_FORMAT_NAMES = ("megatron", "datatrove")
 GB = 10**9
@@ -24,7 +25,7 @@ LATER_FIELDS = {"partition_by": (), "max_sets": DEFAULT_MAX_SETS, "shuffle": Fal
 
 
 @dataclass(frozen=True)
-class TokenizeSettings:
+class TokenizeSettings(PinnedSettings):
     """``tokenizer`` is its ``tokenizer.json`` (None when read back from a fingerprint, which
     pins its ``digest`` instead of a path); ``eos_token`` None means the tokenizer's own
     end-of-text token; ``file_size`` bounds each merged token file, in bytes."""
@@ -50,29 +51,16 @@ class TokenizeSettings:
         if self.file_size < 1:
             raise ValueError(f"the token file size must be at least 1 byte, got {self.file_size}")
 
-    def to_json(self) -> dict[str, Any]:
-        """What the pipeline fingerprint pins: everything but the path (another mount point is
-        the same run); a field added later only when it changes what is written."""
-        pinned = {item.name: getattr(self, item.name) for item in fields(self) if item.name not in ("tokenizer", "mix")}
-        for name, unchanged in LATER_FIELDS.items():
-            if pinned[name] == unchanged:
-                del pinned[name]
-        if not self.shuffle:
-            del pinned["shuffle_seed"]
-        if "partition_by" in pinned:
-            pinned["partition_by"] = list(self.partition_by)
-        return pinned
+    # The path and the --mix file are not pinned (their digests are); a field added later only
+    # when it changes what is written; unset, --token-shuffle means a new run shuffles.
+    UNPINNED: ClassVar[tuple[str, ...]] = ("tokenizer", "mix")
+    LATER: ClassVar[dict[str, Any]] = LATER_FIELDS
+    READ_BACK: ClassVar[dict[str, Any]] = {"tokenizer": None}
+    OPTION_DEFAULTS: ClassVar[dict[str, Any]] = {"shuffle": None}
 
-    @classmethod
-    def from_json(cls, payload: Mapping[str, Any]) -> TokenizeSettings:
-        read = {f.name: payload[f.name] for f in fields(cls) if f.name in payload and f.name not in ("tokenizer", "mix")}
-        return cls(None, **{**read, "partition_by": tuple(read.get("partition_by", ()))})
-
-    @classmethod
-    def field_defaults(cls) -> dict[str, Any]:
-        defaults = {item.name: None if item.default is MISSING else item.default for item in fields(cls)
-                    if item.name != "digest"}
-        return {**defaults, "shuffle": None}  # unset: a new run shuffles
+    def left_out(self) -> set[str]:
+        """A seed is pinned only for a run that shuffles."""
+        return super().left_out() | ({"shuffle_seed"} if not self.shuffle else set())
 
     @classmethod
     def from_options(cls, given: Mapping[str, Any]) -> TokenizeSettings:

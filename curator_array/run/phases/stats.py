@@ -30,6 +30,7 @@ from ...core.atomic import dump_json, write_bytes_atomic
 from ...core.counts import Counts
 from ...core.options import RunOption
 from ...core.phase import OUTPUT, SHARD, Phase, PhaseResult, PhaseSettings
+from ...core.pinned_settings import PinnedSettings
 from ...core.sharding import ShardRange
 from ...stages.defaults import TOKEN_COUNT_FIELD
 from ...storage.places import fetched, joined, put_bytes
@@ -57,20 +58,9 @@ STATS_OPTIONS = (
 
 
 @dataclass(frozen=True)
-class StatsSettings:
+class StatsSettings(PinnedSettings):
     group_by: str | None = None
     top: int = 100
-
-    def to_json(self) -> dict[str, Any]:
-        return {"group_by": self.group_by, "top": self.top}
-
-    @classmethod
-    def from_json(cls, payload: dict[str, Any]) -> StatsSettings:
-        return cls(payload.get("group_by"), payload.get("top", 100))
-
-    @classmethod
-    def field_defaults(cls) -> dict[str, Any]:
-        return {"group_by": None, "top": 100}
 
     @classmethod
     def from_options(cls, given: dict[str, Any]) -> StatsSettings:

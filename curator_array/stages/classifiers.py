@@ -76,12 +76,12 @@ class QualityScorer(FilterStage):
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        from ..classify.model import quality_probability
+        from ..classify.model import quality_probabilities
 
         texts = pc.fill_null(text, "").to_pylist()
         rules = {}
         for name, model in self.models.items():
-            scores = pa.array([quality_probability(model, t, self.label, self.binary) for t in texts], pa.float64())
+            scores = pa.array(quality_probabilities(model, texts, self.label, self.binary), pa.float64())
             table = table.append_column(name, scores)
             bounds = [pc.greater_equal(scores, self.thresholds[name])] if name in self.thresholds else []
             bounds += [pc.less_equal(scores, self.ceilings[name])] if name in self.ceilings else []

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from curator_array.classify.model import load_model, model_labels, quality_probability
+from curator_array.classify.model import load_model, model_labels, quality_probabilities, quality_probability
 from curator_array.classify.settings import QUALITY, QualitySettings
 from curator_array.core.errors import ConfigError
 from curator_array.core.phase import OutputChain, PhaseSettings, needed
@@ -99,6 +99,17 @@ def test_the_scorer_adds_a_column_per_model_and_drops_below_a_threshold(language
     assert done.table["text"].to_pylist() == [texts[i] for i, s in enumerate(expected) if s >= 0.5]
     assert done.table["en"].to_pylist() == [s for s in expected if s >= 0.5]
     assert done.counters.dropped == {"quality_model.en": len(texts) - done.table.num_rows}
+
+
+@pytest.mark.parametrize("binary", [True, False])
+def test_scoring_a_batch_through_the_models_own_predictor_gives_the_one_by_one_scores(language_model, binary):
+    texts = ["The quick brown fox\njumps over the lazy dog.", "", "  \n\n ", "a\rb\x0bc", "x\x85y\u2028z\u2029w",
+             "Der schnelle braune Fuchs springt.\r\nÜber den Hund.", "\x00 nul", "日本語の文章です。\n二行目"]
+    model = load_model(language_model)
+    for label in ("__label__en", "__label__de", "__label__ja"):
+        one_by_one = [quality_probability(model, t, label, binary) for t in texts]
+        assert quality_probabilities(model, texts, label, binary) == one_by_one
+        assert len(set(one_by_one)) > 3
 
 
 @pytest.mark.parametrize(("bounds", "kept"), [

@@ -21,7 +21,7 @@ import ray
 import ray.data
 from ray.data.context import DEFAULT_TARGET_MAX_BLOCK_SIZE
 
-from ..stages.apply import apply_chain
+from ..stages.apply import apply_chain, set_up
 from ..stages.base import ProcessingStage, RayStageSpec
 from ..stages.tasks import Task
 from .pools import ClusterShape, PoolChoice, choose_pool
@@ -134,9 +134,7 @@ def _task_chain_fn(stages: Sequence[ProcessingStage], take=None, give=None, prof
         queued = _queued_s(batch)
 
         def run_chain(tasks: list[Task]) -> Iterator[Task]:
-            for stage in stages:
-                stage.setup()
-            return apply_chain(stages, tasks, queued)
+            return apply_chain(stages, tasks, queued, set_up(stages))
 
         with profiled(profile_dir):
             yield from _blocks(_within_budgets(_decode(batch), take, give, run_chain))
@@ -197,14 +195,14 @@ class _StageActor:
     def __init__(self, stages: Sequence[ProcessingStage], take=None, give=None, profile_dir: str | None = None):
         self.stages = list(stages)
         self.take, self.give, self.profile_dir = take, give, profile_dir
-        for stage in self.stages:
-            stage.setup()
+        self.setup_s = set_up(self.stages)  # charged to the first call's outputs
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         queued = _queued_s(batch)
+        setup_s, self.setup_s = self.setup_s, None
         with profiled(self.profile_dir):
             yield from _blocks(_within_budgets(_decode(batch), self.take, self.give,
-                                               lambda tasks: apply_chain(self.stages, tasks, queued)))
+                                               lambda tasks: apply_chain(self.stages, tasks, queued, setup_s)))
 
 
 BLOCKS_PER_CPU = 4

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from .base import ProcessingStage
 from .meter import StageMeter
@@ -83,15 +83,30 @@ def _apply_batch(stage: ProcessingStage, tasks: list[Task]) -> Iterator[Task]:
     yield from (_tagged(r, stage) for r in results)
 
 
-def apply_chain(stages: Sequence[ProcessingStage], tasks: Iterable[Task], queued_s: float = 0.0) -> Iterator[Task]:
+def set_up(stages: Sequence[ProcessingStage]) -> dict[str, tuple[float, float]]:
+    """Call each stage's ``setup``; the wall and CPU seconds each took, by stage. Loading a
+    model is its stage's work: the time is charged to the stage's next output, so that the
+    stage's figures (and a run's cores busy) count it."""
+    spent = {}
+    for stage in stages:
+        wall, cpu = time.perf_counter(), time.process_time()
+        stage.setup()
+        spent[stage.stage_name] = (time.perf_counter() - wall, time.process_time() - cpu)
+    return spent
+
+
+def apply_chain(stages: Sequence[ProcessingStage], tasks: Iterable[Task], queued_s: float = 0.0,
+                setup_s: Mapping[str, tuple[float, float]] | None = None) -> Iterator[Task]:
     """Several stages in one process, each output handed to the next as it appears, each
     stage's time measured and carried on its outputs (``meter``); ``queued_s`` is how long
-    ``tasks`` waited before this process took them, charged to the first stage."""
+    ``tasks`` waited before this process took them, charged to the first stage; ``setup_s``
+    what each stage's set-up took (``set_up``), charged to its first output."""
     def cpu_clock() -> float:
         return time.process_time() + sum(stage.cpu_elsewhere_s() for stage in stages)
 
     meter = None
     for stage in stages:
-        meter = StageMeter(stage.stage_name, meter, queued_s if meter is None else 0.0, cpu_clock=cpu_clock)
+        meter = StageMeter(stage.stage_name, meter, queued_s if meter is None else 0.0, cpu_clock=cpu_clock,
+                           setup_s=(setup_s or {}).get(stage.stage_name, (0.0, 0.0)))
         tasks = meter.measure(apply_stage(stage, tasks))
     return iter(tasks)

@@ -37,16 +37,17 @@ class StageMeter:
     """Times one stage's iterator; ``upstream`` is the meter of the stage feeding it in this process.
 
     ``queued_s`` (time the input waited before this process picked it up) is added to the
-    first output, so the wait of a Ray task counts once however many tasks it holds. Rows are
+    first output, and so is ``setup_s`` (its set-up's wall and CPU seconds), so the wait of a Ray task counts once however many tasks it holds. Rows are
     the rows the stage received (what its upstream emitted meanwhile; a filter's rate is over
     what it looked at, not what it kept); the first stage of a process, a reader, counts
     what it emitted.
     """
 
     def __init__(self, stage: str, upstream: StageMeter | None = None, queued_s: float = 0.0, node: str = NODE,
-                 cpu_clock: Callable[[], float] = time.process_time):
+                 cpu_clock: Callable[[], float] = time.process_time, setup_s: tuple[float, float] = (0.0, 0.0)):
         self.stage, self.upstream, self.node, self.cpu_clock = stage, upstream, node, cpu_clock
         self.queued_s = queued_s
+        self.setup_s = setup_s  # wall and CPU seconds of the stage's set-up, added to its first output
         self.wall_s = self.cpu_s = 0.0  # inside calls to this iterator, the upstream's time included
         self.rows_out = 0  # rows this stage has emitted so far
 
@@ -71,6 +72,8 @@ class StageMeter:
                 wall -= self.upstream.wall_s - upstream_wall
                 cpu -= self.upstream.cpu_s - upstream_cpu
             queued, self.queued_s = self.queued_s, 0.0
+            (setup_wall, setup_cpu), self.setup_s = self.setup_s, (0.0, 0.0)
+            wall, cpu = wall + setup_wall, cpu + setup_cpu
             emitted = rows_of(task)
             self.rows_out += emitted
             received = self.upstream.rows_out - upstream_rows if self.upstream is not None else emitted

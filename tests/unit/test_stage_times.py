@@ -14,7 +14,7 @@ from curator_array.core.records.shard import CompletionManifest, StageTime
 from curator_array.core.sharding import ShardConfig
 from curator_array.report.page import stage_rows
 from curator_array.run.runner import stage_times
-from curator_array.stages.apply import apply_chain
+from curator_array.stages.apply import apply_chain, set_up
 from curator_array.stages.base import ProcessingStage
 from curator_array.stages.tasks import DocumentBatch, TaskCounters, WrittenFiles
 from curator_array.stages.web.sandbox import ExtractionSandbox
@@ -111,6 +111,28 @@ def test_cpu_a_stage_spends_in_child_processes_is_its_own():
     Outsourcer.spent = 0.0
     times = summed(apply_chain([Outsourcer(), Burner()], tasks(3)))
     assert times["outsourcer"].cpu_s >= 1.5 > times["burner"].cpu_s
+
+
+class LoadsAModel(ProcessingStage):
+    """Spends 0.3 s of CPU setting up (a model's load), then nearly nothing per task."""
+    name = "loads_a_model"
+
+    def setup(self):
+        burn_cpu(0.3)
+
+    def process(self, task):
+        return task
+
+
+def test_a_stages_set_up_counts_as_its_own_time_once_on_its_first_output():
+    stages = [Sleeper(), LoadsAModel()]
+    spent = set_up(stages)
+    assert spent["loads_a_model"][1] >= 0.3 and spent["sleeper"][1] < 0.05
+    outputs = list(apply_chain(stages, tasks(3), setup_s=spent))
+    assert outputs[0].counters.times[1].cpu_s >= 0.3
+    assert all(o.counters.times[1].cpu_s < 0.1 for o in outputs[1:])
+    times = summed(outputs)
+    assert 0.3 <= times["loads_a_model"].cpu_s < 0.45 and times["sleeper"].cpu_s < 0.2
 
 
 def test_the_extraction_sandbox_reports_what_its_children_spent():

@@ -11,6 +11,7 @@ the top label's is for two).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,15 @@ def load_model(path: str | Path) -> Any:
         return fasttext.load_model(str(path))
     except (ValueError, RuntimeError, OSError, MemoryError) as exc:
         raise ConfigError(f"{path} is not a fastText model that can be read ({exc})") from None
+
+
+WORKER_BYTES = 512 * 2**20  # a Ray worker with pyarrow and a file of a shard in hand, models aside
+
+
+def worker_memory(paths: Iterable[str | Path]) -> int:
+    """The memory an actor that loads the models at ``paths`` holds: fastText keeps a model's
+    matrices in memory as its file stores them, so each file's size, and the worker's own."""
+    return WORKER_BYTES + sum(Path(path).stat().st_size for path in paths if Path(path).is_file())
 
 
 def header_labels(path: str | Path) -> tuple[str, ...]:

@@ -125,6 +125,20 @@ def object_store_bytes(
     return max(int(budget), MIN_OBJECT_STORE)
 
 
+RAY_OWN_BYTES = 1 << 30  # the raylet, GCS, Ray's agents and the driver, on a node of the job
+MIN_WORKER_MEMORY = 100 * MiB  # Ray refuses less
+
+
+def worker_memory_bytes(job_memory_mb: int | None, object_store: int) -> int | None:
+    """Ray's ``memory`` resource of a node whose job has a memory limit: the job's memory less
+    the object store and Ray's own processes. Without a limit (None), Ray counts what is free
+    when it starts; with one, that count would include the memory of the node's other jobs,
+    and actors that reserve a model's memory (``Resources.memory_bytes``) would overcommit it."""
+    if not job_memory_mb:
+        return None
+    return max(MIN_WORKER_MEMORY, job_memory_mb * MiB - object_store - RAY_OWN_BYTES)
+
+
 def routable_ip() -> str:
     """This host's address on its default route, which other nodes can reach.
 
@@ -159,10 +173,14 @@ class NodeOptions:
     def arguments(self) -> list[str]:
         import json
 
+        object_store = object_store_bytes(self.object_store_memory, self.job_memory_mb)
         args = [
             f"--num-cpus={self.num_cpus if self.num_cpus is not None else available_cpus()}",
-            f"--object-store-memory={object_store_bytes(self.object_store_memory, self.job_memory_mb)}",
+            f"--object-store-memory={object_store}",
         ]
+        workers = worker_memory_bytes(self.job_memory_mb, object_store)
+        if workers is not None:
+            args.append(f"--memory={workers}")
         if self.num_gpus is not None:
             args.append(f"--num-gpus={self.num_gpus}")
         if self.custom_resources:

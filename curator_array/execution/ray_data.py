@@ -165,7 +165,7 @@ def _chainable(segment: Sequence[ProcessingStage], stage: ProcessingStage) -> bo
     first, second = head.validate(), stage.validate()
     if not (_unsized(first) and _unsized(second)):
         return False
-    if head.resources != stage.resources or head.batch_size != stage.batch_size:
+    if not head.resources.shares_workers_with(stage.resources) or head.batch_size != stage.batch_size:
         return False
     return not second.is_actor_stage or not any(s.validate().is_actor_stage for s in segment)
 
@@ -248,7 +248,9 @@ def cluster_shape() -> ClusterShape:
         head["Resources"].get(key, 0) > 0 for key in ("CPU", "GPU")
     )
     total_cpus = sum(n.get("Resources", {}).get("CPU", 0) for n in alive)
-    return ClusterShape(alive_nodes=len(alive), head_runs_workers=head_runs_workers, total_cpus=total_cpus)
+    working = [n for n in alive if n is not head or head_runs_workers]
+    return ClusterShape(alive_nodes=len(alive), head_runs_workers=head_runs_workers, total_cpus=total_cpus,
+                        node_memory=tuple(float(n.get("Resources", {}).get("memory", 0)) for n in working))
 
 
 def describe_cluster() -> list[dict[str, Any]]:
@@ -300,7 +302,7 @@ class RayDataExecutor:
 
     def _map_kwargs(self, stage: ProcessingStage, shape: ClusterShape, inputs: int) -> dict[str, Any]:
         spec = stage.validate()
-        choice = choose_pool(spec, stage.resources.cpus, shape, inputs)
+        choice = choose_pool(spec, stage.resources.cpus, shape, inputs, stage.resources.memory_bytes)
         self.pool_choices[stage.stage_name] = choice
         kwargs: dict[str, Any] = {
             "batch_size": stage.batch_size,
@@ -309,6 +311,8 @@ class RayDataExecutor:
         }
         if stage.resources.gpus:
             kwargs["num_gpus"] = stage.resources.gpus
+        if stage.resources.memory_bytes:
+            kwargs["memory"] = stage.resources.memory_bytes
         if choice.actor:
             in_flight = spec.max_tasks_in_flight_per_actor
             if choice.size is not None:

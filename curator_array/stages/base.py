@@ -38,12 +38,23 @@ SPEC_KEYS = frozenset(
 
 @dataclass(frozen=True)
 class Resources:
+    """What one worker of a stage takes. ``memory_bytes`` is reserved per worker (Ray's
+    ``memory`` resource): a node then runs no more of them than its memory holds (a model
+    that each actor loads)."""
+
     cpus: float = 1.0
     gpus: float = 0.0
+    memory_bytes: int = 0
 
     def __post_init__(self) -> None:
-        if self.cpus < 0 or self.gpus < 0:
-            raise ConfigError(f"stage resources must be non-negative, got cpus={self.cpus}, gpus={self.gpus}")
+        if self.cpus < 0 or self.gpus < 0 or self.memory_bytes < 0:
+            raise ConfigError(f"stage resources must be non-negative, got cpus={self.cpus}, gpus={self.gpus}, "
+                              f"memory_bytes={self.memory_bytes}")
+
+    def shares_workers_with(self, other: Resources) -> bool:
+        """Whether stages needing these and ``other`` can run in one worker: the same CPUs and
+        GPUs (the memory a model needs goes with the worker that loads it)."""
+        return (self.cpus, self.gpus) == (other.cpus, other.gpus)
 
 
 @dataclass(frozen=True)

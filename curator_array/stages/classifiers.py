@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..classify.model import DEFAULT_QUALITY_LABEL
+from ..classify.model import DEFAULT_QUALITY_LABEL, worker_memory
 from ..classify.settings import QualitySettings
 from ..core.fingerprint import file_digest
+from .base import Resources
 from .columns import taken_field
 from .defaults import TEXT_FIELD
 from .filters import FilterStage
@@ -57,6 +58,11 @@ class QualityScorer(FilterStage):
     def of(cls, settings: QualitySettings, text_field: str) -> QualityScorer:
         return cls(settings.paths, settings.label, settings.binary, settings.thresholds, text_field, settings.digests,
                    settings.ceilings)
+
+    @property
+    def resources(self) -> Resources:
+        """Each actor holds the models once: a node runs no more actors than its memory holds."""
+        return Resources(memory_bytes=worker_memory(self.paths.values()))
 
     def writes(self) -> tuple[str, ...]:
         return tuple(self.paths)

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..classify.label_settings import LabelSettings
+from ..classify.model import worker_memory
 from ..core.fingerprint import file_digest
+from .base import Resources
 from .columns import taken_field
 from .defaults import TEXT_FIELD
 from .filters import FilterStage
@@ -50,6 +52,11 @@ class LabelScorer(FilterStage):
     @property
     def settings(self) -> LabelSettings:
         return LabelSettings(self.digests, self.paths, self.top_k)
+
+    @property
+    def resources(self) -> Resources:
+        """Each actor holds the models once: a node runs no more actors than its memory holds."""
+        return Resources(memory_bytes=worker_memory(self.paths.values()))
 
     def writes(self) -> tuple[str, ...]:
         return tuple(column for name in self.paths for column in self.settings.columns(name))

@@ -17,7 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from curator_array.classify.model import WORKER_BYTES
 from curator_array.classify.training import Hyperparameters, model_bytes
+from curator_array.execution.ray_cluster import RAY_OWN_BYTES
 from tests.conftest import curator_cli as curator
 from tests.conftest import need
 from tests.support.quality_corpus import (
@@ -30,7 +32,8 @@ from tests.support.quality_corpus import (
 from tests.support.tokenizer import train_tokenizer
 
 pytestmark = pytest.mark.ray
-SMALL = ["--num-cpus", "2", "--object-store-memory", str(100 * 2**20), "--no-progress"]
+MiB, GiB = 2**20, 2**30
+SMALL = ["--num-cpus", "2", "--object-store-memory", str(100 * MiB), "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -201,6 +204,23 @@ def test_bad_input_is_refused_with_one_line(corpus, tmp_path):
     done = curator(*base, "--quality-model", f"hq={tmp_path / 'text.bin'}", check=False)
     assert done.returncode == 2 and "text.bin is not a fastText model" in done.stderr
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), "refused before writing"
+
+
+def test_a_node_runs_no_more_scoring_actors_than_its_memory_holds_and_refuses_one_it_cannot(corpus, tmp_path):
+    """The job's memory (SLURM_MEM_PER_NODE), less the object store and Ray's own, holds 1.5
+    actors: one runs on the 2 CPUs; with half an actor's worth, the run is refused."""
+    root, model, documents = corpus
+    per_actor = WORKER_BYTES + model.stat().st_size
+    base = ["run", "--input-dir", str(root / "in"), *SMALL, "--quality-model", f"hq={model}"]
+    one = (100 * MiB + RAY_OWN_BYTES + per_actor * 3 // 2) // MiB
+    done = curator(*base, "--output-dir", str(tmp_path / "one"), env={"SLURM_MEM_PER_NODE": str(one)})
+    assert "actor pool of 1..1 (autoscaling up to the nodes' memory" in done.stderr
+    assert len(records(tmp_path / "one")) == len(documents)
+    none = (100 * MiB + RAY_OWN_BYTES + per_actor // 2) // MiB
+    done = curator(*base, "--output-dir", str(tmp_path / "none"), env={"SLURM_MEM_PER_NODE": str(none)},
+                   check=False)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"needs {per_actor / GiB:.2f} GiB" in done.stderr and "--mem" in done.stderr
 
 
 def test_an_input_with_the_score_field_fails_naming_it(corpus, tmp_path):

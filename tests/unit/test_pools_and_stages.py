@@ -34,6 +34,42 @@ def test_fixed_and_default_pools():
     assert task.size is None and not task.actor
 
 
+GiB = 2**30
+
+
+def test_an_actor_pool_holds_no_more_models_than_each_nodes_memory():
+    """Two nodes of 8 CPUs, 5 and 3.5 GiB for workers, actors of 1.3 GiB (an 800 MB model):
+    3 + 2 of them, not 16; a node with memory to spare does not lend it to another."""
+    shape = ClusterShape(2, True, 16, node_memory=(5 * GiB, 3.5 * GiB))
+    choice = choose_pool(spec(is_actor_stage=True), 1.0, shape, memory_per_worker=int(1.3 * GiB))
+    assert (choice.max_size, choice.initial_size) == (5, 5)
+    assert "memory / 1.30 GiB" in choice.describe()
+    roomy = choose_pool(spec(is_actor_stage=True), 1.0, ClusterShape(1, True, 2, node_memory=(20 * GiB,)),
+                        memory_per_worker=int(1.3 * GiB))
+    assert roomy.max_size == 2 and "cluster CPUs" in roomy.reason
+
+
+def test_a_worker_no_node_can_hold_is_refused_with_what_it_needs():
+    with pytest.raises(ConfigError, match=r"needs 1\.30 GiB .* largest node has 1\.00 GiB .*--mem"):
+        choose_pool(spec(is_actor_stage=True), 1.0, ClusterShape(2, True, 8, node_memory=(1 * GiB, 0.5 * GiB)),
+                    memory_per_worker=int(1.3 * GiB))
+
+
+def test_a_model_stage_reserves_its_models_size_per_actor_and_still_runs_with_its_reader(tmp_path):
+    from curator_array.classify.model import WORKER_BYTES
+    from curator_array.execution.ray_data import chain_stages
+    from curator_array.formats.jsonl import JsonlReader
+    from curator_array.stages.classifiers import QualityScorer
+
+    model = tmp_path / "m.bin"
+    model.write_bytes(b"x" * 3_000_000)
+    scorer = QualityScorer({"q": str(model)}, digests={"q": "d"})
+    assert scorer.resources.memory_bytes == WORKER_BYTES + 3_000_000
+    assert scorer.resources.cpus == 1.0
+    reader = JsonlReader()
+    assert chain_stages([reader, scorer]) == [[reader, scorer]]
+
+
 @pytest.mark.parametrize(
     "keys,message",
     [

@@ -10,7 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from curator_array.classify.model import load_model, model_labels, quality_probabilities, quality_probability
+from curator_array.classify.model import (
+    load_model,
+    model_labels,
+    quality_probabilities,
+    quality_probability,
+)
 from curator_array.classify.settings import QUALITY, QualitySettings
 from curator_array.core.errors import ConfigError
 from curator_array.core.phase import OutputChain, PhaseSettings, needed

@@ -39,7 +39,7 @@ PORTS = NodePorts(20000, 20001, 20002, 20003, 20004, 20005, 20006, 20007, 20008,
 
 
 def test_every_head_flag_reaches_ray_params(tmp_path):
-    options = NodeOptions(num_cpus=3, num_gpus=1, object_store_memory=200 * 2**20,
+    options = NodeOptions(num_cpus=3, num_gpus=1, object_store_memory=200 * 2**20, job_memory_mb=4096,
                           custom_resources={"download_slot": 2.0})
     params = ray_params_from_flags(head_arguments(tmp_path, PORTS, options, node_ip="10.1.2.3"))
     assert params == {
@@ -57,6 +57,7 @@ def test_every_head_flag_reaches_ray_params(tmp_path):
         "num_cpus": 3,
         "num_gpus": 1,
         "object_store_memory": 200 * 2**20,
+        "memory": (4096 - 200 - 1024) * 2**20,  # the job's, less the object store and Ray's own
         "resources": {"download_slot": 2.0},
     }
 

@@ -71,6 +71,7 @@ PARAMS: dict[str, tuple[str, Callable[[str], object]]] = {
     "--num-cpus": ("num_cpus", int),
     "--num-gpus": ("num_gpus", int),
     "--object-store-memory": ("object_store_memory", int),
+    "--memory": ("memory", int),
     "--resources": ("resources", json.loads),
 }
 # Meaningful only to the processes this launcher does not start, or already implied.

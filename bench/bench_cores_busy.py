@@ -1,0 +1,101 @@
+"""How busy each built-in pipeline keeps the element's cores, at realistic size, on 2 cores.
+
+Cores busy = the stages' CPU seconds (as the manifest records them, ``status --json``) over
+the element's wall time from process start to exit, measured from outside; ``status``'s own
+figure (process start to manifest) beside it. Inputs have the shape users' data has:
+
+- ``commoncrawl`` and ``fineweb``: 8 WARCs of real pages (Debian's documentation with their
+  markup, ``support.real_page_warcs``), 20,256 pages;
+- ``dclm`` and the default pipeline with ``--decontaminate``: about 1 GB of JSONL of real
+  multilingual prose (``real_text``: 25 languages, long-tailed lengths) in 16 files; the
+  eval set is 15,000 records of Python's documentation (``bench_decont``), which some
+  documents hold.
+
+One element each, ``ROUNDS`` rounds (default 1), the pipelines in turn; prints each one's wall
+time, CPU seconds by stage and cores busy; asserts nothing.
+
+    .venv/bin/python bench/bench_cores_busy.py [commoncrawl fineweb dclm decontaminate]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_decont import eval_records  # noqa: E402
+from real_text import write_shard  # noqa: E402
+from support import CACHE, REPO, real_page_warcs, timed_tree  # noqa: E402
+
+ROUNDS = int(os.environ.get("ROUNDS", 1))
+WORK = CACHE / "cores-busy"
+JSONL = CACHE / "cores-busy-jsonl-16x1000000000"
+COMMON = ["--num-cpus", "2", "--no-progress"]
+
+
+def jsonl_input() -> Path:
+    write_shard(JSONL, 16, 1_000_000_000)
+    return JSONL
+
+
+def eval_file() -> Path:
+    path = WORK / "evals.jsonl"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(record) + "\n" for record in eval_records()))
+    return path
+
+
+def runs() -> dict[str, tuple[list[str], Path]]:
+    warcs, _ = real_page_warcs(8, 12)
+    web = ["--input-dir", str(warcs), "--input-file-type", "warc"]
+    return {
+        "commoncrawl": (["--pipeline", "commoncrawl", *web], warcs),
+        "fineweb": (["--pipeline", "fineweb", *web], warcs),
+        "dclm": (["--pipeline", "dclm", "--input-dir", str(jsonl_input()), "--input-file-type", "jsonl"], JSONL),
+        "decontaminate": (["--input-dir", str(jsonl_input()), "--input-file-type", "jsonl", "--decontaminate",
+                           str(eval_file())], JSONL),
+    }
+
+
+def measure(name: str, arguments: list[str], env: dict) -> dict:
+    out = WORK / name
+    shutil.rmtree(out, ignore_errors=True)
+    wall, peak = timed_tree([sys.executable, "-m", "curator_array.cli", "run", *arguments, *COMMON,
+                             "--output-dir", str(out)], env)
+    shown = json.loads(subprocess.run([sys.executable, "-m", "curator_array.cli", "status", "--checkpoint-path",
+                                       str(out), "--json"], capture_output=True, text=True, env=env,
+                                      check=True).stdout)
+    stages = {}
+    for stage in shown["stages"]:
+        stages[stage["stage"]] = stages.get(stage["stage"], 0.0) + stage["cpu_s"]
+    shutil.rmtree(out, ignore_errors=True)
+    return {"wall": wall, "peak": peak, "stages": stages, "status": shown["cores_busy"]}
+
+
+def main() -> None:
+    chosen = sys.argv[1:] or ["commoncrawl", "fineweb", "dclm", "decontaminate"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    planned = runs()
+    results: dict[str, list[dict]] = {name: [] for name in chosen}
+    for _ in range(ROUNDS):
+        for name in chosen:
+            results[name].append(measure(name, planned[name][0], env))
+    for name in chosen:
+        source = planned[name][1]
+        size = sum(p.stat().st_size for p in source.iterdir() if p.is_file()) / 1e6
+        print(f"\n{name}: {size:,.0f} MB of input in {source.name}")
+        for result in results[name]:
+            cpu = sum(result["stages"].values())
+            busiest = sorted(result["stages"].items(), key=lambda item: -item[1])[:4]
+            print(f"  wall {result['wall']:.1f} s, peak {result['peak']:,.0f} MiB; stages {cpu:,.1f} CPU-s; cores busy "
+                  f"{cpu / result['wall']:.2f} of 2 (status: {result['status']:.2f}); "
+                  + ", ".join(f"{stage} {seconds:,.1f}" for stage, seconds in busiest))
+
+
+if __name__ == "__main__":
+    main()

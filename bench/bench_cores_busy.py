@@ -11,8 +11,10 @@ figure (process start to manifest) beside it. Inputs have the shape users' data 
   eval set is 15,000 records of Python's documentation (``bench_decont``), which some
   documents hold.
 
-One element each, ``ROUNDS`` rounds (default 1), the pipelines in turn; prints each one's wall
-time, CPU seconds by stage and cores busy; asserts nothing.
+One element each, ``ROUNDS`` rounds (default 2), the pipelines in turn; prints each one's wall
+time, CPU seconds by stage, cores busy and where the element's time went (the manifest's
+timeline: Ray ready, first and last result, manifest; ``dclm``'s paragraph dedup phases run
+after the manifest, until the exit); asserts nothing.
 
     .venv/bin/python bench/bench_cores_busy.py [commoncrawl fineweb dclm decontaminate]
 """
@@ -31,7 +33,7 @@ from bench_decont import eval_records  # noqa: E402
 from real_text import write_shard  # noqa: E402
 from support import CACHE, REPO, real_page_warcs, timed_tree  # noqa: E402
 
-ROUNDS = int(os.environ.get("ROUNDS", 1))
+ROUNDS = int(os.environ.get("ROUNDS", 2))
 WORK = CACHE / "cores-busy"
 JSONL = CACHE / "cores-busy-jsonl-16x1000000000"
 COMMON = ["--num-cpus", "2", "--no-progress"]
@@ -70,11 +72,13 @@ def measure(name: str, arguments: list[str], env: dict) -> dict:
     shown = json.loads(subprocess.run([sys.executable, "-m", "curator_array.cli", "status", "--checkpoint-path",
                                        str(out), "--json"], capture_output=True, text=True, env=env,
                                       check=True).stdout)
+    manifest = out / ".nemo_curator_metadata" / ".slurm_array_completion" / "completed_slurm_array_0.json"
+    timeline = json.loads(manifest.read_text()).get("timeline_s", {})
     stages = {}
     for stage in shown["stages"]:
         stages[stage["stage"]] = stages.get(stage["stage"], 0.0) + stage["cpu_s"]
     shutil.rmtree(out, ignore_errors=True)
-    return {"wall": wall, "peak": peak, "stages": stages, "status": shown["cores_busy"]}
+    return {"wall": wall, "peak": peak, "stages": stages, "status": shown["cores_busy"], "timeline": timeline}
 
 
 def main() -> None:
@@ -95,6 +99,11 @@ def main() -> None:
             print(f"  wall {result['wall']:.1f} s, peak {result['peak']:,.0f} MiB; stages {cpu:,.1f} CPU-s; cores busy "
                   f"{cpu / result['wall']:.2f} of 2 (status: {result['status']:.2f}); "
                   + ", ".join(f"{stage} {seconds:,.1f}" for stage, seconds in busiest))
+            marks = result["timeline"]
+            if marks:
+                print(f"    first result at {marks.get('first_result', 0):.1f} s (Ray ready at {marks.get('ray_ready', 0):.1f}), "
+                      f"last at {marks.get('last_result', 0):.1f} s, manifest at {marks.get('manifest', 0):.1f} s; "
+                      f"exit at {result['wall']:.1f} s")
 
 
 if __name__ == "__main__":

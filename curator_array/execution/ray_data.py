@@ -23,7 +23,7 @@ from ray.data.context import DEFAULT_TARGET_MAX_BLOCK_SIZE
 
 from ..stages.apply import apply_chain, set_up
 from ..stages.base import ProcessingStage, RayStageSpec
-from ..stages.tasks import Task
+from ..stages.tasks import INPUT_BYTES, Task
 from .pools import ClusterShape, PoolChoice, choose_pool
 from .profiling import profiled
 from .ray_internals import quiet_progress_notice, without_helper_actors
@@ -208,19 +208,31 @@ class _StageActor:
 BLOCKS_PER_CPU = 4
 
 
-def tasks_per_block(count: int, shape: ClusterShape, first: ProcessingStage) -> int:
+def tasks_per_block(count: int, shape: ClusterShape, first: ProcessingStage, task_bytes: int | None = None) -> int:
     """Source tasks per input block: one Ray task of the first stage handles a block.
 
     Ray Data notices a finished task only at its scheduling tick (about 0.1 s), so with one
     short source task per Ray task the workers sit idle between tasks; a few per block hide
     that, while about 4 blocks per CPU keep the load even at the end (measured on 48 and
-    200 files of a JSONL shard: 16 blocks per CPU cost 1.1–1.2 s more wall time). Sized or actor
-    stages (downloads under a cap) keep one task per block: their pool size is the point.
+    200 files of a JSONL shard: 16 blocks per CPU cost 1.1–1.2 s more wall time). A block
+    holds no more than ``BUNDLE_BYTES`` of input when the tasks' size is known (``task_bytes``,
+    their mean): tasks of large files are long, and two of them in a block left one core
+    idle for a whole file at the end (16 files of 62 MB on 2 CPUs). Sized or actor stages
+    (downloads under a cap) keep one task per block: their pool size is the point.
     """
     spec = first.validate()
     if spec.is_actor_stage or spec.num_workers is not None or spec.num_workers_per_node is not None:
         return 1
-    return max(1, count // max(1, int(shape.total_cpus) * BLOCKS_PER_CPU))
+    per_block = max(1, count // max(1, int(shape.total_cpus) * BLOCKS_PER_CPU))
+    return min(per_block, max(1, BUNDLE_BYTES // task_bytes)) if task_bytes else per_block
+
+
+def mean_task_bytes(tasks: Sequence[Task]) -> int | None:
+    """The mean input size of source tasks, when the listing gave every one its size."""
+    sizes = [task.metadata.get(INPUT_BYTES) for task in tasks]
+    if not sizes or None in sizes:
+        return None
+    return max(1, sum(sizes) // len(sizes))
 
 
 def inputs_per_task(producer: ProcessingStage, tasks: Sequence[Task], backlog: int, consumers: int) -> int:
@@ -354,7 +366,7 @@ class RayDataExecutor:
         shape = cluster_shape()
         segments = chain_stages(stages)
         self._configure_context(len(segments), any(getattr(stage, "streams", False) for stage in stages))
-        blocks = math.ceil(len(tasks) / tasks_per_block(len(tasks), shape, lead(segments[0])))
+        blocks = math.ceil(len(tasks) / tasks_per_block(len(tasks), shape, lead(segments[0]), mean_task_bytes(tasks)))
         dataset = _source_dataset(tasks, blocks)
         pending_budget, producer, pending_budget_capacity = None, None, 0
         for segment in segments:

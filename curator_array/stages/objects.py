@@ -17,7 +17,7 @@ from ..core.errors import ConfigError
 from ..storage import s3
 from .listing import ChangedFile, changed_files
 from .partition import FilePartitioningStage
-from .tasks import FileGroupTask
+from .tasks import INPUT_BYTES, FileGroupTask
 
 
 class ObjectPartitioningStage(FilePartitioningStage):
@@ -44,11 +44,13 @@ class ObjectPartitioningStage(FilePartitioningStage):
     def tasks_from(self, rows: pa.Table) -> list[FileGroupTask]:
         """Tasks for listing rows, consecutive rows of a task together, each object by URL."""
         tasks: list[FileGroupTask] = []
-        for path, task_id in zip(rows.column("path").to_pylist(), rows.column("task_id").to_pylist()):
+        for path, task_id, size in zip(rows.column("path").to_pylist(), rows.column("task_id").to_pylist(),
+                                       rows.column("size").to_pylist()):
             if not tasks or tasks[-1].task_id != task_id:
-                tasks.append(FileGroupTask(task_id=task_id, metadata={"relative_files": []}))
+                tasks.append(FileGroupTask(task_id=task_id, metadata={"relative_files": [], INPUT_BYTES: 0}))
             tasks[-1].files.append(self.location(path))
             tasks[-1].metadata["relative_files"].append(path)
+            tasks[-1].metadata[INPUT_BYTES] += size
         return tasks
 
     def changed_files(self, recorded: list[tuple[str, int, int]]) -> list[ChangedFile]:

@@ -13,7 +13,7 @@ from ..core.errors import ConfigError, InputError
 from ..core.formats import DEFAULT_FORMAT, get_format
 from .base import FreezableSource
 from .listing import Listing
-from .tasks import FileGroupTask
+from .tasks import INPUT_BYTES, FileGroupTask
 
 logger = logging.getLogger(__name__)
 
@@ -98,11 +98,14 @@ class FilePartitioningStage(FreezableSource):
     def tasks_from(self, rows: pa.Table) -> list[FileGroupTask]:
         """Tasks for listing rows (a shard's, or all), consecutive rows of a task together."""
         tasks: list[FileGroupTask] = []
-        for path, task_id in zip(rows.column("path").to_pylist(), rows.column("task_id").to_pylist()):
+        for path, task_id, size in zip(rows.column("path").to_pylist(), rows.column("task_id").to_pylist(),
+                                       rows.column("size").to_pylist()):
             if not tasks or tasks[-1].task_id != task_id:
-                tasks.append(FileGroupTask(task_id=task_id, root=str(self.input_dir), metadata={"relative_files": []}))
+                tasks.append(FileGroupTask(task_id=task_id, root=str(self.input_dir),
+                                           metadata={"relative_files": [], INPUT_BYTES: 0}))
             tasks[-1].files.append(str(self.input_dir / path))
             tasks[-1].metadata["relative_files"].append(path)
+            tasks[-1].metadata[INPUT_BYTES] += size
         return tasks
 
     def list_tasks(self) -> list[FileGroupTask]:

@@ -87,6 +87,9 @@ class Task:
         return FailedTask(self.task_id, dict(self.metadata), self.counters, reason=reason, stage=stage)
 
 
+INPUT_BYTES = "input_bytes"  # a listed task's metadata: its files' size, as the listing froze it
+
+
 @dataclass
 class FileGroupTask(Task):
     """A group of input files that is processed, and written, as one unit."""

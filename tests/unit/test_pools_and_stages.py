@@ -144,3 +144,26 @@ def test_small_listed_downloads_are_read_several_per_task_and_unsized_ones_one_e
     assert inputs_per_task(download, [listed(1 << 30)] * 20, backlog=8, consumers=2) == 1
     assert inputs_per_task(download, [listed(5 << 20), listed(None)], backlog=8, consumers=2) == 1
     assert inputs_per_task(download, [listed(5 << 20)], backlog=1, consumers=2) == 1
+
+
+def test_a_block_of_source_tasks_holds_no_more_than_a_bundle_of_input_when_their_size_is_known(tmp_path):
+    """16 files of 62 MB on 2 CPUs: one per block, so no core waits a whole file at the end;
+    200 files of 5 MB keep a few per block (the scheduler's tick), and unknown sizes the old rule."""
+    import pyarrow as pa
+
+    from curator_array.execution.ray_data import BUNDLE_BYTES, mean_task_bytes, tasks_per_block
+    from curator_array.formats.jsonl import JsonlReader
+    from curator_array.stages.partition import FilePartitioningStage
+
+    two_cpus = ClusterShape(1, True, 2)
+    reader = JsonlReader()
+    assert tasks_per_block(16, two_cpus, reader) == 2
+    assert tasks_per_block(16, two_cpus, reader, 62_000_000) == 1
+    assert tasks_per_block(200, two_cpus, reader, 5_000_000) == BUNDLE_BYTES // 5_000_000 < 200 // 8
+    assert tasks_per_block(48, two_cpus, reader, 8_000_000) == 48 // 8
+
+    rows = pa.table({"path": ["a.jsonl", "b.jsonl", "c.jsonl"], "size": [10, 30, 5], "mtime_ns": [0, 0, 0],
+                     "task_id": ["t1", "t1", "t2"]})
+    tasks = FilePartitioningStage(str(tmp_path), "jsonl").tasks_from(rows)
+    assert [t.metadata["input_bytes"] for t in tasks] == [40, 5]
+    assert mean_task_bytes(tasks) == 22

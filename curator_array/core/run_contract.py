@@ -198,8 +198,9 @@ def repin_listing(layout: CheckpointLayout, run: RunConfig, task_ids: Sequence[s
 @dataclass(frozen=True)
 class RunContract:
     """What a run pins, as it stands: run.json's values and the amendments made since
-    (``--repair``, ``--relist``), read in one place (``read``); a start is compared with it in
-    one place (``check``). Preparation may amend the run as it goes: read it again after."""
+    (``--repair``, ``--relist``), read in one place (``read``), once per start; a start is
+    compared with it in one place (``check``). What preparation amends or pins as it goes
+    joins the value it holds (``amended``, ``with_run``) instead of being read back."""
 
     layout: CheckpointLayout
     run: RunConfig
@@ -209,6 +210,14 @@ class RunContract:
     def read(cls, layout: CheckpointLayout, run: RunConfig | None = None) -> RunContract:
         """The run's contract; ``run``: its run.json, when the caller has read it already."""
         return cls(layout, run if run is not None else read_run_config(layout), tuple(read_amendments(layout)))
+
+    def amended(self, amendment: Amendment) -> RunContract:
+        """The contract with an amendment this start has just written."""
+        return replace(self, amendments=(*self.amendments, amendment))
+
+    def with_run(self, run: RunConfig) -> RunContract:
+        """The contract with run.json as this start has just pinned it."""
+        return replace(self, run=run)
 
     @property
     def pipeline(self) -> PipelineFingerprint | None:

@@ -141,27 +141,29 @@ def _changed_tree(frozen: Listing, walked: Listing) -> CheckpointMismatchError:
     )
 
 
-def amend_policy(layout: CheckpointLayout, wanted: PipelineFingerprint) -> None:
+def amend_policy(layout: CheckpointLayout, wanted: PipelineFingerprint) -> RunContract | None:
     """With --repair: a new malformed-record policy for the tasks that have not finished,
-    recorded as an amendment (the only change to the pipeline a repair may make)."""
+    recorded as an amendment (the only change to the pipeline a repair may make). The run's
+    contract, with it; None before the run has one."""
     if not layout.run_file.is_file():
-        return
-    current = RunContract.read(layout).pipeline
-    if current is None:
-        return
-    if only_the_policy_differs(current, wanted):
+        return None
+    contract = RunContract.read(layout)
+    current = contract.pipeline
+    if current is not None and only_the_policy_differs(current, wanted):
         amendment = write_amendment(layout, Amendment(MALFORMED, malformed=wanted.reader_policy,
                                                       before=current.reader_policy))
         logger.warning("repair: %s", amendment.describe())
+        contract = contract.amended(amendment)
+    return contract
 
 
-def _check_inputs(pipeline: Pipeline, layout: CheckpointLayout, shard: ShardConfig, run: RunConfig, rows,
-                  tasks: list[Task], repair: bool) -> None:
+def _check_inputs(pipeline: Pipeline, contract: RunContract, shard: ShardConfig, rows, tasks: list[Task],
+                  repair: bool) -> None:
     """This shard's input files as the run recorded them (its listing, then its amendments);
     with --repair, a changed file of a task that has not finished is accepted and recorded."""
-    source = pipeline.source
+    source, layout, run = pipeline.source, contract.layout, contract.run
     paths = [source.location(p) for p in rows.column("path").to_pylist()]
-    amended = RunContract.read(layout, run).amended_files()
+    amended = contract.amended_files()
     recorded = [(path, *amended.get(path, (size, mtime))) for path, size, mtime in zip(
         paths, rows.column("size").to_pylist(), rows.column("mtime_ns").to_pylist())]
     changed = source.changed_files(recorded)
@@ -196,23 +198,26 @@ def save_request(layout: CheckpointLayout, request: PinnedRequest | None) -> str
 
 def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
                    relist: bool = False, request: PinnedRequest | None = None,
-                   compare: bool = False) -> tuple[Listing, RunConfig]:
+                   compare: bool = False, contract: RunContract | None = None) -> tuple[Listing, RunContract]:
     """The run's frozen listing and contract; walked, saved and pinned by the first start.
 
     ``relist`` walks the tree anyway: files added to it join the run, a file removed or
     changed is refused; ``compare`` (submit, a run outside an array) walks it to say what
     differs; ``request`` is this start's run options, saved and pinned if the run has none
-    yet. A first start writes nothing before its walk found input.
+    yet; ``contract``: the run's, when this start has read it already. A first start writes
+    nothing before its walk found input.
     """
     fingerprint = pipeline.fingerprint()
-    existing = read_run_config(layout) if layout.run_file.is_file() else None
-    if existing is not None and existing.listing is not None:
-        frozen = listings.load(layout, existing.listing)
-        existing = pin_missing(layout, existing, pipeline=fingerprint, request=save_request(layout, request))
-        check_run(layout, existing, shards, None, fingerprint)  # before the tree may grow the run
+    if contract is None and layout.run_file.is_file():
+        contract = RunContract.read(layout)
+    if contract is not None and contract.run.listing is not None:
+        frozen = listings.load(layout, contract.run.listing)
+        contract = contract.with_run(pin_missing(layout, contract.run, pipeline=fingerprint,
+                                                 request=save_request(layout, request)))
+        contract.check(shards, None, fingerprint)  # before the tree may grow the run
         if relist or compare:
-            frozen, existing = _compare_tree(pipeline, layout, existing, frozen, relist)
-        return frozen, existing
+            frozen, contract = _compare_tree(pipeline, contract, frozen, relist)
+        return frozen, contract
     walked = pipeline.source.snapshot()
     listings.validate(walked)
     request_id = save_request(layout, request)
@@ -220,11 +225,11 @@ def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRa
     run = ensure_run_config(layout, shards, walked.task_ids(), fingerprint, walked.reference(name), request_id)
     if run.listing is not None and run.listing.digest != walked.digest:
         raise _changed_tree(listings.load(layout, run.listing), walked)  # another start froze it first
-    return walked, run
+    return walked, contract.with_run(run) if contract is not None else RunContract.read(layout, run)
 
 
-def _compare_tree(pipeline: Pipeline, layout: CheckpointLayout, run: RunConfig, frozen: Listing,
-                  relist: bool) -> tuple[Listing, RunConfig]:
+def _compare_tree(pipeline: Pipeline, contract: RunContract, frozen: Listing,
+                  relist: bool) -> tuple[Listing, RunContract]:
     """The input tree against the frozen listing (repairs applied): with ``relist`` new files
     join the run; without, one line says what differs and how to add it."""
     root = pipeline.source.input_dir
@@ -234,27 +239,26 @@ def _compare_tree(pipeline: Pipeline, layout: CheckpointLayout, run: RunConfig, 
         if relist:
             raise
         logger.warning("the input dir holds none of the run's files now (%s); the run keeps to its listing", exc)
-        return frozen, run
-    amended = {pipeline.source.relative(path): stat
-               for path, stat in RunContract.read(layout, run).amended_files().items()}
+        return frozen, contract
+    amended = {pipeline.source.relative(path): stat for path, stat in contract.amended_files().items()}
     changes = frozen.compare(walked, amended)
     if not changes:
-        return frozen, run
+        return frozen, contract
     if not relist:
         if changes.added and not (changes.removed or changes.changed):  # those the shards' own checks refuse
             logger.warning("%s under %s since the run froze its listing: the run keeps to its listing; --relist "
                            "adds the new files to it", changes.describe(), root)
-        return frozen, run
+        return frozen, contract
     if changes.removed or changes.changed:
         raise _changed_tree(frozen, walked)
-    return grow_run(layout, run, frozen, walked, len(changes.added))
+    return grow_run(contract, frozen, walked, len(changes.added))
 
 
-def grow_run(layout: CheckpointLayout, run: RunConfig, frozen: Listing, walked: Listing,
-             added_files: int) -> tuple[Listing, RunConfig]:
+def grow_run(contract: RunContract, frozen: Listing, walked: Listing, added_files: int) -> tuple[Listing, RunContract]:
     """The run with the files added to its input tree (``--relist``): the walked listing
     becomes the run's, and each complete shard that owns a new task runs again for it (its
     finished tasks are kept by their records; its manifest moves aside)."""
+    layout, run = contract.layout, contract.run
     old_ids, new_ids = set(frozen.task_ids()), walked.task_ids()
     if not old_ids <= set(new_ids):
         raise CheckpointMismatchError(
@@ -274,8 +278,9 @@ def grow_run(layout: CheckpointLayout, run: RunConfig, frozen: Listing, walked: 
             rerun.append(shard)
     logger.warning("--relist: %d file(s) added to the run (%d new task(s)); complete shard(s) that run again for "
                    "them: %s", added_files, len(set(new_ids) - old_ids), format_array_expression(rerun) or "none")
-    write_amendment(layout, Amendment(RELIST, added_files=added_files, rerun_shards=format_array_expression(rerun)))
-    return walked, grown
+    amendment = write_amendment(layout, Amendment(RELIST, added_files=added_files,
+                                                  rerun_shards=format_array_expression(rerun)))
+    return walked, contract.with_run(grown).amended(amendment)
 
 
 def pin_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
@@ -283,7 +288,7 @@ def pin_run(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRange,
     """Create the run's contract (range, listing, pipeline, options), or check this pipeline
     against it; ``relist`` adds files that joined the input tree (``submit -- --relist``)."""
     if freezable(pipeline):
-        return frozen_listing(pipeline, layout, shards, relist, request=request, compare=True)[1]
+        return frozen_listing(pipeline, layout, shards, relist, request=request, compare=True)[1].run
     ids = [t.task_id for t in list_source(pipeline)]
     return ensure_run_config(layout, shards, ids, pipeline.fingerprint(), request=save_request(layout, request))
 
@@ -308,13 +313,14 @@ def prepare_shard(
 ) -> PreparedShard:
     shard = shard or ShardConfig.single()
     layout = CheckpointLayout(checkpoint_path)
-    if repair:
-        amend_policy(layout, pipeline.fingerprint())
+    contract = amend_policy(layout, pipeline.fingerprint()) if repair else None
     if freezable(pipeline):
-        frozen, run = frozen_listing(pipeline, layout, shard.range, relist, request, compare=compare_tree)
+        frozen, contract = frozen_listing(pipeline, layout, shard.range, relist, request, compare=compare_tree,
+                                          contract=contract)
+        run = contract.run
         rows = frozen.rows_of(shard)
         mine = pipeline.source.tasks_from(rows)
-        _check_inputs(pipeline, layout, shard, run, rows, mine, repair)
+        _check_inputs(pipeline, contract, shard, rows, mine, repair)
         total = run.source_task_count if run.source_task_count is not None else len(frozen.task_ids())
         input_bytes = int(sum(rows.column("size").to_pylist()))
     else:

@@ -214,3 +214,31 @@ def test_the_contract_carries_its_amendments_and_compares_a_start_with_them(inpu
         contract.check(ShardRange(3), pipeline=strict.fingerprint())
     with pytest.raises(Mismatch, match="total_shards=4"):
         contract.check(ShardRange(4), pipeline=lenient.fingerprint())
+
+
+def test_a_start_reads_the_contract_once_and_what_it_amends_joins_the_value_it_holds(inputs, tmp_path, monkeypatch):
+    """A --repair start with a new policy and a mended input file writes two amendments and
+    reads run.json's amendments once; a --relist start that adds a file reads them once too,
+    and the next start finds all three."""
+    import os
+
+    from curator_array.core import run_contract
+    from curator_array.core.run_contract import RunContract
+
+    checkpoint = tmp_path / "ckpt"
+    strict, lenient = pipeline(inputs, tmp_path, malformed="fail"), pipeline(inputs, tmp_path, malformed="skip")
+    prepare_shard(strict, checkpoint, ShardConfig.single())
+    mended = inputs / "part-2.jsonl"
+    mended.write_text(json.dumps({"text": "doc 2, mended"}) + "\n")
+    os.utime(mended, ns=(1, 1))
+    reads = []
+    real = run_contract.read_amendments
+    monkeypatch.setattr(run_contract, "read_amendments", lambda layout: reads.append(1) or real(layout))
+
+    prepare_shard(lenient, checkpoint, ShardConfig.single(), repair=True)
+    assert len(reads) == 1
+    (inputs / "part-9.jsonl").write_text(json.dumps({"text": "doc 9"}) + "\n")
+    prepare_shard(lenient, checkpoint, ShardConfig.single(), relist=True, compare_tree=True)
+    assert len(reads) == 2
+    kinds = [a.kind for a in RunContract.read(CheckpointLayout(checkpoint)).amendments]
+    assert sorted(kinds) == ["input", "malformed", "relist"]

@@ -109,7 +109,7 @@ def quality_probability(model: Any, content: str, label: str = DEFAULT_QUALITY_L
 def quality_probabilities(model: Any, contents: list[str], label: str = DEFAULT_QUALITY_LABEL,
                           binary: bool = True) -> list[float]:
     """``quality_probability`` of each of ``contents``, as one loop over the model's own
-    predictor: the Python wrapper's checks and tuple shuffling cost about 8% of a bigram
+    predictor: the Python wrapper's checks and tuple shuffling cost 4–8% of a bigram
     model's scoring (``model_text`` leaves no newline to check for)."""
     predict = getattr(getattr(model, "f", None), "predict", None)
     if not binary or predict is None:

@@ -34,7 +34,7 @@ COLUMN = "task"
 HANDED_AT = "handed_at"  # when the process before handed the task over (time.time())
 # Outputs a bounded stage may have started but not seen consumed, per worker of its pool.
 BACKLOG_PER_WORKER = 4
-BUNDLE_BYTES = 64 << 20  # a reader task's share of small downloaded inputs (inputs_per_task)
+BUNDLE_BYTES = 64 << 20  # the most input one Ray task takes at once (tasks_per_block, inputs_per_task)
 
 
 def _encode(tasks: Sequence[Task]) -> pa.Table:
@@ -229,7 +229,11 @@ def tasks_per_block(count: int, shape: ClusterShape, first: ProcessingStage, tas
 
 def mean_task_bytes(tasks: Sequence[Task]) -> int | None:
     """The mean input size of source tasks, when the listing gave every one its size."""
-    sizes = [task.metadata.get(INPUT_BYTES) for task in tasks]
+    return _mean_bytes([task.metadata.get(INPUT_BYTES) for task in tasks])
+
+
+def _mean_bytes(sizes: Sequence[int | None]) -> int | None:
+    """The mean of ``sizes`` (at least 1), or None when one of them is unknown."""
     if not sizes or None in sizes:
         return None
     return max(1, sum(sizes) // len(sizes))
@@ -246,10 +250,9 @@ def inputs_per_task(producer: ProcessingStage, tasks: Sequence[Task], backlog: i
     the producer may not yet make); inputs of unknown size (a crawl's WARCs, minutes each)
     stay one per task, so that none waits for another's download.
     """
-    sizes = [producer.output_bytes(task) for task in tasks]
-    if not sizes or None in sizes:
+    mean = _mean_bytes([producer.output_bytes(task) for task in tasks])
+    if mean is None:
         return 1
-    mean = max(1, sum(sizes) // len(sizes))
     return max(1, min(backlog // max(1, consumers), BUNDLE_BYTES // mean))
 
 

@@ -28,13 +28,33 @@ from .requirements import Requirement, module
 from .tasks import DocumentBatch, Task
 
 
-def _load_models(stage: QualityScorer) -> dict[str, Any]:
+def _load_models(stage: ModelStage) -> dict[str, Any]:
     from ..classify.model import load_model
 
     return {name: load_model(path) for name, path in stage.paths.items()}
 
 
-class QualityScorer(FilterStage):
+class ModelStage(FilterStage):
+    """An actor stage of fastText models (``paths`` by name): each actor loads them once, when
+    it starts, in its own memory (never through the object store), and reserves that memory
+    (a node runs no more actors than it holds)."""
+
+    ray_stage_spec = {"is_actor_stage": True}
+    models = PerProcess(_load_models, key=lambda stage: tuple(sorted(stage.paths.items())))
+    paths: dict[str, str]
+
+    @property
+    def resources(self) -> Resources:
+        return Resources(memory_bytes=worker_memory(self.paths.values()))
+
+    def needs(self) -> tuple[Requirement, ...]:
+        return (module("fasttext"),)
+
+    def setup(self) -> None:
+        _ = self.models
+
+
+class QualityScorer(ModelStage):
     """Adds a column per model (its name) with the model's probability of the quality label,
     and drops documents below their ``thresholds`` or above their ``ceilings``. An actor stage: each actor loads the
     models once, in its own memory (never through the object store)."""
@@ -42,8 +62,6 @@ class QualityScorer(FilterStage):
     name = "quality_model"
     pinned = ("digests", "label", "thresholds", "text_field")  # the models by their digests, not their paths
     pinned_unless = {**FilterStage.pinned_unless, "ceilings": {}}
-    ray_stage_spec = {"is_actor_stage": True}
-    models = PerProcess(_load_models, key=lambda stage: tuple(sorted(stage.paths.items())))
 
     def __init__(self, paths: Mapping[str, str], label: str = DEFAULT_QUALITY_LABEL, binary: bool = True,
                  thresholds: Mapping[str, float] | None = None, text_field: str = TEXT_FIELD,
@@ -59,19 +77,8 @@ class QualityScorer(FilterStage):
         return cls(settings.paths, settings.label, settings.binary, settings.thresholds, text_field, settings.digests,
                    settings.ceilings)
 
-    @property
-    def resources(self) -> Resources:
-        """Each actor holds the models once: a node runs no more actors than its memory holds."""
-        return Resources(memory_bytes=worker_memory(self.paths.values()))
-
     def writes(self) -> tuple[str, ...]:
         return tuple(self.paths)
-
-    def needs(self) -> tuple[Requirement, ...]:
-        return (module("fasttext"),)
-
-    def setup(self) -> None:
-        _ = self.models  # loaded once, when the actor starts
 
     def process(self, task: DocumentBatch) -> Task:
         taken = taken_field(task, self.paths, self.stage_name,

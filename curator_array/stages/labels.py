@@ -13,31 +13,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..classify.label_settings import LabelSettings
-from ..classify.model import worker_memory
 from ..core.fingerprint import file_digest
-from .base import Resources
+from .classifiers import ModelStage
 from .columns import taken_field
 from .defaults import TEXT_FIELD
-from .filters import FilterStage
-from .process_state import PerProcess
-from .requirements import Requirement, module
 from .tasks import DocumentBatch, Task
 
 
-def _load_models(stage: LabelScorer) -> dict:
-    from ..classify.model import load_model
-
-    return {name: load_model(path) for name, path in stage.paths.items()}
-
-
-class LabelScorer(FilterStage):
+class LabelScorer(ModelStage):
     """Adds each label model's columns (``LabelSettings.columns``); keeps every row."""
 
     name = "label_model"
     pinned = ("digests", "top_k", "text_field")
     drops_rows = False
-    ray_stage_spec = {"is_actor_stage": True}
-    models = PerProcess(_load_models, key=lambda stage: tuple(sorted(stage.paths.items())))
 
     def __init__(self, paths: Mapping[str, str], top_k: int = 1, text_field: str = TEXT_FIELD,
                  digests: Mapping[str, str] | None = None):
@@ -53,19 +41,8 @@ class LabelScorer(FilterStage):
     def settings(self) -> LabelSettings:
         return LabelSettings(self.digests, self.paths, self.top_k)
 
-    @property
-    def resources(self) -> Resources:
-        """Each actor holds the models once: a node runs no more actors than its memory holds."""
-        return Resources(memory_bytes=worker_memory(self.paths.values()))
-
     def writes(self) -> tuple[str, ...]:
         return tuple(column for name in self.paths for column in self.settings.columns(name))
-
-    def needs(self) -> tuple[Requirement, ...]:
-        return (module("fasttext"),)
-
-    def setup(self) -> None:
-        _ = self.models
 
     def process(self, task: DocumentBatch) -> Task:
         taken = taken_field(task, self.writes(), self.stage_name,

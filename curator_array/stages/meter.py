@@ -37,7 +37,8 @@ class StageMeter:
     """Times one stage's iterator; ``upstream`` is the meter of the stage feeding it in this process.
 
     ``queued_s`` (time the input waited before this process picked it up) is added to the
-    first output, and so is ``setup_s`` (its set-up's wall and CPU seconds), so the wait of a Ray task counts once however many tasks it holds. Rows are
+    first output, so the wait of a Ray task counts once however many tasks it holds; so is
+    ``setup_s`` (the stage's set-up, a model's load: wall and CPU seconds). Rows are
     the rows the stage received (what its upstream emitted meanwhile; a filter's rate is over
     what it looked at, not what it kept); the first stage of a process, a reader, counts
     what it emitted.

@@ -11,13 +11,10 @@ checked against the listing, as files are.
 
 from __future__ import annotations
 
-import pyarrow as pa
-
 from ..core.errors import ConfigError
 from ..storage import s3
 from .listing import ChangedFile, changed_files
 from .partition import FilePartitioningStage
-from .tasks import INPUT_BYTES, FileGroupTask
 
 
 class ObjectPartitioningStage(FilePartitioningStage):
@@ -41,17 +38,9 @@ class ObjectPartitioningStage(FilePartitioningStage):
     def relative(self, location: str) -> str:
         return location[len(self.input_dir):].lstrip("/")
 
-    def tasks_from(self, rows: pa.Table) -> list[FileGroupTask]:
-        """Tasks for listing rows, consecutive rows of a task together, each object by URL."""
-        tasks: list[FileGroupTask] = []
-        for path, task_id, size in zip(rows.column("path").to_pylist(), rows.column("task_id").to_pylist(),
-                                       rows.column("size").to_pylist()):
-            if not tasks or tasks[-1].task_id != task_id:
-                tasks.append(FileGroupTask(task_id=task_id, metadata={"relative_files": [], INPUT_BYTES: 0}))
-            tasks[-1].files.append(self.location(path))
-            tasks[-1].metadata["relative_files"].append(path)
-            tasks[-1].metadata[INPUT_BYTES] += size
-        return tasks
+    def task_root(self) -> str:
+        """Objects are named by their URLs, relative to nothing."""
+        return ""
 
     def changed_files(self, recorded: list[tuple[str, int, int]]) -> list[ChangedFile]:
         return changed_files(recorded, s3.object_states(location for location, _, _ in recorded))

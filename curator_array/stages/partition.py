@@ -95,15 +95,20 @@ class FilePartitioningStage(FreezableSource):
             task_ids += [group_task_id(group)] * len(group)
         return Listing.from_rows(paths, sizes, mtimes, task_ids)
 
+    def task_root(self) -> str:
+        """What a task's files are named relative to (``FileGroupTask.root``)."""
+        return str(self.input_dir)
+
     def tasks_from(self, rows: pa.Table) -> list[FileGroupTask]:
-        """Tasks for listing rows (a shard's, or all), consecutive rows of a task together."""
+        """Tasks for listing rows (a shard's, or all), consecutive rows of a task together,
+        each file at its ``location``."""
         tasks: list[FileGroupTask] = []
         for path, task_id, size in zip(rows.column("path").to_pylist(), rows.column("task_id").to_pylist(),
                                        rows.column("size").to_pylist()):
             if not tasks or tasks[-1].task_id != task_id:
-                tasks.append(FileGroupTask(task_id=task_id, root=str(self.input_dir),
+                tasks.append(FileGroupTask(task_id=task_id, root=self.task_root(),
                                            metadata={"relative_files": [], INPUT_BYTES: 0}))
-            tasks[-1].files.append(str(self.input_dir / path))
+            tasks[-1].files.append(self.location(path))
             tasks[-1].metadata["relative_files"].append(path)
             tasks[-1].metadata[INPUT_BYTES] += size
         return tasks

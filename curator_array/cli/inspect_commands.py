@@ -107,16 +107,15 @@ def freeze_listing(snapshot, layout: CheckpointLayout, shards) -> None:
     from ..core.run_contract import ensure_run_config
     from ..stages import listing as listings
 
-    listings.validate(snapshot)
-    name = listings.save(layout, snapshot)
-    run = ensure_run_config(layout, shards, snapshot.task_ids(), None, snapshot.reference(name))
-    if run.listing and run.listing.digest != snapshot.digest:
+    reference = listings.freeze(layout, snapshot)
+    run = ensure_run_config(layout, shards, snapshot.task_ids(), None, reference)
+    if run.listing and run.listing.digest != reference.digest:
         from ..core.errors import CheckpointMismatchError
 
         raise CheckpointMismatchError(
             f"{layout.root} already holds a run with another frozen listing "
             f"({listings.load(layout, run.listing).differences(snapshot)}): use a new checkpoint path")
-    click.echo(f"froze {snapshot.table.num_rows} files ({run.source_task_count} tasks) into {layout.completion_dir / name}",
+    click.echo(f"froze {snapshot.table.num_rows} files ({run.source_task_count} tasks) into {layout.listing_path(reference.file)}",
                err=True)
 
 

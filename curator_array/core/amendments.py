@@ -19,8 +19,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from .atomic import dump_json, write_bytes_atomic
-from .fingerprint import PipelineFingerprint
+from .atomic import write_json_atomic
 from .layout import CheckpointLayout, utc_now
 from .records.base import RecordError, load_json
 
@@ -78,7 +77,7 @@ def write_amendment(layout: CheckpointLayout, amendment: Amendment) -> Amendment
     directory = amendments_dir(layout)
     directory.mkdir(parents=True, exist_ok=True)
     name = f"{stamped.at.replace(':', '')}-{secrets.token_hex(4)}.json"
-    write_bytes_atomic(directory / name, dump_json(stamped.to_json()))
+    write_json_atomic(directory / name, stamped.to_json())
     return stamped
 
 
@@ -89,23 +88,3 @@ def read_amendments(layout: CheckpointLayout) -> list[Amendment]:
         return []
     return [Amendment.from_json(load_json(directory / name)) for name in sorted(os.listdir(directory))
             if name.endswith(".json")]
-
-
-def amended_files(amendments: list[Amendment]) -> dict[str, tuple[int, int]]:
-    """Each amended input file's size and mtime as its latest amendment recorded them."""
-    files: dict[str, tuple[int, int]] = {}
-    for amendment in amendments:
-        files.update(amendment.files)
-    return files
-
-
-def amended_pipeline(pinned: PipelineFingerprint, amendments: list[Amendment]) -> PipelineFingerprint:
-    """The pinned pipeline as the amendments left it (the latest malformed-record policy)."""
-    policies = [a.malformed for a in amendments if a.kind == MALFORMED and a.malformed]
-    return pinned.with_reader_policy(policies[-1]) if policies else pinned
-
-
-def only_the_policy_differs(pinned: PipelineFingerprint, wanted: PipelineFingerprint) -> bool:
-    """Whether ``wanted`` is ``pinned`` but for the reader's malformed-record policy."""
-    policy = wanted.reader_policy
-    return policy is not None and policy != pinned.reader_policy and pinned.with_reader_policy(policy).same_as(wanted)

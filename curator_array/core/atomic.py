@@ -210,6 +210,11 @@ def dump_json(payload: Any) -> bytes:
     return (json.dumps(payload, indent=2, sort_keys=True) + "\n").encode()
 
 
+def create_json_exclusive(path: Path, payload: Any) -> bool:
+    """``payload`` as JSON at ``path`` only if it does not exist yet (``create_bytes_exclusive``)."""
+    return create_bytes_exclusive(path, dump_json(payload))
+
+
 def write_json_atomic(path: Path, payload: Any) -> Path:
     """``payload`` as JSON at ``path`` (its directory made when missing), atomically; returns ``path``."""
     write_bytes_atomic(path, dump_json(payload))

@@ -77,6 +77,12 @@ class PipelineFingerprint(Mapping):
                 stage["params"]["malformed"] = policy
         return replace(self, stages=tuple(stages))
 
+    def only_the_policy_differs(self, wanted: PipelineFingerprint) -> bool:
+        """Whether ``wanted`` is this pipeline but for the reader's malformed-record policy
+        (what ``--repair`` may change)."""
+        policy = wanted.reader_policy
+        return policy is not None and policy != self.reader_policy and self.with_reader_policy(policy).same_as(wanted)
+
     def with_phases(self, phases: Mapping[str, Any], settings_keys: set[str]) -> PipelineFingerprint:
         """This fingerprint with the settings of the phases ``settings_keys`` names replaced by ``phases``'."""
         kept = {key: value for key, value in self.phases.items() if key not in settings_keys}

@@ -20,13 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from .amendments import (
+    MALFORMED,
     Amendment,
-    amended_files,
-    amended_pipeline,
-    only_the_policy_differs,
     read_amendments,
 )
-from .atomic import create_bytes_exclusive, dump_json, fsync_directory, write_bytes_atomic
+from .atomic import create_json_exclusive, fsync_directory, write_json_atomic
 from .errors import CheckpointMismatchError, ConfigError, CorruptCheckpointError
 from .fingerprint import PipelineFingerprint
 from .layout import CheckpointLayout, utc_now
@@ -170,11 +168,8 @@ def ensure_run_config(
     wanted = RunConfig(shards, len(source_task_ids), digest, pipeline, secrets.token_hex(8), listing, request)
     try:
         if listing is None:
-            create_bytes_exclusive(
-                layout.source_list_path(digest),
-                dump_json({"digest": digest, "task_ids": sorted(source_task_ids)}),
-            )
-        created = create_bytes_exclusive(layout.run_file, dump_json(wanted.to_json()))
+            create_json_exclusive(layout.source_list_path(digest), {"digest": digest, "task_ids": sorted(source_task_ids)})
+        created = create_json_exclusive(layout.run_file, wanted.to_json())
     except OSError as exc:
         raise unwritable(layout, exc) from None
     if created:
@@ -189,7 +184,7 @@ def repin_listing(layout: CheckpointLayout, run: RunConfig, task_ids: Sequence[s
     outside an array rewrites it, never the elements of an array."""
     grown = replace(run, source_task_count=len(task_ids), source_task_digest=source_digest(task_ids), listing=listing)
     try:
-        write_bytes_atomic(layout.run_file, dump_json(grown.to_json()))
+        write_json_atomic(layout.run_file, grown.to_json())
     except OSError as exc:
         raise unwritable(layout, exc) from None
     return grown
@@ -222,11 +217,17 @@ class RunContract:
     @property
     def pipeline(self) -> PipelineFingerprint | None:
         """The pinned pipeline as the amendments left it (None before one is pinned)."""
-        return amended_pipeline(self.run.pipeline, list(self.amendments)) if self.run.pipeline is not None else None
+        if self.run.pipeline is None:
+            return None
+        policies = [a.malformed for a in self.amendments if a.kind == MALFORMED and a.malformed]
+        return self.run.pipeline.with_reader_policy(policies[-1]) if policies else self.run.pipeline
 
     def amended_files(self) -> dict[str, tuple[int, int]]:
         """Each amended input file's size and mtime as its latest amendment recorded them."""
-        return amended_files(list(self.amendments))
+        files: dict[str, tuple[int, int]] = {}
+        for amendment in self.amendments:
+            files.update(amendment.files)
+        return files
 
     def check(self, shards: ShardRange, source_task_ids: Sequence[str] | None = None,
               pipeline: Mapping[str, Any] | None = None) -> None:
@@ -246,7 +247,7 @@ class RunContract:
         changes = pinned.changes_to(wanted)
         if changes:
             repair = ("--repair changes it for the tasks that have not finished, "
-                      if only_the_policy_differs(pinned, wanted) else "")
+                      if pinned.only_the_policy_differs(wanted) else "")
             raise CheckpointMismatchError(
                 f"checkpoint {layout.root} belongs to a run with another pipeline ({'; '.join(changes)}): "
                 f"{repair}run the original pipeline, start a new logical run with --new-run (it archives this run's "
@@ -291,10 +292,10 @@ def pin_missing(
 def _pin(layout: CheckpointLayout, name: str, value: Any) -> Any:
     """The first start to create the pin file wins, exactly as for run.json itself; it then
     rewrites run.json with the value. Everyone else gets the pinned value to compare with."""
-    if create_bytes_exclusive(layout.pin_file(name), dump_json({name: value, "pinned_at": utc_now()})):
+    if create_json_exclusive(layout.pin_file(name), {name: value, "pinned_at": utc_now()}):
         payload = _read_run_payload(layout)
         payload[name] = value
-        write_bytes_atomic(layout.run_file, dump_json(payload))
+        write_json_atomic(layout.run_file, payload)
         return value
     return load_json(layout.pin_file(name)).get(name)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..core.atomic import dump_json, write_bytes_atomic
+from ..core.atomic import write_bytes_atomic, write_json_atomic
 from ..core.errors import ConfigError
 from ..core.fingerprint import file_digest
 from ..core.layout import CheckpointLayout, given_name
@@ -110,7 +110,7 @@ def _built(path: Path, eval_paths: tuple[str, ...], rules: IndexRules) -> tuple[
     digest = hashlib.sha256(data).hexdigest()
     path.parent.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(path, data)
-    write_bytes_atomic(description, dump_json({"sha256": digest, "stats": stats}))
+    write_json_atomic(description, {"sha256": digest, "stats": stats})
     short = (f", {stats['short_texts_skipped']} text(s) under {rules.short_min_words} words left out"
              if rules.short_min_words else "")
     logger.info("decontamination index of %d eval record(s): %d n-grams%s, built in %.1f s into %s", stats["records"],

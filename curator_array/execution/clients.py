@@ -29,10 +29,8 @@ from .ray_cluster import (
     AUTH_ENV,
     NodeOptions,
     RayNodeProcess,
-    new_session_dir,
-    spawn_head,
+    launch_head,
     start_head,
-    write_token,
 )
 from .ray_internals import reload_ray_auth
 
@@ -189,9 +187,7 @@ class RayClient(RayClusterClient):
         if not self.owns_cluster or self.head is not None:
             return
         self._launched_at = time.monotonic()
-        self.session_dir = new_session_dir(self.temp_root)
-        self.token_path = write_token(self.session_dir / "auth_token")
-        self.head, self.address = spawn_head(self.session_dir, self.token_path, self.node_options)
+        self.session_dir, self.token_path, self.head, self.address = launch_head(self.node_options, self.temp_root)
 
     def _start(self) -> None:
         began = self._launched_at or time.monotonic()

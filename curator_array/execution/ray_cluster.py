@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ..core.errors import CuratorArrayError
 from .ray_internals import FALLBACK_NOTICE, LAUNCHER_MODULE, READY_FILE
@@ -393,6 +394,22 @@ def spawn_head(
     args = head_arguments(session_dir, ports, options, node_ip)
     node = RayNodeProcess(launcher_command(args), ray_environment(token_path), session_dir / "ray-head.log", node_ip)
     return node, f"{node_ip or '127.0.0.1'}:{ports.gcs}"
+
+
+class LaunchedHead(NamedTuple):
+    session_dir: Path
+    token_path: Path
+    process: RayNodeProcess
+    address: str
+
+
+def launch_head(options: NodeOptions, temp_root: str | os.PathLike | None = None, token_path: Path | None = None,
+                node_ip: str | None = None) -> LaunchedHead:
+    """A head spawned in a new private session dir with a new token (in that dir, or at
+    ``token_path`` where the job's other nodes read it), not waited for (``start_head``)."""
+    session_dir = new_session_dir(temp_root)
+    token = write_token(token_path or session_dir / "auth_token")
+    return LaunchedHead(session_dir, token, *spawn_head(session_dir, token, options, node_ip))
 
 
 def start_head(

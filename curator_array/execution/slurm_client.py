@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core.atomic import dump_json, write_bytes_atomic
+from ..core.atomic import dump_json, write_bytes_atomic, write_json_atomic
 from ..core.errors import ConfigError
 from ..slurm.commands import hostnames
 from ..slurm.jobenv import JobEnvironment
@@ -34,13 +34,12 @@ from .ray_cluster import (
     NodeOptions,
     RayNodeProcess,
     RayStartError,
+    launch_head,
     new_session_dir,
     report_fallback,
     routable_ip,
-    spawn_head,
     start_head,
     start_worker,
-    write_token,
 )
 
 logger = logging.getLogger(__name__)
@@ -101,13 +100,13 @@ class Rendezvous:
             stale.unlink(missing_ok=True)
 
     def publish_head(self, address: str) -> None:
-        write_bytes_atomic(self.head_file, dump_json({"address": address, "published_at": time.time()}))
+        write_json_atomic(self.head_file, {"address": address, "published_at": time.time()})
 
     def finish(self, status: str) -> None:
         """Tell workers the driver is done; the token is useless from now on, so remove it."""
         if not self.directory.is_dir():
             return
-        write_bytes_atomic(self.done_file, dump_json({"status": status, "finished_at": time.time()}))
+        write_json_atomic(self.done_file, {"status": status, "finished_at": time.time()})
         self.token_file.unlink(missing_ok=True)
         self.head_file.unlink(missing_ok=True)
 
@@ -160,9 +159,8 @@ class SlurmRayClient(RayClusterClient):
             return
         self._launched_at = time.monotonic()
         self.rendezvous.prepare()
-        self.session_dir = new_session_dir(self.temp_root)
-        self.token_path = write_token(self.rendezvous.token_file)
-        self.head, self.address = spawn_head(self.session_dir, self.token_path, self.node_options, self.node_ip)
+        self.session_dir, self.token_path, self.head, self.address = launch_head(
+            self.node_options, self.temp_root, self.rendezvous.token_file, self.node_ip)
 
     def _start(self) -> None:
         self.launch()

@@ -128,6 +128,11 @@ class PipelineOptions:
         """Every URL list the run downloads from: ``--input-urls`` and the crawls' saved lists."""
         return (*self.input_urls, *self.crawl_lists)
 
+    def default_stages(self) -> list:
+        """The default pipeline: the source, the download when the inputs are URLs, the reader,
+        the filters these options switch on, the writer."""
+        return [self.source(), *self.downloads(), self.reader(), *self.filters(), self.writer()]
+
     def source(self):
         from ..stages.partition import FilePartitioningStage
         from ..stages.urls import UrlListStage

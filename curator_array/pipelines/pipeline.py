@@ -51,9 +51,10 @@ class Pipeline:
             if not isinstance(stage, ProcessingStage):
                 raise ConfigError(f"{stage!r} is not a ProcessingStage")
             stage.validate()
-            if stage.stage_name in names:
-                raise ConfigError(f"two stages are named {stage.stage_name!r}; give each a unique name")
-            names.add(stage.stage_name)
+            name = stage.stage_name
+            if name in names:
+                raise ConfigError(f"two stages are named {name!r}; give each a unique name")
+            names.add(name)
         last = self.stages[-1]
         if not isinstance(last, WriterStage):
             raise ConfigError(
@@ -95,9 +96,10 @@ class Pipeline:
         phases' settings."""
         reader = next((s for s in self.stages if isinstance(s, ReaderStage)), None)
         writer = self.stages[-1]
+        source, *stages = (stage.fingerprint() for stage in (self.source, *self.stages))
         return PipelineFingerprint(
-            source=self.source.fingerprint(),
-            stages=tuple(stage.fingerprint() for stage in self.stages),
+            source=source,
+            stages=tuple(stages),
             input=reader.format_name if reader is not None else None,
             output=writer.format_name if isinstance(writer, WriterStage) else None,
             text_field=self.text_field,
@@ -155,9 +157,15 @@ def _keeping_marks(stages: list) -> list:
 
 
 def default_pipeline(options: PipelineOptions) -> Pipeline:
-    return Pipeline(
-        options.source(), [*options.downloads(), options.reader(), *options.filters(), options.writer()], options.text_field
-    )
+    return Pipeline.from_stages(options.default_stages(), options)
+
+
+def pipeline_for_run(reference: str | None, options: PipelineOptions,
+                     before_writer: Sequence[ProcessingStage] = ()) -> Pipeline:
+    """The pipeline a run runs: the one ``--pipeline`` names (``reference``), else the
+    default one, as ``Pipeline.for_run`` completes it."""
+    pipeline = load_pipeline(reference, options) if reference else default_pipeline(options)
+    return pipeline.for_run(options, before_writer)
 
 
 def load_pipeline(reference: str, options: PipelineOptions) -> Pipeline:

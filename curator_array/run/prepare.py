@@ -20,7 +20,6 @@ from ..core.amendments import (
     MALFORMED,
     RELIST,
     Amendment,
-    only_the_policy_differs,
     write_amendment,
 )
 from ..core.arrays import format_array_expression
@@ -149,7 +148,7 @@ def amend_policy(layout: CheckpointLayout, wanted: PipelineFingerprint) -> RunCo
         return None
     contract = RunContract.read(layout)
     current = contract.pipeline
-    if current is not None and only_the_policy_differs(current, wanted):
+    if current is not None and current.only_the_policy_differs(wanted):
         amendment = write_amendment(layout, Amendment(MALFORMED, malformed=wanted.reader_policy,
                                                       before=current.reader_policy))
         logger.warning("repair: %s", amendment.describe())
@@ -219,11 +218,9 @@ def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRa
             frozen, contract = _compare_tree(pipeline, contract, frozen, relist)
         return frozen, contract
     walked = pipeline.source.snapshot()
-    listings.validate(walked)
-    request_id = save_request(layout, request)
-    name = listings.save(layout, walked)
-    run = ensure_run_config(layout, shards, walked.task_ids(), fingerprint, walked.reference(name), request_id)
-    if run.listing is not None and run.listing.digest != walked.digest:
+    reference = listings.freeze(layout, walked)
+    run = ensure_run_config(layout, shards, walked.task_ids(), fingerprint, reference, save_request(layout, request))
+    if run.listing is not None and run.listing.digest != reference.digest:
         raise _changed_tree(listings.load(layout, run.listing), walked)  # another start froze it first
     return walked, contract.with_run(run) if contract is not None else RunContract.read(layout, run)
 
@@ -268,8 +265,7 @@ def grow_run(contract: RunContract, frozen: Listing, walked: Listing, added_file
         raise CheckpointMismatchError(
             "--relist: the run's later phases (dedup, quality, tokens) have read its output already, and cannot "
             "take new files: start a new logical run (--new-run) to include them")
-    listings.validate(walked)
-    grown = repin_listing(layout, run, walked.task_ids(), walked.reference(listings.save(layout, walked)))
+    grown = repin_listing(layout, run, walked.task_ids(), listings.freeze(layout, walked))
     rerun = []
     for shard in run.shards:
         config = ShardConfig(shard, run.total_shards, run.minimum_shard_index)
@@ -308,11 +304,11 @@ def check_against_run(pipeline: Pipeline, layout: CheckpointLayout, shards: Shar
 
 
 def prepare_shard(
-    pipeline: Pipeline, checkpoint_path: str | Path, shard: ShardConfig | None, force: bool = False,
+    pipeline: Pipeline, checkpoint: str | Path | CheckpointLayout, shard: ShardConfig | None, force: bool = False,
     relist: bool = False, request: PinnedRequest | None = None, repair: bool = False, compare_tree: bool = False,
 ) -> PreparedShard:
     shard = shard or ShardConfig.single()
-    layout = CheckpointLayout(checkpoint_path)
+    layout = checkpoint if isinstance(checkpoint, CheckpointLayout) else CheckpointLayout(checkpoint)
     contract = amend_policy(layout, pipeline.fingerprint()) if repair else None
     if freezable(pipeline):
         frozen, contract = frozen_listing(pipeline, layout, shard.range, relist, request, compare=compare_tree,

@@ -115,19 +115,23 @@ class RunRequest:
             check_expression(where, found.schema())
         return replace(self, options=self.options.selecting(found.output_dir, found.output_format, found.identity()))
 
+    def pipeline(self, phases: Any, refresh: bool = False) -> Pipeline:
+        """The pipeline a start of this request runs: its crawls and selected run resolved
+        (``refresh``: checked again against the run's), then built."""
+        return self.with_crawls(refresh=refresh).with_selection(phases, refresh=refresh).build_pipeline(phases)
+
     def build_pipeline(self, phases: Any) -> Pipeline:
         """The pipeline as the run runs it (``Pipeline.for_run``; ``phases``: the phase
         registry, which says what the later phases need of it); no I/O: a crawl's paths list is
         resolved before (``with_crawls``)."""
-        from ..pipelines.pipeline import default_pipeline, load_pipeline
+        from ..pipelines.pipeline import pipeline_for_run
 
         options = self.options
         if options.crawl and not options.crawl_lists:
             raise RuntimeError("the crawls' paths lists are resolved before the pipeline is built (with_crawls)")
         if options.select_from and not options.selected_from:
             raise RuntimeError("the selected run is resolved before the pipeline is built (with_selection)")
-        pipeline = load_pipeline(self.pipeline_ref, options) if self.pipeline_ref else default_pipeline(options)
-        return pipeline.for_run(options, phases.before_writer(options))
+        return pipeline_for_run(self.pipeline_ref, options, phases.before_writer(options))
 
     def node_options(self, job: JobEnvironment) -> NodeOptions:
         return NodeOptions(

@@ -73,12 +73,13 @@ def run_curation_shard(start: PhaseContext) -> ShardOutcome | None:
     job = context.job
     timeline = Timeline()
     client = start.client_factory() if start.client_factory else make_client(request, job, stop)
-    errors = _AttemptErrors(request.layout, context.shard or ShardConfig.single(), job.attempt_id(), job)
+    layout = request.layout
+    errors = _AttemptErrors(layout, context.shard or ShardConfig.single(), job.attempt_id(), job)
     prepared: PreparedShard | None = None
     try:
         with stop.on_stop(errors.record) if stop is not None else nullcontext(), _cluster_lifetime(client):
             timeline.mark("head_launched")
-            prepared = _prepare(request, context, start.registry)  # a refused start says one line, and only that
+            prepared = _prepare(request, layout, context, start.registry)  # a refused start says one line, and only that
             startup_log.release()
             logger.info(context.describe_shard())
             timeline.mark("prepared")
@@ -201,7 +202,7 @@ def _whole_run(context: JobContext) -> bool:
     return context.shard is None or context.shard.total_shards == 1
 
 
-def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
+def _prepare(request: RunRequest, layout: CheckpointLayout, context: JobContext, phases) -> PreparedShard:
     """Prepare the shard under the run contract; ``--new-run`` archives a run that differs."""
     if request.new_run and context.job.array_task_id is not None:
         raise ConfigError(
@@ -212,21 +213,24 @@ def _prepare(request: RunRequest, context: JobContext, phases) -> PreparedShard:
     from .prepare import prepare_shard
 
     ensure_reachable(request.options.stores())  # a store that does not answer: refused in seconds
-    options = request.pinned
-    checks_again = _whole_run(context) and context.job.array_task_id is None  # as a submission does
+    whole_run = _whole_run(context)
+
+    def prepared(fresh_run: bool) -> PreparedShard:
+        """A whole run checks its inputs as a submission does; a run --new-run just archived has nothing to check."""
+        checks = whole_run and not fresh_run
+        pipeline = request.pipeline(phases, refresh=checks and context.job.array_task_id is None)
+        return prepare_shard(pipeline, layout, context.shard, request.force,
+                             request.relist and not fresh_run, request.pinned, request.repair, compare_tree=checks)
+
     try:
-        pipeline = request.with_crawls().with_selection(phases, refresh=checks_again).build_pipeline(phases)
-        return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request.relist, options,
-                             request.repair, compare_tree=_whole_run(context))
+        return prepared(fresh_run=False)
     except CheckpointMismatchError as exc:
         if not request.new_run:
             raise
-        archive = archive_run(request.layout, Path(request.options.output_dir), kept=(DOWNLOADS_DIR,))
+        archive = archive_run(layout, Path(request.options.output_dir), kept=(DOWNLOADS_DIR,))
         logger.warning("a new logical run starts (%s); the previous run's records and outputs are in %s", exc,
                        archive)
-    pipeline = request.with_crawls().with_selection(phases).build_pipeline(phases)
-    return prepare_shard(pipeline, request.checkpoint, context.shard, request.force, request=options,
-                         repair=request.repair)
+    return prepared(fresh_run=True)
 
 
 class _AttemptErrors:

@@ -16,6 +16,7 @@ import os
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -53,9 +54,10 @@ class Listing:
                           "task_id": task_ids, "task_key": task_keys(task_ids)}, schema=SCHEMA)
         return cls(table)
 
-    @property
+    @cached_property
     def digest(self) -> str:
-        """sha256 over the path, size and mtime columns (their Arrow buffers: fast, exact)."""
+        """sha256 over the path, size and mtime columns (their Arrow buffers: fast, exact);
+        computed once, as the name, the pin and every comparison need it."""
         hasher = hashlib.sha256()
         for name in ("path", "size", "mtime_ns"):
             column = self.table.column(name).combine_chunks()
@@ -121,8 +123,11 @@ def load(layout: CheckpointLayout, reference: ListingRef) -> Listing:
     return listing
 
 
-def validate(listing: Listing) -> None:
+def freeze(layout: CheckpointLayout, listing: Listing) -> ListingRef:
+    """A walked listing made the run's: its task ids checked, saved once; the reference
+    run.json pins."""
     validate_source_ids(listing.task_ids())
+    return listing.reference(save(layout, listing))
 
 
 @dataclass(frozen=True)

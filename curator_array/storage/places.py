@@ -297,8 +297,8 @@ class StorePlace:
 
 def split_location(location: str | os.PathLike) -> tuple[OutputPlace, str]:
     """The place a file at ``location`` goes in, and its name there."""
-    if is_s3(location):
-        url = S3Url.parse(str(location))
+    url = _s3_url(location)
+    if url is not None:
         key, _, name = url.key.rpartition("/")
         return StorePlace(S3Url(url.bucket, key)), name
     return LocalPlace(Path(location).parent), Path(location).name
@@ -355,16 +355,21 @@ def fetched(location: str | os.PathLike, attempts: int = STORE_ATTEMPTS) -> Iter
         spool.unlink(missing_ok=True)
 
 
+def _s3_url(location: str | os.PathLike) -> S3Url | None:
+    """``location`` as an ``s3://`` URL; None for a path."""
+    return S3Url.parse(str(location)) if is_s3(location) else None
+
+
 def joined(location: str | os.PathLike, name: str) -> str:
     """``name`` under ``location``, a directory or an ``s3://`` prefix."""
-    return S3Url.parse(str(location)).join(name) if is_s3(location) else str(Path(location) / name)
+    url = _s3_url(location)
+    return url.join(name) if url is not None else str(Path(location) / name)
 
 
 def place_of(location: str | os.PathLike, attempts: int = STORE_ATTEMPTS) -> LocalPlace | StorePlace:
     """The place ``location`` names: an ``s3://`` URL, else a directory."""
-    if is_s3(location):
-        return StorePlace(S3Url.parse(str(location)), attempts)
-    return LocalPlace(Path(location))
+    url = _s3_url(location)
+    return StorePlace(url, attempts) if url is not None else LocalPlace(Path(location))
 
 
 __all__ = ["LocalPlace", "OutputPlace", "StoreError", "StorePlace", "fetched", "joined", "place_of", "placing", "put_bytes", "split_location"]

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..atomic import create_bytes_exclusive, dump_json
+from ..atomic import create_json_exclusive
 from ..errors import CorruptCheckpointError
 from ..layout import CheckpointLayout, utc_now
 from .base import SCHEMA_VERSION, FieldRecord, RecordError, json_object, read_fields, read_record
@@ -110,5 +110,5 @@ class PinnedRequest:
 
     def write(self, layout: CheckpointLayout) -> str:
         """Write once (a request with the same values is the same file); returns the id."""
-        create_bytes_exclusive(layout.request_path(self.id), dump_json({**self.to_json(), "written_at": utc_now()}))
+        create_json_exclusive(layout.request_path(self.id), {**self.to_json(), "written_at": utc_now()})
         return self.id

@@ -139,9 +139,9 @@ class PhaseRegistry:
     def before_writer(self, options: Any) -> list:
         """What the run's later phases need the first phase to do to each document just
         before it is written (``options``: the pipeline options, with their phase settings)."""
-        stages = []
+        by_key, stages = options.phases.by_key, []
         for phase in self._phases:
-            settings = options.phases.get(phase.settings_key)
+            settings = by_key.get(phase.settings_key)
             stages += phase.before_writer(settings, options) if settings is not None else []
         return stages
 

@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...core.atomic import dump_json, write_bytes_atomic
+from ...core.atomic import dump_json, write_bytes_atomic, write_json_atomic
 from ...core.counts import Counts
 from ...core.options import RunOption
 from ...core.phase import OUTPUT, SHARD, Phase, PhaseResult, PhaseSettings
@@ -226,7 +226,7 @@ class ShardStats(Phase):
         payload = {name: stats.to_json() for name, stats in total.items()}
         path = self.layout_of(context.layout).data_path(index, ".json")
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(path, dump_json(payload))
+        write_json_atomic(path, payload)
         return PhaseResult(StatsCounts(total[ALL].documents if ALL in total else 0))
 
 

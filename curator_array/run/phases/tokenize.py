@@ -158,7 +158,7 @@ class ShardSets:
         """Every file complete (the keys beside each), then the list of sets."""
         import numpy as np
 
-        from ...core.atomic import dump_json, write_bytes_atomic
+        from ...core.atomic import write_bytes_atomic, write_json_atomic
 
         self.closed = True
         for name, writer in self.writers.items():
@@ -167,7 +167,7 @@ class ShardSets:
                 keys = np.concatenate(self.keys[name]) if self.keys[name] else np.zeros(0, np.uint64)
                 write_bytes_atomic(keys_file(token_file(self.layout, self.shard, name)), keys.astype("<u8").tobytes())
         listing = {name: {"documents": w.documents, "tokens": w.tokens} for name, w in sorted(self.writers.items())}
-        write_bytes_atomic(sets_file(self.layout, self.shard), dump_json(listing))
+        write_json_atomic(sets_file(self.layout, self.shard), listing)
 
     def _abandon(self) -> None:
         """Without ``close`` (an error, a stop): no file of this attempt appears."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...core.atomic import dump_json, write_bytes_atomic
+from ...core.atomic import write_bytes_atomic, write_json_atomic
 from ...core.counts import Counts, breakdown
 from ...core.errors import ConfigError
 from ...core.phase import Phase, PhaseResult, PhaseSettings
@@ -96,12 +96,12 @@ class TokenFiles(Phase):
         }
         parts = files
         blend = mixture.blend({item["name"]: item["tokens"] for item in sets})
-        write_bytes_atomic(directory / BLEND, dump_json(_blend_file(sets, blend, mixture)))
+        write_json_atomic(directory / BLEND, _blend_file(sets, blend, mixture))
         if fmt.data_args:
             write_bytes_atomic(directory / DATA_ARGS, (" ".join(_data_args(sets, blend)) + "\n").encode())
         else:
             (directory / DATA_ARGS).unlink(missing_ok=True)
-        write_bytes_atomic(directory / MANIFEST, dump_json(manifest))
+        write_json_atomic(directory / MANIFEST, manifest)
         if not isinstance(place, LocalPlace):
             _upload(directory, place)
         shown = {name or "(all)": figures for name, figures in blend.items()}

@@ -115,10 +115,10 @@ class RunRequest:
             check_expression(where, found.schema())
         return replace(self, options=self.options.selecting(found.output_dir, found.output_format, found.identity()))
 
-    def pipeline(self, phases: Any, refresh: bool = False) -> Pipeline:
-        """The pipeline a start of this request runs: its crawls and selected run resolved
-        (``refresh``: checked again against the run's), then built."""
-        return self.with_crawls(refresh=refresh).with_selection(phases, refresh=refresh).build_pipeline(phases)
+    def pipeline(self, phases: Any, check_selection: bool = False) -> Pipeline:
+        """The pipeline a start of this request runs: its crawls (as the run saved them) and
+        selected run resolved (``check_selection``: compared again, as a submission does), then built."""
+        return self.with_crawls().with_selection(phases, refresh=check_selection).build_pipeline(phases)
 
     def build_pipeline(self, phases: Any) -> Pipeline:
         """The pipeline as the run runs it (``Pipeline.for_run``; ``phases``: the phase

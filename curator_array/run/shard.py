@@ -218,7 +218,7 @@ def _prepare(request: RunRequest, layout: CheckpointLayout, context: JobContext,
     def prepared(fresh_run: bool) -> PreparedShard:
         """A whole run checks its inputs as a submission does; a run --new-run just archived has nothing to check."""
         checks = whole_run and not fresh_run
-        pipeline = request.pipeline(phases, refresh=checks and context.job.array_task_id is None)
+        pipeline = request.pipeline(phases, check_selection=checks and context.job.array_task_id is None)
         return prepare_shard(pipeline, layout, context.shard, request.force,
                              request.relist and not fresh_run, request.pinned, request.repair, compare_tree=checks)
 

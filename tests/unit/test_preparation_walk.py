@@ -32,10 +32,13 @@ def _module(frame: FrameType | None) -> str | None:
 
 
 def _is_method_call(frame: FrameType) -> bool:
+    """A call to an object's method; its class's constructor (not a subclass's ``super()``)
+    and its class methods are the class's entries."""
     code = frame.f_code
-    if not code.co_argcount or code.co_varnames[0] not in ("self", "cls"):
+    owner, _, _ = code.co_qualname.rpartition(".")
+    if not owner or owner.endswith("<locals>") or not code.co_argcount or code.co_varnames[0] != "self":
         return False
-    return code.co_name != "__init__" or frame.f_back.f_code.co_name == "__init__"  # a constructor, not super()
+    return code.co_name != "__init__" or frame.f_back.f_code.co_name == "__init__"
 
 
 class Walk:

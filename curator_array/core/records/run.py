@@ -27,10 +27,10 @@ class ListingRef(FieldRecord):
 
     @classmethod
     def from_json(cls, payload: Any) -> ListingRef:
-        payload = json_object(payload)
-        if not isinstance(payload.get("file"), str) or not isinstance(payload.get("digest"), str):
-            raise RecordError(f"a listing reference needs 'file' and 'digest' strings, got {dict(payload)!r}")
-        return cls(**read_fields(cls, payload))
+        if not (isinstance(payload, Mapping) and isinstance(payload.get("file"), str)
+                and isinstance(payload.get("digest"), str)):
+            raise RecordError(f"a listing reference needs 'file' and 'digest' strings, got {payload!r}")
+        return super().from_json(payload)
 
 
 def shown(value: Any) -> str:

@@ -1,10 +1,10 @@
 """A shard's preparation, followed call by call, enters no module of ours more than three
 times: it reads as a walk down the layers, not back and forth between them.
 
-An entry is a call from one module of ours into a function or class of another, counted
-once per place it is called from (a loop over tasks is one entry). Calls to an object's
-methods (a stage's name, a listing's rows, a layout's paths) are the object's answers and
-are not counted, nor is code run by an import.
+An entry is a call from one module of ours into a function, a class or a class method of
+another, counted once per place it is called from (a loop over tasks is one entry). Calls
+to an object's own methods (a stage's name, a listing's rows, a layout's paths) are the
+object's answers and are not counted, nor is code run by an import.
 """
 
 from __future__ import annotations

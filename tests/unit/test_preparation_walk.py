@@ -9,6 +9,7 @@ object's answers and are not counted, nor is code run by an import.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections import Counter, defaultdict
 from types import FrameType
@@ -32,11 +33,14 @@ def _module(frame: FrameType | None) -> str | None:
 
 
 def _is_method_call(frame: FrameType) -> bool:
-    """A call to an object's method; its class's constructor (not a subclass's ``super()``)
-    and its class methods are the class's entries."""
+    """A call to an object's own method (or property); its class's constructor (not a
+    subclass's ``super()``) and its class methods are the class's entries."""
     code = frame.f_code
-    owner, _, _ = code.co_qualname.rpartition(".")
-    if not owner or owner.endswith("<locals>") or not code.co_argcount or code.co_varnames[0] != "self":
+    if not code.co_argcount or code.co_varnames[0] != "self":
+        return False
+    member = inspect.getattr_static(type(frame.f_locals.get("self")), code.co_name, None)
+    function = getattr(member, "fget", None) or getattr(member, "func", None) or member
+    if getattr(function, "__code__", None) is not code:
         return False
     return code.co_name != "__init__" or frame.f_back.f_code.co_name == "__init__"
 

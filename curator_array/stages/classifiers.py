@@ -56,8 +56,7 @@ class ModelStage(FilterStage):
 
 class QualityScorer(ModelStage):
     """Adds a column per model (its name) with the model's probability of the quality label,
-    and drops documents below their ``thresholds`` or above their ``ceilings``. An actor stage: each actor loads the
-    models once, in its own memory (never through the object store)."""
+    and drops documents below their ``thresholds`` or above their ``ceilings``."""
 
     name = "quality_model"
     pinned = ("digests", "label", "thresholds", "text_field")  # the models by their digests, not their paths

@@ -66,14 +66,19 @@ class Listing:
                     hasher.update(buffer)
         return hasher.hexdigest()
 
-    def task_ids(self) -> list[str]:
-        """Every task id once, in listing order."""
+    def task_ids(self) -> tuple[str, ...]:
+        """Every task id once, in listing order (found once: freezing, pinning and growing a
+        run all ask)."""
+        return self._task_ids
+
+    @cached_property
+    def _task_ids(self) -> tuple[str, ...]:
         ids = self.table.column("task_id")
         if len(ids) == 0:
-            return []
+            return ()
         values = ids.to_numpy(zero_copy_only=False)
         first = np.concatenate([[True], values[1:] != values[:-1]])
-        return values[first].tolist()
+        return tuple(values[first].tolist())
 
     def rows_of(self, shard: ShardConfig) -> pa.Table:
         """This shard's files, by the spec's formula on the stored hashes (no hashing here)."""

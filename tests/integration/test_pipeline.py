@@ -220,18 +220,24 @@ def test_an_unsized_actor_pool_starts_one_actor_per_input_block_and_runs_the_pla
     assert sorted(t for seen in probed.values() for t in seen) == tasks
 
 
-def test_only_a_run_of_several_worker_pools_reserves_cluster_shares_for_each(ray_cluster, sample_jsonl, tmp_path):
+def test_only_a_run_of_several_worker_pools_reserves_cluster_shares_and_holds_one_back_for_the_next(
+        ray_cluster, sample_jsonl, tmp_path):
     import ray.data
 
     options = PipelineOptions(str(sample_jsonl), str(tmp_path / "one"))
     assert run_shard_here(default_pipeline(options), tmp_path / "one-ckpt", output_dir=tmp_path / "one").status == \
         "completed"
-    assert ray.data.DataContext.get_current().op_resource_reservation_enabled is False
+    context = ray.data.DataContext.get_current()
+    assert context.op_resource_reservation_enabled is False
+    assert context.downstream_capacity_backpressure_ratio is None
     options = PipelineOptions(str(sample_jsonl), str(tmp_path / "two"))
     stages = [options.reader(), SetupCountingStage(str(tmp_path / "probe")), options.writer()]
     assert run_shard_here(Pipeline(options.source(), stages), tmp_path / "two-ckpt",
                           output_dir=tmp_path / "two").status == "completed"
-    assert ray.data.DataContext.get_current().op_resource_reservation_enabled is True
+    context = ray.data.DataContext.get_current()
+    assert context.op_resource_reservation_enabled is True
+    default_ratio = ray.data.context.DEFAULT_DOWNSTREAM_CAPACITY_BACKPRESSURE_RATIO
+    assert context.downstream_capacity_backpressure_ratio == default_ratio
 
 
 def test_the_manifest_says_where_each_stages_time_went_and_profile_writes_each_workers_profile(

@@ -198,7 +198,7 @@ class _StageActor:
     def __init__(self, stages: Sequence[ProcessingStage], take=None, give=None, profile_dir: str | None = None):
         self.stages = list(stages)
         self.take, self.give, self.profile_dir = take, give, profile_dir
-        self.setup_s = set_up(self.stages)  # charged to the first call's outputs
+        self.setup_s = set_up(self.stages, started_for=lead(self.stages).stage_name)  # charged to the first outputs
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         queued = _queued_s(batch)

@@ -135,6 +135,27 @@ def test_a_stages_set_up_counts_as_its_own_time_once_on_its_first_output():
     assert 0.3 <= times["loads_a_model"].cpu_s < 0.45 and times["sleeper"].cpu_s < 0.2
 
 
+def set_up_in_a_new_process(queue) -> None:
+    """What a worker started for ``loads_a_model`` charges: it spent 0.3 CPU-s starting."""
+    burn_cpu(0.3)
+    first = set_up([Sleeper(), LoadsAModel()], started_for="loads_a_model")
+    again = set_up([LoadsAModel()], started_for="loads_a_model")
+    queue.put((first, again))
+
+
+def test_a_worker_started_for_a_stage_charges_its_start_to_that_stages_set_up_once():
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    worker = context.Process(target=set_up_in_a_new_process, args=(queue,))
+    worker.start()
+    first, again = queue.get(timeout=60)
+    worker.join(timeout=60)
+    assert first["loads_a_model"][1] >= 0.6 and first["sleeper"][1] < 0.05  # its start, then its load
+    assert 0.3 <= again["loads_a_model"][1] < 0.45  # the process's start counted once
+
+
 def test_the_extraction_sandbox_reports_what_its_children_spent():
     sandbox = ExtractionSandbox("tests.unit.test_stage_times:busy_extract", timeout_s=30)
     try:

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_decont import eval_records  # noqa: E402
 from real_text import write_shard  # noqa: E402
-from support import CACHE, REPO, real_page_warcs, timed_tree  # noqa: E402
+from support import CACHE, PSS_SAMPLING_BUSY_S, REPO, real_page_warcs, timed_tree  # noqa: E402
 
 ROUNDS = int(os.environ.get("ROUNDS", 2))
 WORK = CACHE / "cores-busy"
@@ -68,7 +68,7 @@ def measure(name: str, arguments: list[str], env: dict) -> dict:
     out = WORK / name
     shutil.rmtree(out, ignore_errors=True)
     wall, peak = timed_tree([sys.executable, "-m", "curator_array.cli", "run", *arguments, *COMMON,
-                             "--output-dir", str(out)], env)
+                             "--output-dir", str(out)], env, interval_s=PSS_SAMPLING_BUSY_S)
     shown = json.loads(subprocess.run([sys.executable, "-m", "curator_array.cli", "status", "--checkpoint-path",
                                        str(out), "--json"], capture_output=True, text=True, env=env,
                                       check=True).stdout)

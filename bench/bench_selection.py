@@ -14,7 +14,8 @@ fastText bigram classifier with 2 M hash buckets and dim 100 (about 800 MB), tra
   pyarrow, join each text's lines, ``predict``, DCLM's hq probability, write Parquet (id,
   text, q).
 
-Three rounds, the engines in turn; medians, the whole process tree's peak PSS.
+Three rounds, the engines in turn; medians, the whole process tree's peak PSS (sampled every
+2 s: more often, reading it took CPU from the element measured).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_classifier import model  # noqa: E402
-from support import CACHE, REPO, in_turns, timed_tree  # noqa: E402
+from support import CACHE, PSS_SAMPLING_BUSY_S, REPO, in_turns, timed_tree  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tests.support.quality_corpus import paragraphs  # noqa: E402
@@ -118,7 +119,8 @@ def measure(count: int, classifier: Path) -> None:
         out = WORK / f"ours-{count}"
         shutil.rmtree(out, ignore_errors=True)
         measured = timed_tree([sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(data),
-                               "--output-dir", str(out), *OURS, "--quality-model", f"q={classifier}"], env)
+                               "--output-dir", str(out), *OURS, "--quality-model", f"q={classifier}"], env,
+                              interval_s=PSS_SAMPLING_BUSY_S)
         shown = status_of(out, env)
         busy.append((sum(stage["cpu_s"] for stage in shown["stages"]), shown["cores_busy"]))
         return measured
@@ -126,7 +128,8 @@ def measure(count: int, classifier: Path) -> None:
     def bare():
         out = WORK / f"bare-{count}"
         shutil.rmtree(out, ignore_errors=True)
-        return timed_tree([sys.executable, "-c", BARE, str(data), str(classifier), str(out)], env)
+        return timed_tree([sys.executable, "-c", BARE, str(data), str(classifier), str(out)], env,
+                          interval_s=PSS_SAMPLING_BUSY_S)
 
     turns = in_turns({"ours": ours, "bare Pool(2)": bare})
     size = sum(p.stat().st_size for p in data.glob("*.jsonl")) / 1e6

@@ -157,11 +157,18 @@ def _pss_bytes(pid: int) -> int:
         return 0
 
 
+# Where a bench reports cores busy, its processes hold GiBs (a model per worker): sampling their
+# PSS every 0.2 s took about a third of a core from the element measured (30 ms per read of a
+# 1.2 GiB worker, two workers), so those benches sample every 2 s.
+PSS_SAMPLING_BUSY_S = 2.0
+
+
 def timed_tree(command: list[str], env: dict | None = None, interval_s: float = 0.2,
                cwd: Path = REPO) -> tuple[float, float]:
     """Wall time of ``command`` and the peak memory of its whole process tree in MiB (the sum of
     every process's proportional set size, sampled every ``interval_s``: Ray's raylet, workers
-    and object store included, shared pages counted once)."""
+    and object store included, shared pages counted once). Reading a process's PSS costs the
+    kernel about 15-30 ms of CPU per GiB the process holds (``PSS_SAMPLING_BUSY_S``)."""
     began = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0

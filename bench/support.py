@@ -174,7 +174,10 @@ def timed_tree(command: list[str], env: dict | None = None, interval_s: float = 
     peak = 0
     while process.poll() is None:
         peak = max(peak, sum(_pss_bytes(pid) for pid in _descendants(process.pid)))
-        time.sleep(interval_s)
+        try:
+            process.wait(timeout=interval_s)  # returns at the exit, not at the next sample
+        except subprocess.TimeoutExpired:
+            pass
     wall = time.perf_counter() - began
     if process.returncode:
         raise RuntimeError(f"{command} failed with exit code {process.returncode}")

@@ -316,8 +316,8 @@ class RayDataExecutor:
         if not self.progress_bars:
             quiet_progress_notice()
         context.op_resource_reservation_enabled = operators > 1
-        context.downstream_capacity_backpressure_ratio = DEFAULT_DOWNSTREAM_CAPACITY_BACKPRESSURE_RATIO if (
-            operators > 1) else None
+        context.downstream_capacity_backpressure_ratio = (
+            DEFAULT_DOWNSTREAM_CAPACITY_BACKPRESSURE_RATIO if operators > 1 else None)
         # With a stage that emits tasks in parts, each part is a block of its own, handed on as it
         # is made: Ray Data would merge a worker's outputs into blocks of up to 128 MiB, and the
         # driver (its progress line) would hear of a WARC's parts only once the last was written.

@@ -108,7 +108,7 @@ def freeze_listing(snapshot, layout: CheckpointLayout, shards) -> None:
     from ..stages import listing as listings
 
     reference = listings.freeze(layout, snapshot)
-    run = ensure_run_config(layout, shards, snapshot.task_ids(), None, reference)
+    run = ensure_run_config(layout, shards, snapshot.task_ids, None, reference)
     if run.listing and run.listing.digest != reference.digest:
         from ..core.errors import CheckpointMismatchError
 

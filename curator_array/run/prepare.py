@@ -219,7 +219,7 @@ def frozen_listing(pipeline: Pipeline, layout: CheckpointLayout, shards: ShardRa
         return frozen, contract
     walked = pipeline.source.snapshot()
     reference = listings.freeze(layout, walked)
-    run = ensure_run_config(layout, shards, walked.task_ids(), fingerprint, reference, save_request(layout, request))
+    run = ensure_run_config(layout, shards, walked.task_ids, fingerprint, reference, save_request(layout, request))
     if run.listing is not None and run.listing.digest != reference.digest:
         raise _changed_tree(listings.load(layout, run.listing), walked)  # another start froze it first
     return walked, contract.with_run(run) if contract is not None else RunContract.read(layout, run)
@@ -256,7 +256,7 @@ def grow_run(contract: RunContract, frozen: Listing, walked: Listing, added_file
     becomes the run's, and each complete shard that owns a new task runs again for it (its
     finished tasks are kept by their records; its manifest moves aside)."""
     layout, run = contract.layout, contract.run
-    old_ids, new_ids = set(frozen.task_ids()), walked.task_ids()
+    old_ids, new_ids = set(frozen.task_ids), walked.task_ids
     if not old_ids <= set(new_ids):
         raise CheckpointMismatchError(
             "--relist: the new files regroup the run's tasks (--files-per-partition > 1), so finished tasks would "
@@ -265,7 +265,7 @@ def grow_run(contract: RunContract, frozen: Listing, walked: Listing, added_file
         raise CheckpointMismatchError(
             "--relist: the run's later phases (dedup, quality, tokens) have read its output already, and cannot "
             "take new files: start a new logical run (--new-run) to include them")
-    grown = repin_listing(layout, run, walked.task_ids(), listings.freeze(layout, walked))
+    grown = repin_listing(layout, run, walked.task_ids, listings.freeze(layout, walked))
     rerun = []
     for shard in run.shards:
         config = ShardConfig(shard, run.total_shards, run.minimum_shard_index)
@@ -317,7 +317,7 @@ def prepare_shard(
         rows = frozen.rows_of(shard)
         mine = pipeline.source.tasks_from(rows)
         _check_inputs(pipeline, contract, shard, rows, mine, repair)
-        total = run.source_task_count if run.source_task_count is not None else len(frozen.task_ids())
+        total = run.source_task_count if run.source_task_count is not None else len(frozen.task_ids)
         input_bytes = int(sum(rows.column("size").to_pylist()))
     else:
         listed = list_source(pipeline)

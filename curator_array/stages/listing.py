@@ -66,13 +66,10 @@ class Listing:
                     hasher.update(buffer)
         return hasher.hexdigest()
 
+    @cached_property
     def task_ids(self) -> tuple[str, ...]:
         """Every task id once, in listing order (found once: freezing, pinning and growing a
         run all ask)."""
-        return self._task_ids
-
-    @cached_property
-    def _task_ids(self) -> tuple[str, ...]:
         ids = self.table.column("task_id")
         if len(ids) == 0:
             return ()
@@ -131,7 +128,7 @@ def load(layout: CheckpointLayout, reference: ListingRef) -> Listing:
 def freeze(layout: CheckpointLayout, listing: Listing) -> ListingRef:
     """A walked listing made the run's: its task ids checked, saved once; the reference
     run.json pins."""
-    validate_source_ids(listing.task_ids())
+    validate_source_ids(listing.task_ids)
     return listing.reference(save(layout, listing))
 
 

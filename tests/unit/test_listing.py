@@ -50,7 +50,7 @@ def test_first_start_freezes_later_ones_only_read(tree, tmp_path, monkeypatch):
     assert not list(layout.completion_dir.glob("source_tasks-*")), "the listing replaces the id list"
     forbid_walks(monkeypatch)
     owned = [prepare_shard(pipeline(tree, tmp_path), layout.root, ShardConfig(s, 3)).tasks for s in (1, 2)]
-    everything = load(layout, run.listing).task_ids()
+    everything = load(layout, run.listing).task_ids
     union = [t.task_id for tasks in (first.tasks, *owned) for t in tasks]
     assert sorted(union) == sorted(everything) and len(set(union)) == 40
     for index, tasks in enumerate((first.tasks, *owned)):
@@ -107,7 +107,7 @@ def test_listing_hashes_follow_the_spec_formula(tree):
     table = snapshot.table
     assert table.column_names == ["path", "size", "mtime_ns", "task_id", "task_key"]
     assert table.column("path").to_pylist() == sorted(table.column("path").to_pylist())
-    ids = snapshot.task_ids()
+    ids = snapshot.task_ids
     assert len(ids) == 14 and len(set(ids)) == 14
     for shard in range(5):
         rows = snapshot.rows_of(ShardConfig(shard, 5))

@@ -27,6 +27,7 @@ from ray.data.context import (
 from ..stages.apply import apply_chain, set_up
 from ..stages.base import ProcessingStage, RayStageSpec
 from ..stages.tasks import INPUT_BYTES, Task
+from .cutting import cut_tasks
 from .pools import ClusterShape, PoolChoice, choose_pool
 from .profiling import profiled
 from .ray_internals import quiet_progress_notice, without_helper_actors
@@ -378,9 +379,14 @@ class RayDataExecutor:
 
     def _execute(self, stages: Sequence[ProcessingStage], tasks: Sequence[Task]) -> Iterator[Task]:
         shape = cluster_shape()
+        cut = cut_tasks(stages, tasks, shape.total_cpus)
         segments = chain_stages(stages)
         self._configure_context(len(segments), any(getattr(stage, "streams", False) for stage in stages))
-        blocks = math.ceil(len(tasks) / tasks_per_block(len(tasks), shape, lead(segments[0]), mean_task_bytes(tasks)))
+        # Parts of a cut file are each a block: the cut already sized them to keep every CPU busy to the end.
+        per_block = 1 if len(cut) > len(tasks) else tasks_per_block(len(tasks), shape, lead(segments[0]),
+                                                                    mean_task_bytes(tasks))
+        tasks = cut
+        blocks = math.ceil(len(tasks) / per_block)
         dataset = _source_dataset(tasks, blocks)
         pending_budget, producer, pending_budget_capacity = None, None, 0
         for segment in segments:

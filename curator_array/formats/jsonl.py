@@ -6,7 +6,7 @@ import gzip
 import json
 import logging
 import os
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -15,7 +15,15 @@ import pyarrow as pa
 import pyarrow.json as pa_json
 
 from ..core.records.shard import MALFORMED_LINES
-from ..stages.io import Added, FileContents, MalformedRecordError, ReaderStage, WriterStage
+from ..stages.io import (
+    MIN_CUT_BYTES,
+    Added,
+    FileContents,
+    MalformedRecordError,
+    ReaderStage,
+    WriterStage,
+)
+from ..stages.tasks import FileCut
 from ..storage.places import fetched, placing
 
 BLOCK_BYTES = 4 << 20  # JSON parsed at once by ``JsonlReader.read_columns``
@@ -25,24 +33,24 @@ def _open_text(path: str):
     return gzip.open(path, "rt", encoding="utf-8") if path.endswith(".gz") else open(path, encoding="utf-8")
 
 
-def _read_slowly(path: str, policy: str) -> FileContents:
-    """Line-by-line reading that knows line numbers: used when the fast reader refuses a file."""
+def _read_slowly(lines: Iterable[str | bytes], path: str, policy: str, first_number: int = 1) -> FileContents:
+    """Line-by-line reading that knows line numbers: used when the fast reader refuses a file
+    (``lines`` are the file's from line ``first_number`` on)."""
     rows: list[dict[str, Any]] = []
     skipped = 0
-    with _open_text(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
+    for number, line in enumerate(lines, start=first_number):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError(f"expected a JSON object, got {type(record).__name__}")
+        except ValueError as exc:
+            if policy == "skip":
+                skipped += 1
                 continue
-            try:
-                record = json.loads(line)
-                if not isinstance(record, dict):
-                    raise ValueError(f"expected a JSON object, got {type(record).__name__}")
-            except ValueError as exc:
-                if policy == "skip":
-                    skipped += 1
-                    continue
-                raise MalformedRecordError(f"{path}: line {number}: malformed JSON record ({exc})") from None
-            rows.append(record)
+            raise MalformedRecordError(f"{path}: line {number}: malformed JSON record ({exc})") from None
+        rows.append(record)
     return FileContents(_table_of(rows, path), {MALFORMED_LINES: skipped} if skipped else {})
 
 
@@ -76,7 +84,39 @@ def read_jsonl(path: str, policy: str = "fail") -> FileContents:
     try:
         return FileContents(pa_json.read_json(path))
     except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
-        return _read_slowly(path, policy)
+        with _open_text(path) as lines:
+            return _read_slowly(lines, path, policy)
+
+
+def _line_start(handle: BinaryIO, offset: int, size: int) -> int:
+    """Where the first line that begins at or after ``offset`` begins (``size``: none does)."""
+    if offset <= 0 or offset >= size:
+        return min(max(offset, 0), size)
+    handle.seek(offset - 1)
+    handle.readline()  # the rest of the line ``offset`` falls in (just its newline when it begins there)
+    return handle.tell()
+
+
+def _lines_before(path: str, offset: int) -> int:
+    with open(path, "rb") as handle:
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(min(BLOCK_BYTES, offset - handle.tell())),
+                                                         b""))
+
+
+def read_jsonl_cut(path: str, cut: FileCut, policy: str = "fail") -> FileContents:
+    """The lines of a plain JSONL file that begin in ``cut``'s share of its bytes: the cuts of
+    a file together read each line once, whatever the cut points."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        start, end = (_line_start(handle, offset, size) for offset in cut.share(size))
+        handle.seek(start)
+        data = handle.read(end - start)
+    if not data.strip():
+        return FileContents(pa.table({}))
+    try:
+        return FileContents(pa_json.read_json(pa.BufferReader(data)))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeDecodeError):
+        return _read_slowly(data.split(b"\n"), path, policy, _lines_before(path, start) + 1)
 
 
 class JsonlReader(ReaderStage):
@@ -90,6 +130,13 @@ class JsonlReader(ReaderStage):
 
     def read_file(self, path: str) -> FileContents:
         return read_jsonl(path, self.malformed)
+
+    def cut_units(self, path: str) -> int:
+        """Plain JSONL only: a compressed stream cannot be entered in the middle."""
+        return os.path.getsize(path) // MIN_CUT_BYTES if path.endswith(".jsonl") else 1
+
+    def read_cut(self, path: str, cut: FileCut) -> FileContents:
+        return read_jsonl_cut(path, cut, self.malformed)
 
     def schema(self, path: str) -> pa.Schema:
         """The types the first block's rows give (a later row may widen a type)."""

@@ -13,12 +13,14 @@ import pyarrow.parquet as pq
 from ..core.atomic import replacing
 from ..stages.io import (
     COLUMN_BATCH_ROWS,
+    MIN_CUT_BYTES,
     FileContents,
     MalformedRecordError,
     ReaderStage,
     WriterStage,
     with_columns,
 )
+from ..stages.tasks import FileCut
 
 
 class ParquetReader(ReaderStage):
@@ -31,6 +33,20 @@ class ParquetReader(ReaderStage):
             return FileContents(pa.table({}))
         try:
             return FileContents(pq.read_table(path))
+        except pa.ArrowException as exc:
+            raise MalformedRecordError(f"{path}: unreadable Parquet file ({exc})") from None
+
+    def cut_units(self, path: str) -> int:
+        """Whole row groups, of at least ``MIN_CUT_BYTES`` of the file on average."""
+        groups = pq.ParquetFile(path).metadata.num_row_groups if os.path.getsize(path) else 0
+        return min(groups, os.path.getsize(path) // MIN_CUT_BYTES)
+
+    def read_cut(self, path: str, cut: FileCut) -> FileContents:
+        try:
+            reader = pq.ParquetFile(path)
+            first, last = cut.share(reader.metadata.num_row_groups)
+            return FileContents(reader.read_row_groups(range(first, last)) if last > first
+                                else reader.schema_arrow.empty_table())
         except pa.ArrowException as exc:
             raise MalformedRecordError(f"{path}: unreadable Parquet file ({exc})") from None
 

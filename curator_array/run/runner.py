@@ -174,7 +174,8 @@ def _attempt_shares(prepared: PreparedShard, finished: TaskCompletion, attempt: 
 def _record_result(result: Task, failures: list[FailedTask], written: list[WrittenFiles], shown: list[PartShown]) -> int:
     """File one result; returns 1 for a result that is neither written nor failed."""
     if isinstance(result, FailedTask):
-        failures.append(result)
+        if all(failure.task_id != result.task_id for failure in failures):  # a cut task may fail in several parts
+            failures.append(result)
         logger.error("task %s failed in stage %s: %s", result.task_id, result.stage, result.reason)
         return 0
     if isinstance(result, PartShown):

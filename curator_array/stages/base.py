@@ -223,6 +223,9 @@ class ProcessingStage(_Stage):
     annotate: bool = False  # set on a stage that drops rows when the run marks them instead (--annotate)
     pinned_unless: ClassVar[Mapping[str, Any]] = {"keep_removed": False, "annotate": False}
     ray_stage_spec: Mapping[str, Any] = {}
+    # Decides a row by the others of its task (exact dedup): no task of its run is cut, and
+    # with --annotate a filter compares the unmarked rows only.
+    compares_rows: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.validate()
@@ -255,6 +258,15 @@ class ProcessingStage(_Stage):
         """The bytes its output for ``task`` will hold, when known before it runs (a download
         of listed objects); the executor sizes the next stage's share of work by it."""
         return None
+
+    def most_cuts(self, task: Task) -> int:
+        """Into how many parts this stage, the first, can cut ``task`` for several workers to
+        share (``cut``); 1: it cannot."""
+        return 1
+
+    def cut(self, task: Task, parts: int) -> list[Task]:
+        """``task`` as ``parts`` tasks that together do its work (at most ``most_cuts``)."""
+        return [task]
 
     def process(self, task: Task) -> Task | list[Task] | None:
         raise NotImplementedError(f"{type(self).__name__} must implement process()")

@@ -43,7 +43,6 @@ class FilterStage(ProcessingStage):
     """
 
     drops_rows = True
-    compares_rows = False  # decides a row by the others (exact dedup): with --annotate, by the unmarked ones only
     options: ClassVar[tuple[RunOption, ...]] = ()  # the run options that build it in the default pipeline
 
     def __init__(self, text_field: str = TEXT_FIELD):

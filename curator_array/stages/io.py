@@ -21,11 +21,20 @@ import pyarrow as pa
 
 from ..core.atomic import dump_json
 from ..core.errors import ConfigError
-from ..storage.places import OutputPlace, fetched, place_of, split_location
+from ..storage.places import OutputPlace, fetched, is_s3, place_of, split_location
 from .base import ProcessingStage
 from .defaults import MALFORMED_POLICIES, OUTPUT_FILE_SIZE
 from .output_files import GrowingFiles, PlacedFile, TableSink, write_placed
-from .tasks import DocumentBatch, FileGroupTask, PartShown, Task, TaskCounters, WrittenFiles
+from .tasks import (
+    INPUT_BYTES,
+    DocumentBatch,
+    FileCut,
+    FileGroupTask,
+    PartShown,
+    Task,
+    TaskCounters,
+    WrittenFiles,
+)
 
 
 class MalformedRecordError(ValueError):
@@ -34,6 +43,7 @@ class MalformedRecordError(ValueError):
 
 READ_ERRORS = (MalformedRecordError, OSError, pa.ArrowException)
 COLUMN_BATCH_ROWS = 8192  # rows per table of ``ReaderStage.read_columns``
+MIN_CUT_BYTES = 16 << 20  # a smaller cut of a file costs more (a task, a file) than it evens out
 
 
 @dataclass
@@ -73,8 +83,10 @@ class ReaderStage(ProcessingStage):
     Subclasses implement ``read_file`` (the whole file at once: one batch for the task) or,
     for formats whose files are too large to hold (``streams = True``), ``read_parts``,
     which yields the file in parts; each becomes a numbered batch, so memory is bounded by
-    the part size, not the file size. A file that cannot be read fails its task with a
-    message naming the file (and the line or offset, where the format knows it).
+    the part size, not the file size. Formats that can start reading anywhere in a file
+    implement ``cut_units`` and ``read_cut``: a task of one large local file is then cut
+    into parts that several workers read at once (``cut``). A file that cannot be read fails
+    its task with a message naming the file (and the line or offset, where the format knows it).
     ``malformed="skip"`` is accepted only by formats that can skip single records
     (``skips_malformed``); they then count what they skipped.
     """
@@ -101,6 +113,34 @@ class ReaderStage(ProcessingStage):
     def read_parts(self, path: str) -> Iterator[FileContents]:
         yield self.read_file(path)
 
+    def cut_units(self, path: str) -> int:
+        """Into how many parts of at least ``MIN_CUT_BYTES`` the format can cut the local
+        file at ``path`` (1: it cannot, a compressed stream say)."""
+        return 1
+
+    def read_cut(self, path: str, cut: FileCut) -> FileContents:
+        """The records of ``cut`` of the file: together, the parts read each record once."""
+        raise NotImplementedError(f"{type(self).__name__} cannot read part of a file")
+
+    def most_cuts(self, task: Task) -> int:
+        if not isinstance(task, FileGroupTask) or len(task.files) != 1 or task.cut is not None \
+                or is_s3(task.files[0]):
+            return 1
+        try:
+            return max(1, self.cut_units(task.files[0]))
+        except (OSError, pa.ArrowException):
+            return 1  # read whole, the task then fails with the reason
+
+    def cut(self, task: FileGroupTask, parts: int) -> list[FileGroupTask]:
+        if parts <= 1:
+            return [task]
+        size = task.metadata.get(INPUT_BYTES)
+        tasks = []
+        for cut in (FileCut(part, parts) for part in range(parts)):
+            start, end = cut.share(size or 0)
+            tasks.append(replace(task, cut=cut, metadata={**task.metadata, INPUT_BYTES: end - start if size else size}))
+        return tasks
+
     def schema(self, path: str) -> pa.Schema:
         """The columns the file's rows have, as ``read_file`` gives them (formats that can tell
         without reading every row override it)."""
@@ -123,6 +163,8 @@ class ReaderStage(ProcessingStage):
         return text if path in text else f"{path}: {text}"
 
     def process(self, task: FileGroupTask):
+        if task.cut is not None:
+            return self._read_cut(task, task.cut)
         if self.streams:
             return self._stream(task)
         tables, counters = [], TaskCounters()
@@ -140,6 +182,19 @@ class ReaderStage(ProcessingStage):
                                                skipped=contents.skipped)
         metadata = {**task.metadata, "source_files": list(task.files)}
         return DocumentBatch(task.task_id, metadata, task.counters + counters, table=concat_tables(tables))
+
+    def _read_cut(self, task: FileGroupTask, cut: FileCut) -> Task:
+        """The cut as part ``cut.part`` of the task; it counts its share of the file's bytes."""
+        path = task.files[0]
+        try:
+            contents = self.read_cut(path, cut)
+            start, end = cut.share(os.path.getsize(path))
+        except READ_ERRORS as exc:
+            return task.failed(self._reason(path, exc), self.stage_name)
+        counters = TaskCounters(rows_read=contents.table.num_rows, bytes_read=end - start, skipped=contents.skipped)
+        metadata = {**task.metadata, "source_files": list(task.files), "source_file": source_name(task, path)}
+        return DocumentBatch(task.task_id, metadata, task.counters + counters, table=contents.table, part=cut.part,
+                             final=cut.final)
 
     def _stream(self, task: FileGroupTask) -> Iterator[Task]:
         """Parts numbered over all the task's files; each is held back until the next is read,

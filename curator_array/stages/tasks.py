@@ -90,21 +90,43 @@ class Task:
 INPUT_BYTES = "input_bytes"  # a listed task's metadata: its files' size, as the listing froze it
 
 
+@dataclass(frozen=True)
+class FileCut:
+    """Part ``part`` (from 0) of ``parts`` of a task's one file, for a reader that can start
+    reading anywhere in it: the records that begin in its share of the bytes, say. Cutting a
+    few large files lets every worker take a share of the last one, instead of one worker
+    reading it while the others wait."""
+
+    part: int
+    parts: int
+
+    @property
+    def final(self) -> bool:
+        return self.part == self.parts - 1
+
+    def share(self, size: int) -> tuple[int, int]:
+        """The [start, end) of ``size`` units (bytes, row groups) this part covers."""
+        return size * self.part // self.parts, size * (self.part + 1) // self.parts
+
+
 @dataclass
 class FileGroupTask(Task):
-    """A group of input files that is processed, and written, as one unit."""
+    """A group of input files that is processed, and written, as one unit (or a ``cut`` of
+    its one file: each written as a numbered part, see ``DocumentBatch``)."""
 
     files: list[str] = field(default_factory=list)
     root: str = ""
+    cut: FileCut | None = None
 
 
 @dataclass
 class DocumentBatch(Task):
     """Documents of one source task as an Arrow table (one row per document).
 
-    A reader that streams a large file emits it in numbered ``part``s (0, 1, ...); each
-    part is written to its own file, and the last one is ``final``, so the driver knows
-    when every part of a task is written. ``None`` means the batch is the whole source task.
+    A reader that streams a large file, or reads a cut of it, emits it in numbered ``part``s
+    (0, 1, ...); each part is written to its own file, and the last one is ``final``, so the
+    driver knows when every part of a task is written. ``None`` means the batch is the whole
+    source task.
     """
 
     table: pa.Table = field(default_factory=_empty_table)

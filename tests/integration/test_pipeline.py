@@ -74,6 +74,38 @@ def test_jsonl_to_parquet_copies_every_record(ray_cluster, sample_jsonl, tmp_pat
     assert all(name.endswith(".parquet") for name in visible_files(out))
 
 
+def test_a_large_file_is_cut_into_parts_that_workers_share_and_together_write_each_record_once(
+        ray_cluster, tmp_path, monkeypatch):
+    """The driver cuts the one large file of a shard of two; a rerun finds every part on record."""
+    from curator_array.formats import jsonl as jsonl_format
+
+    monkeypatch.setattr(jsonl_format, "MIN_CUT_BYTES", 8 << 10)
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    texts = ["Grüße aus Köln, " * 9, "日本語の文章です。" * 7, "короткий текст " * 5]
+    big = [{"id": f"big-{i}", "text": texts[i % 3] + str(i)} for i in range(1200)]
+    (inputs / "big.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in big), "utf-8")
+    (inputs / "small.jsonl").write_text("".join(json.dumps({"id": i, "text": "a b c"}) + "\n" for i in range(9)))
+    options = PipelineOptions(str(inputs), str(out), output_file_type="parquet")
+    outcome = run_shard_here(default_pipeline(options), tmp_path / "ckpt", output_dir=out)
+    assert outcome.status == "completed"
+    expected = [r for records in input_records(inputs).values() for r in records]
+    assert records_digest(read_records(out)) == records_digest(expected)
+    assert outcome.work.rows_in == outcome.work.rows_out == len(expected)
+    assert outcome.work.bytes_in == sum(p.stat().st_size for p in inputs.iterdir())
+    big_id, small_id = group_task_id(["big.jsonl"]), group_task_id(["small.jsonl"])
+    parts = [name for name in visible_files(out) if name.startswith(big_id)]
+    cuts = (inputs / "big.jsonl").stat().st_size // (8 << 10)
+    assert parts == [f"{big_id}.{part:05d}.parquet" for part in range(cuts)], "one file per cut, each with rows"
+    assert [name for name in visible_files(out) if not name.startswith(big_id)] == [f"{small_id}.parquet"]
+    assert outcome.work.tasks_written == 2
+    written = {name: (out / name).stat().st_mtime_ns for name in visible_files(out)}
+    CheckpointLayout(tmp_path / "ckpt").manifest_path(0).unlink()  # as if the driver died after the last part
+    again = run_shard_here(default_pipeline(options), tmp_path / "ckpt", output_dir=out)
+    assert again.status == "completed" and again.work.rows_out == len(expected)
+    assert {name: (out / name).stat().st_mtime_ns for name in visible_files(out)} == written, "nothing redone"
+
+
 def test_parquet_to_jsonl_copies_every_record(ray_cluster, sample_parquet, tmp_path):
     out = tmp_path / "out"
     options = PipelineOptions(str(sample_parquet), str(out), input_file_type="parquet", output_file_type="jsonl")

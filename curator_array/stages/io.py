@@ -136,7 +136,7 @@ class ReaderStage(ProcessingStage):
             return [task]
         size = task.metadata.get(INPUT_BYTES)
         tasks = []
-        for cut in (FileCut(part, parts) for part in range(parts)):
+        for cut in (FileCut(part, parts, size) for part in range(parts)):
             start, end = cut.share(size or 0)
             tasks.append(replace(task, cut=cut, metadata={**task.metadata, INPUT_BYTES: end - start if size else size}))
         return tasks
@@ -187,10 +187,13 @@ class ReaderStage(ProcessingStage):
         """The cut as part ``cut.part`` of the task; it counts its share of the file's bytes."""
         path = task.files[0]
         try:
+            size = os.path.getsize(path)
+            if cut.size is not None and size != cut.size:
+                raise OSError(f"changed while its parts were read: listed at {cut.size:,} bytes, now {size:,}")
             contents = self.read_cut(path, cut)
-            start, end = cut.share(os.path.getsize(path))
         except READ_ERRORS as exc:
             return task.failed(self._reason(path, exc), self.stage_name)
+        start, end = cut.share(size)
         counters = TaskCounters(rows_read=contents.table.num_rows, bytes_read=end - start, skipped=contents.skipped)
         metadata = {**task.metadata, "source_files": list(task.files), "source_file": source_name(task, path)}
         return DocumentBatch(task.task_id, metadata, task.counters + counters, table=contents.table, part=cut.part,

@@ -99,6 +99,7 @@ class FileCut:
 
     part: int
     parts: int
+    size: int | None = None  # the file's size when it was cut (listed): a file that changed since fails the part
 
     @property
     def final(self) -> bool:

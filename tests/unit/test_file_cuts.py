@@ -105,9 +105,10 @@ def test_a_cut_task_is_read_as_a_numbered_part_that_counts_its_share_of_the_byte
     path = tmp_path / "big.jsonl"
     write_jsonl(path, records(400))
     reader = JsonlReader()
+    size = path.stat().st_size
     cuts = reader.cut(task_of(path), 3)
-    assert [(t.task_id, t.cut) for t in cuts] == [("fg-1", FileCut(0, 3)), ("fg-1", FileCut(1, 3)),
-                                                  ("fg-1", FileCut(2, 3))]
+    assert [(t.task_id, t.cut) for t in cuts] == [("fg-1", FileCut(0, 3, size)), ("fg-1", FileCut(1, 3, size)),
+                                                  ("fg-1", FileCut(2, 3, size))]
     assert sum(t.metadata[INPUT_BYTES] for t in cuts) == path.stat().st_size
     batches = [reader.process(t) for t in cuts]
     assert all(isinstance(b, DocumentBatch) for b in batches)
@@ -115,6 +116,11 @@ def test_a_cut_task_is_read_as_a_numbered_part_that_counts_its_share_of_the_byte
     assert sum(b.counters.bytes_read for b in batches) == path.stat().st_size
     assert sum(b.counters.rows_read for b in batches) == 400
     assert batches[0].metadata["source_file"] == "big.jsonl"
+    with path.open("a") as grown:
+        grown.write(json.dumps({"id": "late", "text": "appended while the run read the file"}) + "\n")
+    failed = reader.process(cuts[2])
+    assert isinstance(failed, FailedTask) and f"big.jsonl: changed while its parts were read: listed at {size:,}" \
+        in failed.reason, "no line read twice or missed across parts"
     path.unlink()
     failed = reader.process(cuts[1])
     assert isinstance(failed, FailedTask) and "big.jsonl" in failed.reason

@@ -85,3 +85,17 @@ def test_a_streamed_task_counts_as_its_parts_go_in_and_is_done_at_its_last():
     progress.record(PartShown("w", counters=TaskCounters(rows_read=100, bytes_read=1_000_000), part=2))
     progress.record(WrittenFiles("w", counters=TaskCounters(rows_read=100), files=["y"], part=2, final=True, shown=True))
     assert progress.line().startswith("progress: 1/1 tasks, 20 rows/s")
+
+
+def test_a_cut_task_is_done_when_every_part_is_written_whatever_their_order():
+    progress = ProgressReporter(total_tasks=2, interval_s=30, clock=FakeClock(), emit=lambda _: None)
+
+    def part(number, final=False):
+        return WrittenFiles("c", counters=TaskCounters(rows_read=10), files=[f"c.{number}"], part=number, final=final)
+
+    progress.record(written("whole", 10, 100))
+    progress.record(part(2, final=True))
+    progress.record(part(0))
+    assert progress.line().startswith("progress: 1/2 tasks"), "part 1 of the cut task is not written yet"
+    progress.record(part(1))
+    assert progress.line().startswith("progress: 2/2 tasks")

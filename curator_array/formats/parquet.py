@@ -38,8 +38,8 @@ class ParquetReader(ReaderStage):
 
     def cut_units(self, path: str) -> int:
         """Whole row groups, of at least ``MIN_CUT_BYTES`` of the file on average."""
-        groups = pq.ParquetFile(path).metadata.num_row_groups if os.path.getsize(path) else 0
-        return min(groups, os.path.getsize(path) // MIN_CUT_BYTES)
+        most = os.path.getsize(path) // MIN_CUT_BYTES
+        return min(pq.ParquetFile(path).metadata.num_row_groups, most) if most else 0
 
     def read_cut(self, path: str, cut: FileCut) -> FileContents:
         try:

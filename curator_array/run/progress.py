@@ -34,8 +34,6 @@ class ProgressReporter:
         self.emit = emit or logger.info
         self.done: set[str] = set()
         self.failed: set[str] = set()
-        self._parts: dict[str, set[int]] = {}  # the written parts of a task not done yet
-        self._ends: dict[str, int] = {}  # how many parts such a task has, once its final one is written
         self.rows = self.bytes = 0
         self.began = clock()
         self._next = self.began + interval_s
@@ -43,30 +41,19 @@ class ProgressReporter:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def record(self, result: Task) -> None:
-        """A task is done when every part to its final one is written (the parts of a cut file
-        come in any order), or it failed; what it read counts as each part is appended
-        (``PartShown``), not only when its file is in place."""
+    def record(self, result: Task, finished: bool) -> None:
+        """Count ``result``; ``finished`` says it finished its task (the runner's
+        ``TaskCompletion`` decides: the parts of a cut file come in any order). A failed task
+        counts as done. What a task read counts as each part is appended (``PartShown``), not
+        only when its file is in place."""
         with self._lock:
-            if isinstance(result, FailedTask) or (isinstance(result, WrittenFiles) and self._completes(result)):
+            if finished or isinstance(result, FailedTask):
                 self.done.add(result.task_id)
             if isinstance(result, FailedTask):
                 self.failed.add(result.task_id)
             if not (isinstance(result, WrittenFiles) and result.shown):
                 self.rows += result.counters.rows_read
                 self.bytes += result.counters.bytes_read
-
-    def _completes(self, written: WrittenFiles) -> bool:
-        if written.part is None:
-            return True
-        seen = self._parts.setdefault(written.task_id, set())
-        seen.update(range(written.part, written.part + written.parts))
-        if written.final:
-            self._ends[written.task_id] = written.part + written.parts
-        if len(seen) != self._ends.get(written.task_id):
-            return False
-        del self._parts[written.task_id], self._ends[written.task_id]
-        return True
 
     def line(self, word: str = "progress") -> str:
         with self._lock:

@@ -84,9 +84,9 @@ def run_prepared(
     written: list[WrittenFiles] = []
     shown: list[PartShown] = []  # the writer's time and rows of parts whose files closed later
     root = output_root(prepared.pipeline)
-    finished = TaskCompletion(root, str(attempt))
-    stray = 0
     recording, recording_s = record_tasks and bool(prepared.tasks), 0.0
+    finished = TaskCompletion(root, str(attempt), check_files=recording)
+    stray = 0
     stages = list(prepared.pipeline.stages)
     if recording:
         header = RecordHeader(prepared.run.run_id, shard.shard_index, shard.total_shards, shard.minimum_shard_index,
@@ -96,12 +96,10 @@ def run_prepared(
     with progress:
         for result in execute(stages, prepared.tasks):
             timeline.mark("first_result", once=True)
-            progress.record(result)
             stray += _record_result(result, failures, written, shown)
-            if recording:
-                began_recording = time.perf_counter()
-                finished.add(result)
-                recording_s += time.perf_counter() - began_recording
+            began_recording = time.perf_counter()
+            progress.record(result, finished=finished.add(result) is not None)
+            recording_s += time.perf_counter() - began_recording
             if isinstance(result, FailedTask):
                 failed = tuple(FailedTaskRecord(f.task_id, f.stage, f.reason) for f in failures)
                 failed_path = AttemptRecord.of(attempt, shard, job.identity(), failed_tasks=failed).write(layout, attempt)

@@ -21,6 +21,7 @@ from curator_array.stages.tasks import (
     FailedTask,
     FileCut,
     FileGroupTask,
+    WrittenFiles,
 )
 
 TEXTS = ["Grüße aus Köln", "日本語の文章です。", "короткий", "x" * 300, "مرحبا بالعالم", "", "a\nb"]
@@ -176,3 +177,41 @@ def test_a_cut_task_that_fails_in_two_parts_is_one_failed_task_and_its_other_par
     assert 1 < parts == (inputs / "big.jsonl").stat().st_size // 2000 - 2, "every part but the two that failed"
     records_now = read_shard_records(CheckpointLayout(tmp_path / "ckpt"), ShardConfig.single(), prepared.run.run_id)
     assert records_now.tasks == {} and len(records_now.unfinished_files[prepared.tasks[0].task_id]) == parts
+
+
+def test_the_progress_line_counts_a_cut_task_done_only_once_every_part_is_written(tmp_path, monkeypatch):
+    """The parts reach the driver last first: the task is done when the chain from part 0 to
+    the final part is complete, as its record is (``TaskCompletion``), not at its final part."""
+    from curator_array.pipelines.options import PipelineOptions
+    from curator_array.pipelines.pipeline import default_pipeline
+    from curator_array.run import runner
+    from curator_array.run.prepare import prepare_shard
+    from curator_array.slurm.jobenv import JobEnvironment
+    from curator_array.stages.apply import apply_chain
+
+    monkeypatch.setattr(jsonl_format, "MIN_CUT_BYTES", 2000)
+    inputs, out = tmp_path / "in", tmp_path / "out"
+    inputs.mkdir()
+    write_jsonl(inputs / "big.jsonl", records(300))
+    reporters, seen = [], []
+
+    class Reporter(runner.ProgressReporter):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            reporters.append(self)
+
+    def execute(stages, tasks):
+        results = [result for task in cut_tasks(stages, tasks, cpus=2) for result in apply_chain(stages, [task])]
+        written = [result for result in results if isinstance(result, WrittenFiles)]
+        assert len(written) > 2 and written[-1].final
+        yield from (result for result in results if not isinstance(result, WrittenFiles))
+        for result in reversed(written):
+            yield result
+            seen.append(reporters[0].line().split(",")[0])
+
+    monkeypatch.setattr(runner, "ProgressReporter", Reporter)
+    job = JobEnvironment.from_env({})
+    prepared = prepare_shard(default_pipeline(PipelineOptions(str(inputs), str(out))), tmp_path / "ckpt", None)
+    outcome = runner.run_prepared(prepared, execute, job, job.attempt_id(), output_dir=out, progress_interval_s=3600)
+    assert outcome.status == "completed"
+    assert seen == ["progress: 0/1 tasks"] * (len(seen) - 1) + ["progress: 1/1 tasks"]

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from slurm_cluster import pid_alive  # this directory is on sys.path when a script of it runs
+
 DEFAULT_DIR = Path(os.environ.get("CURATOR_ARRAY_DOCKER_DIR", "/var/tmp/curator-array-docker"))
 
 
@@ -29,12 +31,7 @@ def socket_path(root: Path) -> Path:
 
 
 def running_pid(root: Path) -> int | None:
-    try:
-        pid = int((root / "dockerd.pid").read_text().strip())
-        os.kill(pid, 0)
-        return pid
-    except (OSError, ValueError):
-        return None
+    return pid_alive(root / "dockerd.pid")
 
 
 def ensure_installed() -> None:
@@ -64,6 +61,8 @@ def start(root: Path) -> str:
     ensure_installed()
     root.mkdir(parents=True, exist_ok=True)
     if not (running_pid(root) and answers(root)):
+        if not running_pid(root):
+            (root / "dockerd.pid").unlink(missing_ok=True)  # stale: dockerd refuses to start while its pid is alive
         log = open(root / "dockerd.log", "ab")
         subprocess.Popen(
             [

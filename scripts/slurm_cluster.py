@@ -70,13 +70,18 @@ def ensure_packages() -> None:
 
 
 def pid_alive(pid_file: Path) -> int | None:
+    """The pid in one of our pid files while that process is alive and still the program the
+    file is named after (``slurmd-node1.pid``: slurmd). A pid file outlives a daemon killed
+    with its session, and the kernel soon gives the number to another process: that one must
+    be neither taken for ours nor signalled."""
     try:
         pid = int(pid_file.read_text().split()[0])
-        os.kill(pid, 0)
+        program = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
     except (OSError, ValueError, IndexError):
         return None
-    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] if Path(f"/proc/{pid}/stat").exists() else "Z"
-    return None if state == "Z" else pid
+    if Path(program.decode(errors="replace")).name != pid_file.stem.split("-")[0]:
+        return None
+    return pid if _not_zombie(pid) else None
 
 
 def munge_works() -> bool:

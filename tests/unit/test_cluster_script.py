@@ -77,3 +77,25 @@ def test_the_cluster_runs_oci_bundles_with_runc_for_any_user(tmp_path):
     assert set(conf) == {"RunTimeQuery", "RunTimeKill", "RunTimeDelete", "RunTimeRun", "CreateEnvFile"}, \
         "keys SLURM 22.05 does not know make slurmstepd die"
     assert (tmp_path / "root" / "runc").stat().st_mode & 0o1777 == 0o1777
+
+
+def test_a_pid_file_counts_only_while_its_program_holds_the_pid(tmp_path):
+    """After a killed session the pid files stay and their numbers go to other processes: such a
+    process is neither taken for our daemon (dockerd refused to start beside it) nor signalled."""
+    import subprocess
+
+    cluster = load_copy(tmp_path / "checkout")
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "sleep.pid").write_text(f"{sleeper.pid}\n")
+        (tmp_path / "dockerd.pid").write_text(f"{sleeper.pid}\n")
+        (tmp_path / "slurmd-node1.pid").write_text(f"{sleeper.pid}\n")
+        assert cluster.pid_alive(tmp_path / "sleep.pid") == sleeper.pid
+        assert cluster.pid_alive(tmp_path / "dockerd.pid") is None
+        assert cluster.pid_alive(tmp_path / "slurmd-node1.pid") is None
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert cluster.pid_alive(tmp_path / "sleep.pid") is None, "ended"
+    (tmp_path / "sleep.pid").write_text("not a pid\n")
+    assert cluster.pid_alive(tmp_path / "sleep.pid") is None

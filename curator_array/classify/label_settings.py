@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..core.errors import ConfigError
-from ..core.fingerprint import file_digest
+from ..core.file_digests import file_digest
 from ..core.pinned_settings import PinnedSettings
 from .settings import named
 

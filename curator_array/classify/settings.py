@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..core.errors import ConfigError
-from ..core.fingerprint import file_digest
+from ..core.file_digests import file_digest
 from ..core.option_kinds import split_bound
 from ..core.options import split_named
 from ..core.pinned_settings import PinnedSettings

@@ -14,7 +14,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -111,13 +110,6 @@ def _set_values(value: Any) -> Any:
     if isinstance(value, list):
         return [_set_values(item) for item in value]
     return value
-
-
-def file_digest(path: str | os.PathLike) -> str:
-    """The sha256 of a file a pipeline depends on (a tokenizer, a model): it pins the file in
-    the fingerprint, so another file is another pipeline. Read in chunks: a model may be large."""
-    with open(path, "rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 SHA256 = re.compile(r"[0-9a-f]{64}")  # a file's digest: its first 12 digits tell two apart

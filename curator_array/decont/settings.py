@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from ..core.atomic import write_bytes_atomic, write_json_atomic
 from ..core.errors import ConfigError
-from ..core.fingerprint import file_digest
+from ..core.file_digests import file_digest
 from ..core.layout import CheckpointLayout, given_name
 from ..core.pinned_settings import PinnedSettings
 from .rules import IndexRules

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..classify.model import DEFAULT_QUALITY_LABEL, worker_memory
 from ..classify.settings import QualitySettings
-from ..core.fingerprint import file_digest
+from ..core.file_digests import file_digest
 from .base import Resources
 from .columns import taken_field
 from .defaults import TEXT_FIELD

@@ -28,7 +28,7 @@ ID_FIELDS = ("id", "url")  # what names a document in the report, the first a ba
 
 def _load_index(stage: Decontaminator):
     from ..core.errors import ConfigError
-    from ..core.fingerprint import file_digest
+    from ..core.file_digests import file_digest
     from ..decont.index import NGramIndex
 
     path = Path(stage.index_path)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..classify.label_settings import LabelSettings
-from ..core.fingerprint import file_digest
+from ..core.file_digests import file_digest
 from .classifiers import ModelStage
 from .columns import taken_field
 from .defaults import TEXT_FIELD

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..core.errors import ConfigError
-from ..core.fingerprint import file_digest
+from ..core.file_digests import file_digest
 from ..core.pinned_settings import PinnedSettings
 
 TOKEN_FORMAT_NAMES = ("megatron", "datatrove")

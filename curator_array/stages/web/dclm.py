@@ -40,7 +40,7 @@ class DclmRefinedWebFilter(FilterStage):
 
     def __init__(self, text_field: str = TEXT_FIELD, url_field: str = URL_FIELD, model_path: str | None = None,
                  extra_domains: tuple[str, ...] = (), lists_dir: str | None = None):
-        from ...core.fingerprint import file_digest
+        from ...core.file_digests import file_digest
 
         self.url_field = url_field
         self.model_path = str(model_path or bundled_model())

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from ...core.errors import ConfigError
-from ...core.fingerprint import file_digest
+from ...core.file_digests import file_digest
 from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD, unknown_codes
 from ..defaults import FINEWEB_LANGUAGES, FINEWEB_MIN_SCORE, TEXT_FIELD
 from ..filters import FilterStage

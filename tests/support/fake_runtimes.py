@@ -12,7 +12,8 @@ imitated:
   replaces the image's variables of the same names; the image's others stay.
 * ``ch-run --set-env``: the host environment passes and the image's variables win.
 * ``sbatch`` (only for tests that cannot use the throwaway cluster): runs the script of the
-  first array element at once, with the variables SLURM sets; ``squeue`` finds nothing
+  first array element at once, with the variables SLURM sets (a job that depends on another
+  only when ``FAKE_SBATCH_DEPENDENTS`` is not ``queue``); ``squeue`` finds nothing
   queued and ``scontrol show config`` names a ``MaxArraySize``.
 
 A command under ``/opt/curator-array/`` (the image's install path) runs from
@@ -91,11 +92,15 @@ run_in_image(args[separator + 1:], env)
 _SBATCH = r'''
 import subprocess
 args = sys.argv[1:]
-array = "0"
+array, dependent = "0", False
 while args and args[0].startswith("-"):
     flag = args.pop(0)
     if flag.startswith("--array="):
         array = flag.split("=", 1)[1]
+    dependent = dependent or flag.startswith("--dependency=")
+if dependent and os.environ.get("FAKE_SBATCH_DEPENDENTS") == "queue":
+    print("4100")
+    sys.exit(0)
 first = int(array.split("%")[0].split(",")[0].split("-")[0].split(":")[0])
 env = dict(os.environ, SLURM_JOB_ID="4100", SLURM_ARRAY_JOB_ID="4100", SLURM_ARRAY_TASK_ID=str(first),
            SLURM_ARRAY_TASK_COUNT="1", SLURM_JOB_NUM_NODES="1", SLURM_NODEID="0", SLURMD_NODENAME="fake-node")

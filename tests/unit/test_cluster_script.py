@@ -83,9 +83,14 @@ def test_a_pid_file_counts_only_while_its_program_holds_the_pid(tmp_path):
     """After a killed session the pid files stay and their numbers go to other processes: such a
     process is neither taken for our daemon (dockerd refused to start beside it) nor signalled."""
     import subprocess
+    import time
 
     cluster = load_copy(tmp_path / "checkout")
     sleeper = subprocess.Popen(["sleep", "60"])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{sleeper.pid}/cmdline").read_bytes().split(b"\0")[0] != b"sleep":  # forked, not yet exec'd
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     try:
         (tmp_path / "sleep.pid").write_text(f"{sleeper.pid}\n")
         (tmp_path / "dockerd.pid").write_text(f"{sleeper.pid}\n")

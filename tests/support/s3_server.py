@@ -47,11 +47,24 @@ class S3Server:
         while True:
             try:
                 socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                return self
+                break
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("moto's S3 server did not start") from None
                 time.sleep(0.1)
+        self._first_answer(deadline)
+        return self
+
+    def _first_answer(self, deadline: float) -> None:
+        """One request answered before the tests': moto sets up its S3 backend on the first one,
+        which on a loaded host took longer than a run waits for a store's first answer (3 s)."""
+        import urllib.error
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{self.port}/", timeout=max(1.0, deadline - time.monotonic()))
+        except urllib.error.HTTPError:
+            pass  # refused (an authenticated store): answered all the same
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -60,8 +60,9 @@ def answers(root: Path) -> bool:
 def start(root: Path) -> str:
     ensure_installed()
     root.mkdir(parents=True, exist_ok=True)
-    if not (running_pid(root) and answers(root)):
-        if not running_pid(root):
+    running = running_pid(root)
+    if not (running and answers(root)):
+        if not running:
             (root / "dockerd.pid").unlink(missing_ok=True)  # stale: dockerd refuses to start while its pid is alive
         log = open(root / "dockerd.log", "ab")
         subprocess.Popen(

@@ -117,8 +117,35 @@ def curator_cli(*args: str, env: dict[str, str] | None = None, check: bool = Tru
     Whatever succeeds must print no error-level line of Ray's."""
     done = subprocess.run([sys.executable, "-m", "curator_array.cli", *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=300, cwd=cwd)
+    return _checked(done, check)
+
+
+def _checked(done: subprocess.CompletedProcess, check: bool) -> subprocess.CompletedProcess:
     if check:
         assert done.returncode == 0, done.stderr[-3000:]
     if done.returncode == 0:
         assert not ray_errors(done.stderr), f"Ray printed error-level lines in a run that succeeded: {ray_errors(done.stderr)}"
     return done
+
+
+@pytest.fixture(scope="module")
+def run_cluster():
+    """One Ray cluster per test module, as ``run`` starts one on this machine, this process its driver."""
+    from curator_array.execution.clients import RayClient
+    from curator_array.run.request import RunRequest
+    from curator_array.slurm.jobenv import JobEnvironment
+
+    request = RunRequest.from_flags({"input_dir": "-", "output_dir": "-", "object_store_memory": 300 * 2**20})
+    with RayClient(node_options=request.node_options(JobEnvironment.from_env({}))) as client:
+        yield client
+
+
+def curator_here(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    """``curator_cli`` in this process, on the module's ``run_cluster`` (tests.support.in_process
+    says which tests may)."""
+    import ray
+
+    from tests.support.in_process import curator_in_process
+
+    assert ray.is_initialized(), "curator_here runs on the module's cluster: mark the module usefixtures('run_cluster')"
+    return _checked(curator_in_process(*args, env=env), check)

@@ -13,13 +13,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.integration.test_dclm_run import pages
 from tests.support.quality_corpus import paragraphs, write_jsonl
 from tests.support.warcs import write_warc
 from tests.web_pages import pages as web_pages
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "2", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 
 

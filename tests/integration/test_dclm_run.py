@@ -17,11 +17,11 @@ from curator_array.stages.web import dclm_rules as rules
 from curator_array.stages.web.extract import dclm_text
 from curator_array.stages.web.fasttext_language import LABEL_PREFIX, bundled_model, load_model
 from tests.conftest import REPO
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.support.quality_corpus import paragraphs, write_jsonl
 from tests.support.warcs import Page, write_warc
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "2", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 EXTRA_LINES = ["THIS LINE IS SHOUTED AT EVERY READER", "12 likes", "Share", "3 items in cart", "Read more..."]
 

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.conftest import need
 from tests.support.decont_corpus import NUMBERS_TASK, RAW_TASK, eval_and_corpus, expected_hits
 from tests.support.quality_corpus import write_jsonl
 from tests.support.reference_site import ensure_reference_site, reference_environment
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "2", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 
 

@@ -16,11 +16,11 @@ import pytest
 
 from curator_array.core.layout import CheckpointLayout
 from curator_array.run.phases import PHASES as REGISTRY
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.conftest import read_records
 from tests.support.planted import write_corpus, write_doubled_corpus
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 PHASES = ("signatures", "buckets", "clusters", "removal")
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 

@@ -11,11 +11,11 @@ import pytest
 
 from curator_array.core.layout import CheckpointLayout
 from curator_array.core.records.shard import shard_output_files
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.integration.test_tokenize import run
 from tests.support.planted_paragraphs import planted_documents, reference_old_both
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 
 
 def output_documents(out: Path) -> dict[str, str]:

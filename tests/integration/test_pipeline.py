@@ -11,7 +11,6 @@ import pytest
 from curator_array.core.errors import CheckpointMismatchError
 from curator_array.core.layout import CheckpointLayout
 from curator_array.core.sharding import ShardConfig, shard_of
-from curator_array.execution.clients import RayClusterClient
 from curator_array.pipelines.options import PipelineOptions
 from curator_array.pipelines.pipeline import Pipeline, default_pipeline
 from curator_array.run.element import run_element_command
@@ -29,21 +28,9 @@ from tests.integration.helper_stages import (
     ProcessProbeStage,
     SetupCountingStage,
 )
+from tests.support.in_process import AlreadyConnected
 
 pytestmark = pytest.mark.ray
-
-
-class AlreadyConnected(RayClusterClient):
-    """The test session's cluster, which this process is already connected to: nothing to start or stop."""
-
-    def launch(self) -> None:
-        pass
-
-    def _start(self) -> None:
-        pass
-
-    def stop(self, keep_logs: bool = False) -> None:
-        pass
 
 
 def input_records(directory: Path) -> dict[str, list[dict]]:

@@ -20,8 +20,8 @@ import pytest
 from curator_array.classify.model import WORKER_BYTES
 from curator_array.classify.training import Hyperparameters, model_bytes
 from curator_array.execution.ray_cluster import RAY_OWN_BYTES
-from tests.conftest import curator_cli as curator
-from tests.conftest import need
+from tests.conftest import curator_cli, need
+from tests.conftest import curator_here as curator
 from tests.support.quality_corpus import (
     official_scores,
     paragraphs,
@@ -31,7 +31,7 @@ from tests.support.quality_corpus import (
 )
 from tests.support.tokenizer import train_tokenizer
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 MiB, GiB = 2**20, 2**30
 SMALL = ["--num-cpus", "2", "--object-store-memory", str(100 * MiB), "--no-progress"]
 
@@ -213,12 +213,13 @@ def test_a_node_runs_no_more_scoring_actors_than_its_memory_holds_and_refuses_on
     per_actor = WORKER_BYTES + model.stat().st_size
     base = ["run", "--input-dir", str(root / "in"), *SMALL, "--quality-model", f"hq={model}"]
     one = (100 * MiB + RAY_OWN_BYTES + per_actor * 3 // 2) // MiB
-    done = curator(*base, "--output-dir", str(tmp_path / "one"), env={"SLURM_MEM_PER_NODE": str(one)})
+    # The job's memory sizes the cluster a run starts: these two start their own.
+    done = curator_cli(*base, "--output-dir", str(tmp_path / "one"), env={"SLURM_MEM_PER_NODE": str(one)})
     assert "actor pool of 1..1 (autoscaling up to the nodes' memory" in done.stderr
     assert len(records(tmp_path / "one")) == len(documents)
     none = (100 * MiB + RAY_OWN_BYTES + per_actor // 2) // MiB
-    done = curator(*base, "--output-dir", str(tmp_path / "none"), env={"SLURM_MEM_PER_NODE": str(none)},
-                   check=False)
+    done = curator_cli(*base, "--output-dir", str(tmp_path / "none"), env={"SLURM_MEM_PER_NODE": str(none)},
+                       check=False)
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"needs {per_actor / GiB:.2f} GiB" in done.stderr and "--mem" in done.stderr
 

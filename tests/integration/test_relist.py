@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.conftest import read_records
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 
 

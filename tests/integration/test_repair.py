@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.conftest import read_records
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 GOOD = [{"id": f"{name}{i}", "text": f"document {name} {i} has enough words to keep"} for name in "abc" for i in range(3)]
 

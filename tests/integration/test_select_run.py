@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.integration.test_annotate_run import (
     SMALL,
     documents_with_planted_drops,
@@ -16,7 +16,7 @@ from tests.integration.test_annotate_run import (
 )
 from tests.support.quality_corpus import train_model, write_jsonl
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 RULES = ["--drop-empty", "--min-words", "8", "--max-words", "300", "--dedup-within-task"]
 # Each way: the selection's expression, and the options of a run that decides the same directly.
 WAYS = {

@@ -16,12 +16,12 @@ import pyarrow.compute as pc
 import pytest
 
 from tests.conftest import REPO, need
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.integration.test_annotate_run import SMALL, rows_of, status_of
 from tests.support.quality_corpus import paragraphs, write_jsonl
 from tests.support.tokenizer import train_tokenizer
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SUFFIXES = {"www.example.co.uk": "co.uk", "docs.example.org": "org", "news.example.com": "com", "blog.exemple.fr": "fr",
             "example.de": "de"}
 HOSTS = [*SUFFIXES, None]

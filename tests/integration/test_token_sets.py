@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from curator_array.tokens.files import TOKEN_FORMATS
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.integration.test_tokenize import run
 from tests.support.quality_corpus import paragraphs, write_jsonl
 from tests.support.tokenizer import END_OF_TEXT, train_tokenizer
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SETS = ["--token-partition-by", "language,tier", "--token-shuffle-seed", "11"]
 
 

@@ -17,13 +17,13 @@ import pytest
 from curator_array.core.layout import CheckpointLayout
 from curator_array.core.records.shard import CompletionManifest
 from curator_array.tokens.files import TOKEN_FORMATS, TokenWriter
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.conftest import need
 from tests.support.planted import write_corpus
 from tests.support.reference_site import ensure_reference_site, reference_environment
 from tests.support.tokenizer import END_OF_TEXT, train_tokenizer
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 FILE_SIZE = 16_000
 

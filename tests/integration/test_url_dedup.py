@@ -13,12 +13,12 @@ import pytest
 
 from curator_array.dedup.urls import normalized
 from tests.conftest import REPO, need
-from tests.conftest import curator_cli as curator
+from tests.conftest import curator_here as curator
 from tests.integration.test_paragraph_dedup import curated_in_run_order, output_documents
 from tests.integration.test_tokenize import run
 from tests.support.quality_corpus import paragraphs, write_jsonl
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 
 
 def variant(url: str, rng: random.Random) -> str:

@@ -13,8 +13,8 @@ import pytest
 
 from curator_array.core.sharding import shard_of
 from curator_array.stages.partition import group_task_id
-from tests.conftest import need
-from tests.integration.test_reliability import SMALL, run_cli, shard_env
+from tests.conftest import curator_here, need
+from tests.integration.test_reliability import SMALL, shard_env
 
 pytestmark = pytest.mark.ray
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -49,6 +49,7 @@ def test_the_console_check_can_fail(tmp_path):
     assert "undefinedFunction is not defined" in console
 
 
+@pytest.mark.usefixtures("run_cluster")
 def test_progress_status_and_report_of_a_run_with_a_failed_shard(sample_jsonl, tmp_path):
     (sample_jsonl / "zz-bad.jsonl").write_text('{"text": "fine"}\n{"text": broken\n')
     bad_shard = shard_of(group_task_id(["zz-bad.jsonl"]), 2)
@@ -56,8 +57,8 @@ def test_progress_status_and_report_of_a_run_with_a_failed_shard(sample_jsonl, t
     slow = ["--pipeline", "tests.slurm.slow_pipeline:build", "--progress-interval", "1"]
     codes = {}
     for index in range(2):
-        result = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(out), *SMALL, *slow,
-                         env_extra={**shard_env(index, 2), "SLOW_SECONDS": "0.4"})
+        result = curator_here("run", "--input-dir", str(sample_jsonl), "--output-dir", str(out), *SMALL, *slow,
+                              env={**shard_env(index, 2), "SLOW_SECONDS": "0.4"}, check=False)
         codes[index] = result.returncode
         if index != bad_shard:
             progress = [line for line in result.stderr.splitlines() if re.search(r": progress: \d", line)]
@@ -66,10 +67,10 @@ def test_progress_status_and_report_of_a_run_with_a_failed_shard(sample_jsonl, t
             assert re.search(r"finished: (\d+)/\1 tasks", result.stderr), result.stderr[-3000:]
     assert codes == {bad_shard: 3, 1 - bad_shard: 0}
 
-    status = run_cli("status", "--checkpoint-path", str(out))
+    status = curator_here("status", "--checkpoint-path", str(out))
     assert "complete     1/2" in status.stdout and "zz-bad.jsonl: line 2: malformed JSON record" in status.stdout
     # the complete shard's time per stage: the slow stage sleeps 0.4 s a task, and only it is charged for that
-    shown = json.loads(run_cli("status", "--checkpoint-path", str(out), "--json").stdout)
+    shown = json.loads(curator_here("status", "--checkpoint-path", str(out), "--json").stdout)
     stages = {s["stage"]: s for s in shown["stages"]}
     assert list(stages) == ["jsonl_reader", "slow", "jsonl_writer", "record"]
     assert stages["slow"]["wall_s"] >= 0.4 * stages["slow"]["outputs"] > 0
@@ -78,7 +79,7 @@ def test_progress_status_and_report_of_a_run_with_a_failed_shard(sample_jsonl, t
     assert float(slow_line.split()[3]) >= 0.4 * stages["slow"]["outputs"]
 
     page = tmp_path / "report.html"
-    made = run_cli("report", "--checkpoint-path", str(out), "-o", str(page))
+    made = curator_here("report", "--checkpoint-path", str(out), "-o", str(page))
     assert made.returncode == 0, made.stderr
     text = page.read_text()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", text), "the page must load nothing"
@@ -98,12 +99,13 @@ def test_progress_status_and_report_of_a_run_with_a_failed_shard(sample_jsonl, t
     assert (tmp_path / "report.png").stat().st_size > 20_000, "a screenshot of the rendered page"
 
 
+@pytest.mark.usefixtures("run_cluster")
 def test_the_throughput_chart_of_a_one_shard_run_has_bars(sample_jsonl, tmp_path):
     """The quick start's report, as a person sees it: the chart is not an empty axis."""
     out = tmp_path / "out"
-    assert run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(out), *SMALL).returncode == 0
+    assert curator_here("run", "--input-dir", str(sample_jsonl), "--output-dir", str(out), *SMALL).returncode == 0
     page = tmp_path / "report.html"
-    assert run_cli("report", "--checkpoint-path", str(out), "-o", str(page)).returncode == 0
+    assert curator_here("report", "--checkpoint-path", str(out), "-o", str(page)).returncode == 0
     dom, console = open_in_browser(page, tmp_path)
     assert console == "", console
     bars = re.findall(r'id="throughput-(\d+)-\d+"', dom)

@@ -20,12 +20,12 @@ from pathlib import Path
 import pytest
 
 from curator_array.run.phases.components import STEPS_QUEUED
-from tests.conftest import REPO, curator_cli
+from tests.conftest import REPO, curator_cli, curator_here
 from tests.slurm.conftest import queued, wait_all
 from tests.slurm.test_faults import render_test_site
 from tests.support.planted import write_corpus, write_doubled_corpus
 
-pytestmark = [pytest.mark.slurm, pytest.mark.ray]
+pytestmark = [pytest.mark.slurm, pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 GRANTED = ["--object-store-memory", str(100 * 2**20), "--no-progress"]  # the CPUs are the site's cpus_per_task
 SMALL = ["--num-cpus", "1", *GRANTED]
 DEDUP = ["--dedup", "fuzzy", "--dedup-buckets", "2"]
@@ -38,12 +38,18 @@ def curator(*args: str, env: dict[str, str] | None = None, check: bool = True, c
     return curator_cli(*args, env={"PYTHONPATH": PYTHONPATH, **(env or {})}, check=check, cwd=cwd)
 
 
+def local_run(*args: str, env: dict[str, str] | None = None) -> None:
+    """The uninterrupted run an array's output is compared with, in this process (on the
+    module's ``run_cluster``): the array's elements are what these tests start on SLURM."""
+    curator_here("run", *args, env=env)
+
+
 def local_and_array(inputs: Path, root: Path, sites: Path, *args: str, shards: int = 4,
                     phases: tuple[str, ...] = ("curation",)) -> tuple[Path, Path]:
     """A local run of ``args`` on ``inputs`` (``root/baseline``) and a ``shards``-element array of
     the same through the test site (``root/out``), both finished; the array queued ``phases``."""
     baseline, out = root / "baseline", root / "out"
-    curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *args)
+    local_run("--input-dir", str(inputs), "--output-dir", str(baseline), *args)
     done = curator("submit", "--site", "test-site", "--sites-dir", str(sites), "--total-shards", str(shards), "--",
                    "--input-dir", str(inputs), "--output-dir", str(out), *args, cwd=sites)
     jobs = queued(done.stdout)
@@ -76,7 +82,7 @@ def planted_run(slurm_cluster, tmp_path_factory):
     sites.mkdir()
     render_test_site(sites, cpus_per_task=2)
     baseline = root / "baseline"
-    curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *DEDUP)
+    local_run("--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *DEDUP)
     return inputs, sites, visible(baseline)
 
 
@@ -153,7 +159,7 @@ def test_components_over_four_elements_killed_mid_round_resume_to_one_elements_o
     sites.mkdir()
     render_test_site(sites)
     baseline, out, marker = tmp_path / "baseline", tmp_path / "out", tmp_path / "held"
-    curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *DEDUP)
+    local_run("--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *DEDUP)
     done = curator("submit", "--site", "test-site", "--sites-dir", str(sites), "--total-shards", "2", "--",
                    "--input-dir", str(inputs), "--output-dir", str(out), *SMALL, *DEDUP,
                    "--dedup-components-elements", "4",

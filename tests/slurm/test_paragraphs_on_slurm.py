@@ -17,13 +17,14 @@ from tests.slurm.test_dedup_on_slurm import (
     SMALL,
     curator,
     kill_when_held,
+    local_run,
     retry_fields,
     visible,
 )
 from tests.slurm.test_faults import render_test_site
 from tests.support.planted_paragraphs import planted_documents
 
-pytestmark = [pytest.mark.slurm, pytest.mark.ray]
+pytestmark = [pytest.mark.slurm, pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 DEDUP = ["--dedup", "urls,paragraphs", "--dedup-buckets", "2"]
 PHASES = ("url_keys", "url_buckets", "url_removal", "paragraph_ngrams", "paragraph_buckets", "paragraph_removal")
 KILLED = ("url_removal", "paragraph_ngrams")
@@ -42,7 +43,7 @@ def test_elements_killed_in_url_and_paragraph_phases_are_retried_to_the_uninterr
     sites.mkdir()
     render_test_site(sites)
     baseline = tmp_path / "baseline"
-    curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *DEDUP)
+    local_run("--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *DEDUP)
 
     out = tmp_path / "out"
     markers = {phase: tmp_path / f"held-{phase}" for phase in KILLED}

@@ -11,11 +11,11 @@ import pytest
 
 from tests.conftest import need
 from tests.slurm.conftest import queued, wait_all
-from tests.slurm.test_dedup_on_slurm import HOLD, curator, kill_when_held, retry_fields
+from tests.slurm.test_dedup_on_slurm import HOLD, curator, kill_when_held, local_run, retry_fields
 from tests.slurm.test_faults import render_test_site
 from tests.support.quality_corpus import paragraphs, train_model, trainer_installed, write_jsonl
 
-pytestmark = [pytest.mark.slurm, pytest.mark.ray]
+pytestmark = [pytest.mark.slurm, pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 PHASES = ("quality_scores", "quality_cut", "quality_selection")
 
@@ -37,7 +37,7 @@ def test_a_selection_element_killed_is_retried_to_the_uninterrupted_output(slurm
     quality = ["--quality-model", f"hq={model}", "--keep-top-fraction", "hq=0.2", "--quality-buckets", "3",
                "--partition-by-bucket"]
     baseline, out, marker = tmp_path / "baseline", tmp_path / "out", tmp_path / "held"
-    curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *quality)
+    local_run("--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *quality)
     done = curator("submit", "--site", "test-site", "--sites-dir", str(sites), "--total-shards", "2", "--",
                    "--input-dir", str(inputs), "--output-dir", str(out), *SMALL, *quality,
                    env={HOLD: f"quality_selection:0:{marker}"}, cwd=sites)

@@ -13,11 +13,11 @@ import time
 import pytest
 
 from tests.slurm.conftest import queued, wait_all
-from tests.slurm.test_dedup_on_slurm import curator
+from tests.slurm.test_dedup_on_slurm import curator, local_run
 from tests.slurm.test_faults import render_test_site
 from tests.support.s3_server import ThrottlingProxy, incompressible_jsonl, started
 
-pytestmark = [pytest.mark.slurm, pytest.mark.ray]
+pytestmark = [pytest.mark.slurm, pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 SECRET = "s3cr3t-of-the-submitting-shell-9c2e"
 
@@ -34,7 +34,7 @@ def test_four_elements_from_a_prefix_to_a_prefix_killed_mid_upload_retry_to_the_
         sites.mkdir()
         render_test_site(sites)
         baseline, checkpoint = tmp_path / "baseline", tmp_path / "checkpoint"
-        curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL)
+        local_run("--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL)
         proxy = ThrottlingProxy(server, refusals=0, part_delay_s=4.0)  # a slow link: uploads last seconds
         done = curator("submit", "--site", "test-site", "--sites-dir", str(sites), "--total-shards", "4", "--",
                        "--input-dir", "s3://slurm-big/in", "--output-dir", "s3://slurm-out/run",

@@ -12,12 +12,12 @@ import pytest
 
 from curator_array.core.layout import CheckpointLayout
 from tests.slurm.conftest import queued, wait_all
-from tests.slurm.test_dedup_on_slurm import HOLD, SMALL, curator, kill_when_held
+from tests.slurm.test_dedup_on_slurm import HOLD, SMALL, curator, kill_when_held, local_run
 from tests.slurm.test_faults import render_test_site
 from tests.support.planted import write_corpus
 from tests.support.tokenizer import train_tokenizer
 
-pytestmark = [pytest.mark.slurm, pytest.mark.ray]
+pytestmark = [pytest.mark.slurm, pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SHARDS = 2
 
 
@@ -40,7 +40,7 @@ def tokenizing(slurm_cluster, tmp_path_factory):
     render_test_site(sites)
     baseline = root / "baseline"
     for shard in range(SHARDS):
-        curator("run", "--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *options,
+        local_run("--input-dir", str(inputs), "--output-dir", str(baseline), *SMALL, *options,
                 env={"NEMO_CURATOR_SLURM_ARRAY_SHARD_INDEX": str(shard),
                      "NEMO_CURATOR_SLURM_ARRAY_TOTAL_SHARDS": str(SHARDS)})
     return inputs, sites, options, token_files(baseline)

@@ -15,6 +15,8 @@ import io
 import logging
 import os
 import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator, Mapping
 from unittest import mock
 
@@ -49,17 +51,26 @@ def _environment(extra: Mapping[str, str]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _output() -> Iterator[tuple[io.StringIO, io.StringIO]]:
-    """stdout and stderr as the command prints them, its log lines on stderr as the CLI formats them."""
+    """stdout and stderr as the command prints them, its log lines on stderr as the CLI formats
+    them; then what reached descriptor 2 itself (Ray's C++ core writes there)."""
     out, err = io.StringIO(), io.StringIO()
     handler = logging.StreamHandler(err)
     handler.setFormatter(logging.Formatter(LOG_FORMAT))
     root = logging.getLogger()
     root.addHandler(handler)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            yield out, err
-    finally:
-        root.removeHandler(handler)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as descriptor_2:
+        os.dup2(descriptor_2.fileno(), 2)
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                yield out, err
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            root.removeHandler(handler)
+            descriptor_2.seek(0)
+            err.write(descriptor_2.read().decode("utf-8", "replace"))
 
 
 def curator_in_process(*args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -16,12 +16,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
-from tests.conftest import SAMPLE, curator_cli
+from tests.conftest import SAMPLE, curator_cli, curator_here
 from tests.support.s3_server import S3Server, ThrottlingProxy, started
 from tests.support.warcs import write_warc
 from tests.web_pages import pages
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 SECRET = "s3cr3t-never-pinned-4f1d"
 CRAWL = "CC-TEST-2024-01"
@@ -45,7 +45,7 @@ def visible(out: Path) -> dict[str, bytes]:
 def test_a_prefix_is_read_as_the_same_files_on_disk_and_no_credential_is_kept(store, tmp_path):
     store.upload(SAMPLE / "jsonl", "s3://inputs/sample/jsonl")
     local, remote = tmp_path / "local", tmp_path / "remote"
-    curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *SMALL)
+    curator_here("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *SMALL)
     done = curator_cli("run", "--input-dir", "s3://inputs/sample/jsonl", "--output-dir", str(remote), *SMALL,
                        env=env_of(store))
     assert visible(remote) == visible(local) != {}, "the same task ids, so the same files, byte for byte"
@@ -94,8 +94,8 @@ def test_a_crawl_is_read_from_the_store_as_from_its_warcs_on_disk(store, tmp_pat
     from_store, from_disk = tmp_path / "store", tmp_path / "disk"
     curator_cli("run", "--crawl", CRAWL, "--crawl-base-url", "s3://commoncrawl/", "--output-dir", str(from_store),
                 "--pipeline", "commoncrawl", *SMALL, env=env_of(store))
-    curator_cli("run", "--input-dir", str(directory), "--input-file-type", "warc", "--output-dir", str(from_disk),
-                "--pipeline", "commoncrawl", *SMALL)
+    curator_here("run", "--input-dir", str(directory), "--input-file-type", "warc", "--output-dir", str(from_disk),
+                 "--pipeline", "commoncrawl", *SMALL)
 
     def texts(out: Path) -> dict[str, str]:
         return {row["url"]: row["text"] for path in sorted(out.glob("*.parquet")) for row in pq.read_table(path).to_pylist()}
@@ -108,7 +108,7 @@ def test_a_prefix_is_read_through_a_throttling_store(store, tmp_path):
     backoff, as a crawl download does, and the run ends as on disk."""
     store.upload(SAMPLE / "jsonl", "s3://throttled-run/in")
     local, remote = tmp_path / "local", tmp_path / "remote"
-    curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *SMALL)
+    curator_here("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *SMALL)
     proxy = ThrottlingProxy(store, refusals=4, max_objects=2)
     try:
         curator_cli("run", "--input-dir", "s3://throttled-run/in", "--output-dir", str(remote), *SMALL,

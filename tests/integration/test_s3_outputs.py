@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SAMPLE, curator_cli, need
+from tests.conftest import SAMPLE, curator_cli, curator_here, need
 from tests.support.s3_server import S3Server, ThrottlingProxy, incompressible_jsonl, started
 from tests.support.warcs import write_warc
 from tests.web_pages import pages
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 SPOOL = Path(tempfile.gettempdir()) / f"curator-array-spool-{os.getuid()}"
 
@@ -48,7 +48,7 @@ def test_a_jsonl_run_writes_to_a_prefix_what_it_writes_to_a_directory(store, tmp
     store.upload(SAMPLE / "jsonl", "s3://inputs/jsonl")
     chosen = ["--min-words", "40", "--keep-removed", "--output-file-type", "jsonl", *SMALL]
     local = tmp_path / "local"
-    curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *chosen)
+    curator_here("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *chosen)
     checkpoint = tmp_path / "checkpoint"
     run = ("run", "--input-dir", "s3://inputs/jsonl", "--output-dir", "s3://outputs/jsonl",
            "--checkpoint-path", str(checkpoint), *chosen)
@@ -79,7 +79,7 @@ def test_a_warc_run_from_a_prefix_rolls_its_parts_into_objects(store, tmp_path):
     chosen = ["--input-file-type", "warc", "--pipeline", "commoncrawl", "--records-per-batch", "2", "--keep-removed",
               *SMALL]
     local = tmp_path / "local"
-    curator_cli("run", "--input-dir", str(warcs), "--output-dir", str(local), *chosen)
+    curator_here("run", "--input-dir", str(warcs), "--output-dir", str(local), *chosen)
     curator_cli("run", "--input-dir", "s3://inputs/warcs", "--output-dir", "s3://outputs/warcs",
                 "--checkpoint-path", str(tmp_path / "checkpoint"), *chosen, env=store.env)
     expected = files_under(local)
@@ -165,7 +165,7 @@ def test_the_later_phases_read_and_write_the_prefix_as_a_directory(store, tmp_pa
               "hq=0.5", "--quality-buckets", "3", "--partition-by-bucket", "--keep-removed", "--tokenize",
               str(tokenizer), "--token-file-size", "200000", "--output-file-type", "jsonl", *SMALL]
     local = tmp_path / "local"
-    curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *chosen)
+    curator_here("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", str(local), *chosen)
     curator_cli("run", "--input-dir", str(SAMPLE / "jsonl"), "--output-dir", "s3://outputs/phases",
                 "--checkpoint-path", str(tmp_path / "checkpoint"), *chosen, env=store.env)
     expected = files_under(local)

@@ -12,6 +12,8 @@ from .. import __version__
 from ..core.options import RunOption
 from ..run.option_table import option_named, run_options
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="curator-array")
@@ -25,7 +27,7 @@ def cli(verbose: int) -> None:
     expressions to resubmit.
     """
     level = logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=level, format=LOG_FORMAT)
 
 
 def run_option(name: str, required: bool = False, from_environment: bool = False, **overrides):

@@ -4,8 +4,8 @@ A run in its own process starts a private Ray cluster, whose driver and workers 
 Ray Data again: about 7 CPU-seconds for a run of the sample data, which takes 0.3 s once
 that is done. Most tests check what a run writes and says, not how it starts its cluster;
 they run here on one cluster per test module, whose workers stay warm. The tests of the
-cluster's own life (its start, its options, a stop by a signal, a node's memory) keep using
-``tests.conftest.curator_cli``.
+cluster's own life (its start, its options, a stop by a signal, a node's memory, variables
+its workers read) keep using ``tests.conftest.curator_cli``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from unittest import mock
 
+from curator_array.cli.group import LOG_FORMAT
 from curator_array.execution.clients import RayClusterClient
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 class AlreadyConnected(RayClusterClient):

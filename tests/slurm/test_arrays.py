@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from curator_array.core.layout import CheckpointLayout
-from tests.conftest import REPO, read_records, records_digest, visible_files
+from tests.conftest import REPO, curator_here, read_records, records_digest, visible_files
 from tests.slurm.conftest import SLOW, entrypoint_line, job_script, sbatch, wait_for
 
 pytestmark = pytest.mark.slurm
@@ -40,14 +40,10 @@ def raylet_pids(job: str) -> set[int]:
 
 
 @pytest.fixture(scope="module")
-def unsharded(tmp_path_factory, sample_data_module):
-    """An ordinary single-process run over the same inputs: the reference for every union."""
+def unsharded(tmp_path_factory, sample_data_module, run_cluster):
+    """An ordinary single-process run over the same inputs (in this process): the reference for every union."""
     out = tmp_path_factory.mktemp("unsharded") / "out"
-    subprocess.run(
-        ["curator-array", "run", "--input-dir", str(sample_data_module), "--output-dir", str(out),
-         "--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"],
-        check=True, capture_output=True, cwd=REPO, env=dict(os.environ, PATH=f"{REPO}/.venv/bin:{os.environ['PATH']}"),
-    )
+    curator_here("run", "--input-dir", str(sample_data_module), "--output-dir", str(out), "--no-progress")
     return read_records(out)
 
 

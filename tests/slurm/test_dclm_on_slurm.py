@@ -17,7 +17,7 @@ from tests.slurm.test_faults import render_test_site
 from tests.slurm.test_quality_on_slurm import visible
 from tests.support.quality_corpus import train_model, trainer_installed, write_jsonl
 
-pytestmark = [pytest.mark.slurm, pytest.mark.ray]
+pytestmark = [pytest.mark.slurm, pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 
 

@@ -13,7 +13,7 @@ from tests.slurm.test_faults import render_test_site
 from tests.support.decont_corpus import eval_and_corpus
 from tests.support.quality_corpus import write_jsonl
 
-pytestmark = [pytest.mark.slurm, pytest.mark.ray]
+pytestmark = [pytest.mark.slurm, pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
 SMALL = ["--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress"]
 
 

@@ -37,6 +37,7 @@ from curator_array.run.submission import run_request_id
 from curator_array.stages.web.fasttext_language import bundled_model
 from tests.conftest import REPO, SAMPLE, curator_cli
 from tests.support.fake_runtimes import install_fakes, install_recording_image
+from tests.support.in_process import curator_in_process
 from tests.support.tokenizer import train_tokenizer
 
 RUNTIMES = ("pyxis", "oci", "apptainer", "charliecloud", "baremetal")
@@ -193,8 +194,8 @@ def launch_and_check(world, tmp_path: Path, runtime: str, way: str, values: dict
     base = {"PATH": f"{fakes}:{Path(sys.executable).parent}:/usr/bin:/bin", "FAKE_IMAGE_ROOT": str(image),
             "FAKE_SBATCH_DEPENDENTS": "run" if later_phases else "queue",
             "CONTAINER_IMAGE": str(root / "bundle") if runtime == "oci" else "/images/ca.sqsh", "HOME": str(tmp_path)}
+    assert curator_in_process("render-site", "--sites-dir", str(sites), site).returncode == 0
     cli = [sys.executable, "-m", "curator_array.cli"]
-    subprocess.run([*cli, "render-site", "--sites-dir", str(sites), site], check=True, capture_output=True)
     if way == "sbatch variable":
         command = ["sbatch", "--parsable", "--array=0", str(sites / f"{site}.sbatch")]
         env = {**base, **variables(values)}

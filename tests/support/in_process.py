@@ -38,17 +38,6 @@ class AlreadyConnected(RayClusterClient):
 
 
 @contextlib.contextmanager
-def _environment(extra: Mapping[str, str]) -> Iterator[None]:
-    saved = dict(os.environ)
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-@contextlib.contextmanager
 def _output() -> Iterator[tuple[io.StringIO, io.StringIO]]:
     """stdout and stderr as the command prints them, its log lines on stderr as the CLI formats
     them; then what reached descriptor 2 itself (Ray's C++ core writes there)."""
@@ -76,7 +65,7 @@ def curator_in_process(*args: str, env: Mapping[str, str] | None = None) -> subp
     """What ``curator-array ARGS`` returns and prints, run here with ``env`` added to the environment."""
     from curator_array.cli import main
 
-    with _environment(env or {}), _output() as (out, err), \
+    with mock.patch.dict(os.environ, env or {}), _output() as (out, err), \
             mock.patch("curator_array.run.shard.make_client", lambda *_a, **_k: AlreadyConnected()):
         code = main(list(args))
     return subprocess.CompletedProcess(["curator-array", *args], code, out.getvalue(), err.getvalue())

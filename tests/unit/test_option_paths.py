@@ -194,7 +194,8 @@ def launch_and_check(world, tmp_path: Path, runtime: str, way: str, values: dict
     base = {"PATH": f"{fakes}:{Path(sys.executable).parent}:/usr/bin:/bin", "FAKE_IMAGE_ROOT": str(image),
             "FAKE_SBATCH_DEPENDENTS": "run" if later_phases else "queue",
             "CONTAINER_IMAGE": str(root / "bundle") if runtime == "oci" else "/images/ca.sqsh", "HOME": str(tmp_path)}
-    assert curator_in_process("render-site", "--sites-dir", str(sites), site).returncode == 0
+    rendered = curator_in_process("render-site", "--sites-dir", str(sites), site)
+    assert rendered.returncode == 0, rendered.stderr
     cli = [sys.executable, "-m", "curator_array.cli"]
     if way == "sbatch variable":
         command = ["sbatch", "--parsable", "--array=0", str(sites / f"{site}.sbatch")]

@@ -16,6 +16,10 @@ fastText bigram classifier with 2 M hash buckets and dim 100 (about 800 MB), tra
 
 Three rounds, the engines in turn; medians, the whole process tree's peak PSS (sampled every
 2 s: more often, reading it took CPU from the element measured).
+
+A third engine is the bare loop with glibc putting its large allocations on huge pages
+(``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``), as ours moves its models there after loading
+(``classify.model_pages``): how much of the difference that is.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ FILES = 16
 WORK = CACHE / "selection"
 OURS = ["--num-cpus", "2", "--object-store-memory", str(300 * 2**20), "--no-progress", "--output-file-type",
         "parquet"]
+
+HUGE_PAGES = {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 
 BARE = r"""
 import sys
@@ -125,13 +131,15 @@ def measure(count: int, classifier: Path) -> None:
         busy.append((sum(stage["cpu_s"] for stage in shown["stages"]), shown["cores_busy"]))
         return measured
 
-    def bare():
-        out = WORK / f"bare-{count}"
-        shutil.rmtree(out, ignore_errors=True)
-        return timed_tree([sys.executable, "-c", BARE, str(data), str(classifier), str(out)], env,
-                          interval_s=PSS_SAMPLING_BUSY_S)
+    def bare(extra_env: dict[str, str]):
+        def run():
+            out = WORK / f"bare-{count}"
+            shutil.rmtree(out, ignore_errors=True)
+            return timed_tree([sys.executable, "-c", BARE, str(data), str(classifier), str(out)],
+                              {**env, **extra_env}, interval_s=PSS_SAMPLING_BUSY_S)
+        return run
 
-    turns = in_turns({"ours": ours, "bare Pool(2)": bare})
+    turns = in_turns({"ours": ours, "bare Pool(2)": bare({}), "bare, huge pages": bare(HUGE_PAGES)})
     size = sum(p.stat().st_size for p in data.glob("*.jsonl")) / 1e6
     print(f"\n{count:,} documents, {size:,.0f} MB of JSONL in {FILES} files; medians of "
           f"{len(turns['ours'].walls)} rounds in turn (peak: the process tree's PSS)")
@@ -139,7 +147,8 @@ def measure(count: int, classifier: Path) -> None:
         print(f"  {name:<14}{turn.median:8.1f} s  (rounds {turn} s; peak {turn.peak:,.0f} MiB)")
     cpu = sorted(c for c, _ in busy)[len(busy) // 2]
     shown = sorted(s for _, s in busy if s is not None)
-    print(f"  bare / ours: {turns['bare Pool(2)'].median / turns['ours'].median:.2f}x; cores busy "
+    print(f"  bare / ours: {turns['bare Pool(2)'].median / turns['ours'].median:.2f}x (on huge pages: "
+          f"{turns['bare, huge pages'].median / turns['ours'].median:.2f}x); cores busy "
           f"{cpu / turns['ours'].median:.2f} of 2 (the stages' {cpu:,.1f} CPU-s over the element's wall, start to "
           f"exit); status says {shown[len(shown) // 2] if shown else '-'} (process start to manifest)")
 

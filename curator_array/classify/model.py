@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
+from .model_pages import MODELS
 
 LABEL_PREFIX = "__label__"
 DEFAULT_QUALITY_LABEL = "__label__hq"
@@ -37,7 +38,7 @@ def load_model(path: str | Path) -> Any:
     try:
         with open(path, "rb"):
             pass
-        return fasttext.load_model(str(path))
+        return MODELS.load(lambda: fasttext.load_model(str(path)))
     except (ValueError, RuntimeError, OSError, MemoryError) as exc:
         raise ConfigError(f"{path} is not a fastText model that can be read ({exc})") from None
 
@@ -110,7 +111,13 @@ def quality_probabilities(model: Any, contents: list[str], label: str = DEFAULT_
                           binary: bool = True) -> list[float]:
     """``quality_probability`` of each of ``contents``, as one loop over the model's own
     predictor: the Python wrapper's checks and tuple shuffling cost 4–8% of a bigram
-    model's scoring (``model_text`` leaves no newline to check for)."""
+    model's scoring (``model_text`` leaves no newline to check for). A model that scores long
+    enough moves onto huge pages (``model_pages``)."""
+    with MODELS.scoring():
+        return _probabilities(model, contents, label, binary)
+
+
+def _probabilities(model: Any, contents: list[str], label: str, binary: bool) -> list[float]:
     predict = getattr(getattr(model, "f", None), "predict", None)
     if not binary or predict is None:
         return [quality_probability(model, content, label, binary) for content in contents]

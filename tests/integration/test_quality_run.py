@@ -317,3 +317,27 @@ def test_label_models_write_the_best_labels_as_fasttext_predicts_them(corpus, tm
     done = curator("run", "--input-dir", str(root / "in"), "--output-dir", str(tmp_path / "again"), *SMALL,
                    "--label-model", f"hq={quality}", "--label-top-k", "3", check=False)
     assert done.returncode == 2 and "--label-top-k 3: --label-model hq=" in done.stderr and "has 2 labels" in done.stderr
+
+
+def test_a_model_that_scored_long_enough_moves_onto_huge_pages_and_scores_the_same(corpus, monkeypatch):
+    from curator_array.classify import model as quality
+    from curator_array.classify import model_pages
+
+    root, model_path, documents = corpus
+    texts = [document["text"] for document in documents.values()][:300]
+    regions = model_pages.LargeRegions()
+    monkeypatch.setattr(quality, "MODELS", regions)
+    monkeypatch.setattr(model_pages, "LARGE", 1 * MiB)  # the test's model is small
+    model = quality.load_model(model_path)
+    assert regions.waiting, "the load's matrix is waiting to move"
+    huge_before = _anonymous_huge_kib()
+    on_small_pages = quality.quality_probabilities(model, texts)
+    monkeypatch.setattr(model_pages, "MOVE_AFTER_S", 0.0)
+    moved = quality.quality_probabilities(model, texts)
+    assert not regions.waiting
+    need(_anonymous_huge_kib() > huge_before, "this kernel cannot collapse memory onto huge pages (MADV_COLLAPSE)")
+    assert moved == on_small_pages == quality.quality_probabilities(model, texts)
+
+
+def _anonymous_huge_kib() -> int:
+    return int(Path("/proc/self/smaps_rollup").read_text().split("AnonHugePages:")[1].split()[0])

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ...classify.model_pages import MODELS
 from ...core.errors import ConfigError
 from ...core.file_digests import file_digest
 from ...text.language import LANGUAGE_FIELD, LANGUAGE_SCORE_FIELD, unknown_codes
@@ -48,7 +49,7 @@ def load_model(path: str | Path):
     if not Path(path).is_file():
         raise ConfigError(f"language model {path}: no such file")
     try:
-        return fasttext.load_model(str(path))
+        return MODELS.load(lambda: fasttext.load_model(str(path)))
     except (ValueError, RuntimeError, OSError, MemoryError) as exc:
         raise ConfigError(f"language model {path} is not a fastText model ({exc})") from None
 
@@ -109,7 +110,8 @@ class FastTextLanguageFilter(FilterStage):
         return best, best_score, wanted
 
     def score(self, table, text):
-        found = [self._classify(t) if t else ("und", 0.0, False) for t in text.to_pylist()]
+        with MODELS.scoring():
+            found = [self._classify(t) if t else ("und", 0.0, False) for t in text.to_pylist()]
         table = table.append_column(LANGUAGE_FIELD, pa.array([code for code, _, _ in found], pa.string()))
         table = table.append_column(LANGUAGE_SCORE_FIELD, pa.array([s for _, s, _ in found], pa.float64()))
         # Named as --pipeline commoncrawl names its language drops: not in a wanted language, or

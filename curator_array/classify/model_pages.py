@@ -7,7 +7,7 @@ the same loop scored a page in 49–57 µs instead of 58–89 µs (one process, 
 documents, runs in turn; the spread on small pages is other tenants' load). Linux backs
 memory with huge pages only where asked (``madvise``, the usual default) and fastText does
 not ask, so the regions a load mapped are collapsed in place (``MADV_COLLAPSE``, Linux 6.1):
-a copy of the model's bytes, 0.2 s for 775 MiB where the memory was used before, up to 1.5 s
+a copy of the model's bytes, 0.2 s for 775 MiB where the memory was used before, up to 2.4 s
 where a VM first backs it. A short shard never earns that back, so the move waits until the
 process has scored for ``MOVE_AFTER_S``: by then small pages have cost about what moving
 costs (the rule of renting until the rent paid equals the price), and a long shard keeps

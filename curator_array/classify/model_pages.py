@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import TypeVar
 
@@ -73,15 +74,20 @@ def new_ranges(before: set[tuple[int, int]], after: set[tuple[int, int]]) -> lis
     return pieces
 
 
+@cache
+def _madvise():
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    return madvise
+
+
 def _collapse(start: int, end: int) -> int:
     """Collapse the whole huge pages inside [start, end); the bytes now on them, 0 if refused."""
     first = -(-start // HUGE_PAGE) * HUGE_PAGE
     last = end // HUGE_PAGE * HUGE_PAGE
     if last <= first:
         return 0
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
-    if libc.madvise(first, last - first, MADV_COLLAPSE) != 0:
+    if _madvise()(first, last - first, MADV_COLLAPSE) != 0:
         logger.debug("huge pages refused for %d MiB (errno %d)", (last - first) >> 20, ctypes.get_errno())
         return 0
     return last - first

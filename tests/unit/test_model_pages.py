@@ -1,6 +1,7 @@
 """A loaded model's large regions move onto huge pages once scoring took long enough; small
 ones, and everything the load did not map, stay as they are; without /proc, the load is all."""
 
+import ctypes
 import mmap
 import sys
 import time
@@ -16,9 +17,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="transparent hug
 
 def _huge_kib(region: mmap.mmap) -> int:
     """AnonHugePages of the mapping that holds ``region`` (from /proc/self/smaps)."""
-    import ctypes
-
-    address = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    address, _ = _bounds(region)
     inside = False
     for line in Path("/proc/self/smaps").read_text().splitlines():
         fields = line.split()
@@ -47,8 +46,6 @@ def _collapse_supported() -> bool:
 
 
 def _bounds(region: mmap.mmap) -> tuple[int, int]:
-    import ctypes
-
     start = ctypes.addressof(ctypes.c_char.from_buffer(region))
     return start, start + len(region)
 

@@ -239,7 +239,7 @@ def test_worker_slurmd_stopped_in_a_two_node_element(slurm_cluster, sample_data_
         assert start_cluster("--squashfuse")["SLURM_CONF"] == os.environ["SLURM_CONF"]
     deadline = time.monotonic() + 120
     while [p for p in worker_processes if Path(f"/proc/{p}").exists()] and time.monotonic() < deadline:
-        time.sleep(1)
+        time.sleep(0.2)
     assert not [p for p in worker_processes if Path(f"/proc/{p}").exists()], "the worker node's Ray processes outlived the job"
     retry_and_resubmit(out, script, sample_data_module, "0-1 0 0 2\n", "--nodes=1")
     assert_same_as(out, slow_baseline)
@@ -303,7 +303,7 @@ def test_requeued_element_gets_a_new_restart_count_and_completes(slurm_cluster, 
     wait_for_restart(f"{job}_0")
     deadline = time.monotonic() + 300
     while not manifests(out) and time.monotonic() < deadline:
-        time.sleep(1)
+        time.sleep(0.2)
     manifest = manifests(out)[0]
     assert manifest["slurm_restart_count"] == 1 and manifest["attempt"].endswith("restart_1")
     records = read_records(out)
@@ -328,9 +328,9 @@ def test_stop_signal_requeues_the_element_when_the_site_asks(slurm_cluster, samp
     wait_for_restart(f"{job}_0")
     deadline = time.monotonic() + 300
     while 0 not in manifests(out) and time.monotonic() < deadline:  # the first attempt's end is logged as FAILED
-        time.sleep(1)
+        time.sleep(0.2)
     while job_states(job).get("0") != "COMPLETED" and time.monotonic() < deadline:
-        time.sleep(1)
+        time.sleep(0.2)
     states = wait_for(job, 2)
     assert set(states.values()) == {"COMPLETED"}, (states, log.read_text()[-3000:])
     text = log.read_text()

@@ -14,19 +14,13 @@ import pytest
 from curator_array.core.sharding import shard_of
 from curator_array.stages.partition import group_task_id
 from tests.conftest import SAMPLE, need, records_digest
-from tests.slurm.conftest import job_script, sbatch, wait_for
+from tests.slurm.conftest import JOBCOMP, job_script, sbatch, wait_for
 
 pytestmark = [pytest.mark.container, pytest.mark.slurm]
 
 
 def exit_codes(job_id: str) -> dict[str, str]:
-    comp = Path(os.environ["SLURM_CONF"]).parent.parent / "log" / "jobcomp.txt"
-    codes = {}
-    for line in comp.read_text().splitlines():
-        fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
-        if fields.get("ArrayJobId") == job_id:
-            codes[fields["ArrayTaskId"]] = fields["ExitCode"]
-    return codes
+    return {element: fields["ExitCode"] for element, fields in JOBCOMP.ended(job_id).items()}
 
 
 def test_sqsh_array_with_charliecloud(slurm_cluster, sqsh, tmp_path):

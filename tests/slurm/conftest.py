@@ -116,7 +116,7 @@ def sbatch(script: Path, *args: str, env: dict[str, str] | None = None, cwd: Pat
 
 
 class JobCompLog:
-    """The jobcomp log's final states, read on from where the last call stopped.
+    """The jobcomp log's records of ended jobs, read on from where the last call stopped.
 
     The log holds every job the cluster ever ran (megabytes after a few sessions); reading
     it whole at every poll cost 0.1 s of CPU each time."""
@@ -124,18 +124,19 @@ class JobCompLog:
     def __init__(self):
         self.file: tuple[int, int] | None = None  # (device, inode) read so far
         self.offset = 0
-        self.states: dict[str, dict[str, str]] = {}  # job id → element (or job id) → state
+        self.records: dict[str, dict[str, dict[str, str]]] = {}  # job id → element (or job id) → its fields
 
-    def finished(self, job_id: str) -> dict[str, str]:
+    def ended(self, job_id: str) -> dict[str, dict[str, str]]:
+        """Element (or job id) → the fields of its last record (JobState, ExitCode, ...)."""
         self._read_on(Path(os.environ["SLURM_CONF"]).parent.parent / "log" / "jobcomp.txt")
-        return dict(self.states.get(job_id, {}))
+        return dict(self.records.get(job_id, {}))
 
     def _read_on(self, path: Path) -> None:
         try:
             with path.open("rb") as handle:
                 stat = os.fstat(handle.fileno())
                 if (stat.st_dev, stat.st_ino) != self.file or stat.st_size < self.offset:
-                    self.file, self.offset, self.states = (stat.st_dev, stat.st_ino), 0, {}
+                    self.file, self.offset, self.records = (stat.st_dev, stat.st_ino), 0, {}
                 handle.seek(self.offset)
                 chunk = handle.read()
         except FileNotFoundError:
@@ -146,9 +147,9 @@ class JobCompLog:
             fields = dict(part.split("=", 1) for part in line.split() if "=" in part)
             job, array = fields.get("JobId"), fields.get("ArrayJobId")
             if array:
-                self.states.setdefault(array, {})[fields.get("ArrayTaskId") or array] = fields["JobState"]
+                self.records.setdefault(array, {})[fields.get("ArrayTaskId") or array] = fields
             if job and job != array:
-                self.states.setdefault(job, {})[job] = fields["JobState"]
+                self.records.setdefault(job, {})[job] = fields
 
 
 JOBCOMP = JobCompLog()
@@ -156,7 +157,7 @@ JOBCOMP = JobCompLog()
 
 def finished_states(job_id: str) -> dict[str, str]:
     """Array element (or job) → final state, from the jobcomp log."""
-    return JOBCOMP.finished(job_id)
+    return {element: fields["JobState"] for element, fields in JOBCOMP.ended(job_id).items()}
 
 
 def job_states(job_id: str) -> dict[str, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import random
 import socket
 import subprocess
@@ -14,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support.reference_site import ensure_reference_site
+from tests.support.reference_site import ensure_reference_site, reference_environment
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 
@@ -37,8 +36,8 @@ class S3Server:
         return {**CREDENTIALS, "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{self.port}"}
 
     def start(self) -> S3Server:
-        site = ensure_reference_site("moto-site")  # RuntimeError says why it cannot be
-        env = dict(os.environ, PYTHONPATH=str(site))
+        ensure_reference_site("moto-site")  # RuntimeError says why it cannot be
+        env = reference_environment("moto-site", path=())
         if self.authenticated:
             env["INITIAL_NO_AUTH_ACTION_COUNT"] = "0"
         self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],

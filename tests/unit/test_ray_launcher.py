@@ -283,3 +283,29 @@ def test_the_log_monitor_does_not_pass_on_that_no_metrics_agent_answers():
     client.publish_logs({"pid": 7, "lines": ["Traceback (most recent call last):"]})
     assert [data["lines"] for data in published] == [["a line of the raylet's own"], ["Traceback (most recent call last):"]]
     assert client.address == "gcs"
+
+
+def test_the_launcher_of_an_untested_ray_release_becomes_ray_start_with_the_same_flags(monkeypatch, tmp_path, capsys):
+    """On a Ray outside the tested releases the launcher replaces itself with ``ray start
+    --block`` and exactly its own flags, before it touches Ray's private ``Node``. (That the
+    replacement starts a working head is test_clients' fallback test.)"""
+    import ray
+
+    from curator_array.execution.ray_internals import launcher
+
+    class Replaced(Exception):
+        pass
+
+    def exec_instead(executable, argv):
+        raise Replaced(executable, argv)
+
+    monkeypatch.setattr(ray, "__version__", "2.99.0")
+    monkeypatch.setattr(launcher.os, "execvp", exec_instead)
+    monkeypatch.setattr(launcher, "lean_node_class", lambda: pytest.fail("Ray's Node was looked at"))
+    flags = head_arguments(tmp_path, PORTS, NodeOptions(num_cpus=1, object_store_memory=100 * 2**20))
+    with pytest.raises(Replaced) as replaced:
+        launcher.main(flags)
+    executable, argv = replaced.value.args
+    assert argv == [executable, "start", "--block", *flags] and Path(executable).name == "ray"
+    assert ("Ray 2.99.0 is outside the releases curator-array was tested on; using `ray start --block` instead"
+            in capsys.readouterr().err)

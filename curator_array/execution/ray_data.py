@@ -26,6 +26,7 @@ from ray.data.context import (
 
 from ..stages.apply import apply_chain, set_up
 from ..stages.base import ProcessingStage, RayStageSpec
+from ..stages.meter import UnmeteredCpu
 from ..stages.tasks import INPUT_BYTES, Task
 from .cutting import cut_tasks
 from .pools import ClusterShape, PoolChoice, choose_pool
@@ -199,14 +200,17 @@ class _StageActor:
     def __init__(self, stages: Sequence[ProcessingStage], take=None, give=None, profile_dir: str | None = None):
         self.stages = list(stages)
         self.take, self.give, self.profile_dir = take, give, profile_dir
-        self.setup_s = set_up(self.stages, started_for=lead(self.stages).stage_name)  # charged to the first outputs
+        name = lead(self.stages).stage_name
+        self.setup_s = set_up(self.stages, started_for=name)  # charged to the first outputs
+        self.unmetered = UnmeteredCpu(name, [stage.stage_name for stage in self.stages],
+                                      set_up_cpu=sum(cpu for _, cpu in self.setup_s.values()))
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         queued = _queued_s(batch)
         setup_s, self.setup_s = self.setup_s, None
         with profiled(self.profile_dir):
-            yield from _blocks(_within_budgets(_decode(batch), self.take, self.give,
-                                               lambda tasks: apply_chain(self.stages, tasks, queued, setup_s)))
+            yield from _blocks(self.unmetered.charge(_within_budgets(
+                _decode(batch), self.take, self.give, lambda tasks: apply_chain(self.stages, tasks, queued, setup_s))))
 
 
 BLOCKS_PER_CPU = 4

@@ -10,7 +10,8 @@ worker keeps state between tasks.
 CPU time is the process's (``time.process_time``), so a library's own threads count,
 plus what the chain's stages had child processes spend (``cpu_elsewhere_s``: the
 extraction sandbox's). Work a stage does after its last output (rare: a flush with
-nothing to emit) is not attributed.
+nothing to emit) is not attributed. A process that exists for one stage (an actor)
+also charges that stage what it spent outside the meters (:class:`UnmeteredCpu`).
 """
 
 from __future__ import annotations
@@ -80,4 +81,38 @@ class StageMeter:
             received = self.upstream.rows_out - upstream_rows if self.upstream is not None else emitted
             task.counters = task.counters.with_time(
                 StageTime(self.stage, self.node, 1, received, max(wall, 0.0), max(cpu, 0.0), queued))
+            yield task
+
+
+class UnmeteredCpu:
+    """What a process started for one stage spends outside its stages' meters, charged to that stage.
+
+    An actor runs its chain only inside calls; around them its process still works for
+    the chain: Ray hands it the next input, encodes and stores each output, and its own
+    threads keep the worker alive (about 1 CPU-s of a 55-s element per actor). The bare
+    loop a user compares with pays the same in its workers' time, and the actor exists
+    for ``stage`` alone, so the stage's figures count it.
+
+    Made right after :func:`~curator_array.stages.apply.set_up`, whose charges
+    (``set_up_cpu``: the process's start, the model's load) the first outputs' meters
+    carry. What is due is settled at the start of each call, on its first output: only
+    then do the outputs before carry all their meters' figures (a part's record may leave
+    before the output that carries the model's time). What the last call leaves is not counted.
+    """
+
+    def __init__(self, stage: str, stages: Iterable[str], set_up_cpu: float, node: str = NODE,
+                 cpu_clock: Callable[[], float] = time.process_time):
+        self.stage, self.stages, self.node, self.cpu_clock = stage, frozenset(stages), node, cpu_clock
+        self.charged = cpu_clock()  # the process CPU on record, besides what the meters add from now on
+        self.metered = -set_up_cpu  # what the outputs' meters carry for these stages, less the set-up already on record
+
+    def charge(self, tasks: Iterable[Task]) -> Iterator[Task]:
+        due = max(0.0, self.cpu_clock() - self.charged - max(self.metered, 0.0))
+        self.charged += due
+        for task in tasks:
+            if not isinstance(task, FailedTask):
+                self.metered += sum(t.cpu_s for t in task.counters.times if t.stage in self.stages)
+                if due:
+                    task.counters = task.counters.with_time(StageTime(self.stage, self.node, 0, 0, 0.0, due, 0.0))
+                    due = 0.0
             yield task

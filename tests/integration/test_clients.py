@@ -371,9 +371,11 @@ def test_cluster_started_outside_survives(sample_jsonl, tmp_path):
                       "--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress")
         assert own.returncode == 0, own.stderr[-3000:]
         assert external.running() and external.members(), "our client's stop must not touch other clusters"
-        again = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(tmp_path / "ext2"),
-                        "--ray-address", address, "--no-progress", env=env)
-        assert again.returncode == 0, again.stderr[-3000:]
+        driver = subprocess.run(
+            [sys.executable, "-c", (f"import ray; ray.init(address={address!r}); "
+                                    "print('SUM', ray.get(ray.remote(lambda: 2 + 3).remote()))")],
+            env=env, capture_output=True, text=True, timeout=120)
+        assert "SUM 5" in driver.stdout, "the outside cluster still runs work: " + driver.stderr[-2000:]
     finally:
         external.stop()
     assert not external.members()

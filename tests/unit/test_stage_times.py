@@ -220,3 +220,38 @@ def test_status_and_report_show_stages_overall_and_per_node(tmp_path):
                                                         ("n1", "reader"), ("n1", "filter"),
                                                         ("n2", "reader"), ("n2", "filter")]
     assert rows[3]["share"] == 3.5 / 4.0
+
+
+def test_a_process_started_for_a_stage_charges_it_what_it_spent_outside_the_meters():
+    """An actor's CPU around its meters (Ray handing it work, storing its outputs) goes to the
+    stage it was started for, on the first output of its next call, once the outputs before
+    have brought their meters' figures (a part's record may come before them, the set-up's
+    charges with them); nothing is counted twice, nor the time a stage of another process
+    left on a task."""
+    from curator_array.stages.meter import UnmeteredCpu
+    from curator_array.stages.tasks import FailedTask
+
+    def output(**cpu):
+        task = tasks(1)[0]
+        for stage, seconds in cpu.items():
+            task.counters = task.counters.with_time(StageTime(stage, "n", 1, 3, seconds, seconds, 0.0))
+        return task
+
+    # set up at 10.0 (1.5 of it the model's load), first call at 10.5, second at 14.7, third at 14.9
+    clock = iter([10.0, 10.5, 14.7, 14.9])
+    unmetered = UnmeteredCpu("model", ["reader", "model", "writer"], set_up_cpu=1.5, node="n",
+                             cpu_clock=lambda: next(clock))
+    failed = FailedTask("t9", reason="bad")
+    first_call = list(unmetered.charge([failed, output(writer=0.1), output(reader=0.3, model=1.5 + 2.0, download=9.0)]))
+    second_call = list(unmetered.charge([output(model=0.2)]))
+    third_call = list(unmetered.charge([output(model=0.1)]))
+
+    def cpu(task):
+        return {t.stage: t.cpu_s for t in task.counters.times}
+
+    assert first_call[0] is failed and not failed.counters.times
+    assert cpu(first_call[1]) == pytest.approx({"writer": 0.1, "model": 0.5})  # from the set-up to the call
+    assert cpu(first_call[2]) == pytest.approx({"reader": 0.3, "model": 3.5, "download": 9.0})
+    assert cpu(second_call[0]) == pytest.approx({"model": 0.2 + 1.8})  # 14.7 - 10.5 - 2.4 metered since the set-up
+    assert cpu(third_call[0]) == pytest.approx({"model": 0.1}), "nothing is due: 14.9 - 14.7 - 0.2"
+    assert [t.outputs for t in first_call[1].counters.times if t.stage == "model"] == [0], "no output counted twice"

@@ -113,6 +113,15 @@ def wait_until_ready(node: RayNodeProcess, address: str) -> None:
     wait_for_head(node, node.log_path.parent, host, int(port), timeout_s=60)
 
 
+def assert_runs_a_task(address: str, env: dict[str, str]) -> None:
+    """A driver of its own connects to the cluster at ``address`` and gets a task's result."""
+    driver = subprocess.run(
+        [sys.executable, "-c", (f"import ray; ray.init(address={address!r}); "
+                                "print('SUM', ray.get(ray.remote(lambda: 2 + 3).remote()))")],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert "SUM 5" in driver.stdout, driver.stderr[-2000:]
+
+
 def _start_with(command_for):
     """A head whose launcher command is ``command_for(args)``, and a driver that used it."""
     session = new_session_dir()
@@ -132,11 +141,7 @@ def test_head_falls_back_to_ray_start_where_ray_internals_differ(caplog):
         start_head(node.log_path.parent, token, NodeOptions(), spawned=(node, address))
         assert any(f"Ray head: {reason}; using `ray start --block`"
                    in r.getMessage() for r in caplog.records if r.levelname == "WARNING"), caplog.text
-        driver = subprocess.run(
-            [sys.executable, "-c", (f"import ray; ray.init(address={address!r}); "
-                                    "print('SUM', ray.get(ray.remote(lambda: 2 + 3).remote()))")],
-            env=ray_environment(token), capture_output=True, text=True, timeout=120)
-        assert "SUM 5" in driver.stdout, driver.stderr[-2000:]
+        assert_runs_a_task(address, ray_environment(token))
         assert "using `ray start --block` instead" in node.log_tail(40)
         names = [cmdline(p) for p in node.members()]
         assert any("dashboard/dashboard.py" in n for n in names), "the fallback is the stock `ray start`"
@@ -371,11 +376,7 @@ def test_cluster_started_outside_survives(sample_jsonl, tmp_path):
                       "--num-cpus", "1", "--object-store-memory", str(100 * 2**20), "--no-progress")
         assert own.returncode == 0, own.stderr[-3000:]
         assert external.running() and external.members(), "our client's stop must not touch other clusters"
-        driver = subprocess.run(
-            [sys.executable, "-c", (f"import ray; ray.init(address={address!r}); "
-                                    "print('SUM', ray.get(ray.remote(lambda: 2 + 3).remote()))")],
-            env=env, capture_output=True, text=True, timeout=120)
-        assert "SUM 5" in driver.stdout, "the outside cluster still runs work: " + driver.stderr[-2000:]
+        assert_runs_a_task(address, env)
     finally:
         external.stop()
     assert not external.members()

@@ -23,12 +23,15 @@ export DOCKER_BUILDKIT ?= 0
 # Bytecode is written here, once, on every core (21 s here; pip compiles one file at a time: 42 s).
 # Left to imports it is not written where PYTHONDONTWRITEBYTECODE is set, as on our CI machines:
 # every Ray worker and driver then compiled the 1,400 modules of `import ray.data` again, 5.0 CPU-s
-# each instead of 1.4.
+# each instead of 1.4. Packages' own test suites and the installers are never imported by a run
+# (2,275 of 8,080 modules, a quarter of the time) and are left out.
+NEVER_IMPORTED := site-packages/(pip|setuptools|pkg_resources|_distutils_hack)/|site-packages/.+/tests?/
 $(STAMP): pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet --no-compile -c $(LOCK) -e '.[test]'
-	$(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
+	$(BIN)/python -m compileall -q -j 0 -x "$(NEVER_IMPORTED)" \
+		"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
 		curator_array tests bench scripts || echo "make install: some modules were not byte-compiled" >&2
 	$(BIN)/python -m curator_array.stages.web.url_lists
 	$(BIN)/python -m curator_array.classify.training --install
@@ -113,7 +116,7 @@ sqsh: $(STAMP)
 	$(BIN)/python container/build_image.py sqsh --tag $(IMAGE)
 
 ## OCI bundle (rootfs/ + config.json) of $(IMAGE) in build/, for SLURM's own `srun --container`
-## (skopeo copies the image out of the daemon, umoci unpacks it); reused per image id.
+## (the daemon's flattened export, the runtime's default config with the image's); reused per image id.
 oci: $(STAMP)
 	$(BIN)/python container/build_image.py oci --tag $(IMAGE)
 

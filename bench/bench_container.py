@@ -11,7 +11,7 @@ each through its rendered site script:
 
 three rounds, the runtimes in turn within each round; medians are printed. Also the image's
 size, and the time and size of each conversion (the image is built, or reused, first).
-Needs root (the throwaway dockerd and cluster), skopeo, umoci, runc and Charliecloud, which
+Needs root (the throwaway dockerd and cluster), runc and Charliecloud, which
 it installs from Debian when missing. Asserts nothing.
 """
 
@@ -102,7 +102,7 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("bench_container needs root (the throwaway dockerd and SLURM cluster)")
     ensure_packages({"ch-run": "charliecloud-runtime", "squashfuse": "squashfuse", "mksquashfs": "squashfs-tools",
-                     "skopeo": "skopeo", "umoci": "umoci", "runc": "runc"})
+                     "runc": "runc"})
     tag = build_image.DEFAULT_TAG
     build_s, _ = timed(lambda: build_image.build_image(tag, None))
     image = build_image.docker_client().images.get(tag)
@@ -128,7 +128,7 @@ def main() -> None:
                     arrays[runtime].append(submit(script, 4, work, runtime_env)[1])
         print(f"image {tag}: {image.attrs['Size'] / 2**20:.0f} MiB, built or reused in {build_s:.1f} s")
         print(f".sqsh (Charliecloud, pyxis): {sqsh.stat().st_size / 2**20:.0f} MiB in {sqsh_s:.1f} s; "
-              f"OCI bundle (skopeo + umoci): {du_mib(oci):.0f} MiB in {oci_s:.1f} s")
+              f"OCI bundle: {du_mib(oci):.0f} MiB in {oci_s:.1f} s")
     print(f"medians of {ROUNDS} rounds, the runtimes in turn; 12 sample files, 1,512 rows")
     print(f"{'runtime':<14}{'sbatch -> first line':>22}{'4-element array':>18}{'vs bare metal':>16}")
     for runtime in SITES:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import gzip
 import hashlib
-import importlib.util
 import io
 import json
 import os
@@ -24,16 +23,10 @@ import pytest
 
 from curator_array.core.layout import CheckpointLayout
 from tests.conftest import REPO, need
+from tests.support.build_tool import load_build_tool
 
 BASE_TAG = "curator-array-base:bookworm"
 IMAGE_TAG = "curator-array:test"
-
-
-def load_build_tool():
-    spec = importlib.util.spec_from_file_location("build_image", REPO / "container" / "build_image.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")
@@ -91,7 +84,7 @@ def sqsh(image, build_tool, tmp_path_factory):
 @pytest.fixture(scope="session")
 def oci_bundle(image, build_tool):
     """The image as an OCI bundle (`make oci`), for SLURM's own `srun --container`."""
-    for tool, package in (("skopeo", "skopeo"), ("umoci", "umoci"), ("runc", "runc")):
+    for tool, package in (("runc", "runc"),):
         if not shutil.which(tool) and os.geteuid() == 0:
             subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True,
                            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))

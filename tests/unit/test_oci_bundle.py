@@ -28,7 +28,7 @@ def image(tmp_path) -> Path:
     (root / "var" / "lib" / "apt" / "state").write_text("x")
     config = {"process": {"args": ["/entry"], "env": ["PATH=/opt/venv/bin:/usr/bin"], "cwd": "/tmp",
                           "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}]},
-              "hostname": "umoci",
+              "hostname": "runc",
               "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
                          {"destination": "/dev/pts", "type": "devpts", "source": "devpts",
                           "options": ["nosuid", "gid=5", "mode=0620"]},

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 
+from ..text.ngrams import distinct
 from .bandfile import BandRows
 from .minhash import band_keys, jaccard, shingles, signatures, simplify, text_keys
 from .settings import MinHashSettings
@@ -65,7 +66,7 @@ def confirmed_pairs(first: np.ndarray, second: np.ndarray,
     values, owners = shingles(pa.array([texts[k][0] for k in known], pa.string()), settings,
                               [texts[k][1] for k in known])
     bounds = np.searchsorted(owners, np.arange(len(known) + 1))
-    sets = {key: values[bounds[i]:bounds[i + 1]] for i, key in enumerate(known)}
-    keep = np.array([a not in sets or b not in sets or jaccard(sets[a], sets[b]) >= threshold
+    sets = {key: distinct(values[bounds[i]:bounds[i + 1]]) for i, key in enumerate(known)}
+    keep = np.array([a not in sets or b not in sets or jaccard(sets[a], sets[b], distinct_already=True) >= threshold
                      for a, b in zip(firsts, seconds)], dtype=bool)
     return first[keep], second[keep]

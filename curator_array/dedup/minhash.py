@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from ..text.ngrams import ngram_keys
+from ..text.ngrams import distinct, ngram_keys
 from .settings import MinHashSettings
 from .words import fold_diacritics, simplify, word_hashes, words  # noqa: F401 (dedup's API)
 
@@ -65,11 +65,13 @@ def shingles(texts: pa.Array, settings: MinHashSettings = MinHashSettings(),
     return values[order], owners[order]
 
 
-def jaccard(first: np.ndarray, second: np.ndarray) -> float:
-    """The Jaccard similarity of two shingle arrays (as sets)."""
-    one, other = np.unique(first), np.unique(second)
-    union = len(np.union1d(one, other))
-    return len(np.intersect1d(one, other, assume_unique=True)) / union if union else 1.0
+def jaccard(first: np.ndarray, second: np.ndarray, *, distinct_already: bool = False) -> float:
+    """The Jaccard similarity of two shingle arrays (as sets); ``distinct_already``: each holds
+    every value once (``text.ngrams.distinct``), as when one array meets many others."""
+    one, other = (first, second) if distinct_already else (distinct(first), distinct(second))
+    common = len(np.intersect1d(one, other, assume_unique=True))
+    union = len(one) + len(other) - common
+    return common / union if union else 1.0
 
 
 def signatures(texts: pa.Array, settings: MinHashSettings = MinHashSettings(),

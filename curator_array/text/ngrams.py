@@ -72,3 +72,11 @@ def keys_in_documents(keys: np.ndarray, parents: np.ndarray) -> np.ndarray:
     """One 64-bit key per (document, item key): equal items of one document share it."""
     with np.errstate(over="ignore"):
         return keys.astype(np.uint64) * MULTIPLIER + parents.astype(np.uint64)
+
+
+def distinct(keys: np.ndarray) -> np.ndarray:
+    """The distinct values of ``keys`` in ascending order, as ``np.unique`` gives them, by a sort:
+    NumPy 2.4's ``np.unique`` hashes integers instead, 20-40 times slower where most values
+    differ (0.8 s against 0.02 s for a million 64-bit keys; 5.5 s for FineWeb's 4.5 million domains)."""
+    ordered = np.sort(keys)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered

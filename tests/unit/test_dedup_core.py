@@ -125,6 +125,21 @@ def test_the_share_of_equal_minhash_values_estimates_the_jaccard_similarity():
         assert abs(estimate - truth) < 0.07, (other, truth, estimate)
 
 
+def test_jaccard_is_the_share_of_shared_shingles_with_repeats_or_without():
+    from curator_array.dedup.minhash import jaccard
+    from curator_array.text.ngrams import distinct
+
+    generator = np.random.default_rng(3)
+    for size in (0, 1, 50, 3000):
+        first = generator.integers(0, 400, size, dtype=np.uint64)
+        second = generator.integers(0, 400, size // 2 + 1, dtype=np.uint64)
+        one, other = set(first.tolist()), set(second.tolist())
+        truth = len(one & other) / len(one | other)
+        assert jaccard(first, second) == truth
+        assert jaccard(distinct(first), distinct(second), distinct_already=True) == truth
+    assert jaccard(np.array([], np.uint64), np.array([], np.uint64)) == 1.0
+
+
 def test_the_kept_copy_is_the_smallest_identity_whatever_the_order():
     pairs = [(3, 2), (4, 3), (24, 25), (2, 1), (90, 91), (91, 92), (92, 90)]
     for order in (pairs, pairs[::-1], sorted(pairs)):

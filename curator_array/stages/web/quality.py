@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...text.language import DEFAULT_LANGUAGE
+from ...text.ngrams import distinct
 from ..columns import row_languages
 from ..defaults import TEXT_FIELD
 from ..filters import FilterStage
@@ -270,8 +271,8 @@ def _distinct_stop_words(words: _Words) -> np.ndarray:
             hit |= vocabulary.per_word(stop) & (codes == code)[parents]
     if not hit.any():
         return np.zeros(rows)
-    distinct = np.unique(parents[hit].astype(np.int64) * len(vocabulary.words) + vocabulary.indices[hit])
-    return per_document(distinct // len(vocabulary.words), None, rows)
+    pairs = distinct(parents[hit].astype(np.int64) * len(vocabulary.words) + vocabulary.indices[hit])
+    return per_document(pairs // len(vocabulary.words), None, rows)
 
 
 def _within(values: np.ndarray, limits: np.ndarray) -> np.ndarray:

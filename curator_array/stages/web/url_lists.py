@@ -53,7 +53,7 @@ def hashes(values) -> np.ndarray:
     """64-bit hashes of strings, as the lists store them (each digest read as a little-endian number)."""
     digest = hashlib.blake2b
     joined = b"".join([digest(v.encode("utf-8", "surrogatepass"), digest_size=8).digest() for v in values])
-    return np.frombuffer(joined, dtype="<u8").astype(np.uint64)
+    return np.frombuffer(joined, dtype="<u8").astype(np.uint64, copy=False)
 
 
 def _entries(lines) -> list[str]:

@@ -19,6 +19,7 @@ from ..core.errors import CuratorArrayError
 from ..run.stopping import ShardStopped, stop_message
 from . import inspect_commands, model_commands, run_command, submit_commands  # noqa: F401  (each registers its commands)
 from .group import cli
+from .process_exit import exit_process
 
 
 def _command(argv: list[str] | None) -> str | None:
@@ -66,3 +67,7 @@ def main(argv: list[str] | None = None, context=None) -> int:
         return 1
     return 0
 
+
+def console() -> None:
+    """The ``curator-array`` console script: ``main``, then the process ends (``process_exit``)."""
+    exit_process(main())

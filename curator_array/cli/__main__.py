@@ -1,6 +1,5 @@
-import sys
-
 from . import main
+from .process_exit import exit_process
 
 if __name__ == "__main__":  # not when a spawned worker process imports the main module again
-    sys.exit(main())
+    exit_process(main())

@@ -50,4 +50,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .process_exit import exit_process
+
+    exit_process(main())

@@ -15,7 +15,9 @@ fastText bigram classifier with 2 M hash buckets and dim 100 (about 800 MB), tra
   text, q).
 
 Three rounds, the engines in turn; medians, the whole process tree's peak PSS (sampled every
-2 s: more often, reading it took CPU from the element measured).
+2 s: more often, reading it took CPU from the element measured), and the host's busy
+core-seconds over each run (``support.host_busy_s``): beside ours' stages' CPU, they say how
+much of the difference is the work itself and how much the driver, the node and the kernel.
 
 A third engine is the bare loop with glibc putting its large allocations on huge pages
 (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``), as ours moves its models there after loading
@@ -34,7 +36,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_classifier import model  # noqa: E402
-from support import CACHE, PSS_SAMPLING_BUSY_S, REPO, in_turns, timed_tree  # noqa: E402
+from support import CACHE, PSS_SAMPLING_BUSY_S, REPO, host_busy_s, in_turns, timed_tree  # noqa: E402
 
 sys.path.insert(0, str(REPO))
 from tests.support.quality_corpus import paragraphs  # noqa: E402
@@ -121,32 +123,42 @@ def measure(count: int, classifier: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     busy: list[tuple[float, float | None]] = []
 
+    host_busy: dict[str, list[float]] = {}
+
+    def timed_counted(name: str, command: list[str], run_env: dict) -> tuple[float, float]:
+        before = host_busy_s()
+        measured = timed_tree(command, run_env, interval_s=PSS_SAMPLING_BUSY_S)
+        host_busy.setdefault(name, []).append(host_busy_s() - before)
+        return measured
+
     def ours():
         out = WORK / f"ours-{count}"
         shutil.rmtree(out, ignore_errors=True)
-        measured = timed_tree([sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(data),
-                               "--output-dir", str(out), *OURS, "--quality-model", f"q={classifier}"], env,
-                              interval_s=PSS_SAMPLING_BUSY_S)
+        measured = timed_counted("ours", [sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(data),
+                                          "--output-dir", str(out), *OURS, "--quality-model", f"q={classifier}"], env)
         shown = status_of(out, env)
         busy.append((sum(stage["cpu_s"] for stage in shown["stages"]), shown["cores_busy"]))
         return measured
 
-    def bare(extra_env: dict[str, str]):
+    def bare(name: str, extra_env: dict[str, str]):
         def run():
             out = WORK / f"bare-{count}"
             shutil.rmtree(out, ignore_errors=True)
-            return timed_tree([sys.executable, "-c", BARE, str(data), str(classifier), str(out)],
-                              {**env, **extra_env}, interval_s=PSS_SAMPLING_BUSY_S)
+            return timed_counted(name, [sys.executable, "-c", BARE, str(data), str(classifier), str(out)],
+                                 {**env, **extra_env})
         return run
 
-    turns = in_turns({"ours": ours, "bare Pool(2)": bare({}), "bare, huge pages": bare(HUGE_PAGES)})
+    turns = in_turns({"ours": ours, "bare Pool(2)": bare("bare Pool(2)", {}),
+                      "bare, huge pages": bare("bare, huge pages", HUGE_PAGES)})
     size = sum(p.stat().st_size for p in data.glob("*.jsonl")) / 1e6
     print(f"\n{count:,} documents, {size:,.0f} MB of JSONL in {FILES} files; medians of "
           f"{len(turns['ours'].walls)} rounds in turn (peak: the process tree's PSS)")
     for name, turn in turns.items():
-        print(f"  {name:<14}{turn.median:8.1f} s  (rounds {turn} s; peak {turn.peak:,.0f} MiB)")
+        print(f"  {name:<14}{turn.median:8.1f} s  (rounds {turn} s; peak {turn.peak:,.0f} MiB; host busy "
+              f"{'/'.join(f'{b:.1f}' for b in host_busy[name])} core-s)")
     cpu = sorted(c for c, _ in busy)[len(busy) // 2]
     shown = sorted(s for _, s in busy if s is not None)
+    print(f"  ours' stages: {'/'.join(f'{c:.1f}' for c, _ in busy)} CPU-s")
     print(f"  bare / ours: {turns['bare Pool(2)'].median / turns['ours'].median:.2f}x (on huge pages: "
           f"{turns['bare, huge pages'].median / turns['ours'].median:.2f}x); cores busy "
           f"{cpu / turns['ours'].median:.2f} of 2 (the stages' {cpu:,.1f} CPU-s over the element's wall, start to "

@@ -130,6 +130,16 @@ def datatrove_fineweb_env(work: Path) -> dict[str, str]:
     return env
 
 
+def host_busy_s() -> float:
+    """The core-seconds this host has been busy since it booted (``/proc/stat``: user, nice,
+    system, irq, softirq). Over one run on an otherwise idle host, the difference is all the
+    run cost: its helpers and the kernel's work for it included, which no process's own
+    accounting shows."""
+    with open("/proc/stat") as handle:
+        user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in handle.readline().split()[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(command: list[str], env: dict | None = None) -> float:
     began = time.perf_counter()
     subprocess.run(command, check=True, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

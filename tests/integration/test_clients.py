@@ -3,9 +3,11 @@
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +35,18 @@ from curator_array.execution.ray_internals.launcher import (
 from tests.conftest import REPO, ray_errors, read_records, records_digest
 
 pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(autouse=True)
+def own_temp_dir(monkeypatch):
+    """Each test's Ray sessions, those it starts by hand and those its commands keep after an
+    error (by design), go under a short dir of its own that is removed after it: Ray's socket
+    paths must stay short, so not under ``tmp_path``."""
+    root = tempfile.mkdtemp(prefix="ca-test-")
+    monkeypatch.setattr(tempfile, "tempdir", root)
+    monkeypatch.setenv("TMPDIR", root)
+    yield
+    shutil.rmtree(root, ignore_errors=True)
 
 CLI = [sys.executable, "-m", "curator_array.cli"]
 

@@ -12,6 +12,7 @@ May import: core, slurm, stages, formats, pipelines, execution, report, run, cla
 from __future__ import annotations
 
 import os
+from typing import NoReturn
 
 import click
 
@@ -68,6 +69,6 @@ def main(argv: list[str] | None = None, context=None) -> int:
     return 0
 
 
-def console() -> None:
+def console() -> NoReturn:
     """The ``curator-array`` console script: ``main``, then the process ends (``process_exit``)."""
     exit_process(main())

@@ -1,5 +1,4 @@
-from . import main
-from .process_exit import exit_process
+from . import console
 
 if __name__ == "__main__":  # not when a spawned worker process imports the main module again
-    exit_process(main())
+    console()

@@ -3,9 +3,9 @@
 After a run the interpreter spends about 0.6 s of one core freeing what Ray, pyarrow and
 the stages' modules hold (the selection element at 128,000 documents, three runs in turn:
 manifest to exit 1.01–1.15 s with it, 0.39–0.54 s without), while the job's other core has
-nothing left to do. Nothing the user keeps is
-written then: the manifest, the outputs and the logs are closed before. So a command's
-process does what ``Py_FinalizeEx`` does first, in its order, and then ends:
+nothing left to do. Nothing the user keeps is written then: the manifest, the outputs and
+the logs are closed before. So a command's process does what ``Py_FinalizeEx`` does first,
+in its order, and then ends:
 
 1. wait for the threads that are not daemons, and run what was registered to run then
    (``concurrent.futures`` shuts its pools down there);

@@ -14,7 +14,8 @@ figure (process start to manifest) beside it. Inputs have the shape users' data 
 One element each, ``ROUNDS`` rounds (default 2), the pipelines in turn; prints each one's wall
 time, CPU seconds by stage, cores busy and where the element's time went (the manifest's
 timeline: Ray ready, first and last result, manifest; ``dclm``'s paragraph dedup phases run
-after the manifest, until the exit); asserts nothing.
+after the manifest, until the exit), and the peak memory from one more run of each, sampled
+(the timed runs are not: sampling costs the kernel CPU); asserts nothing.
 
     .venv/bin/python bench/bench_cores_busy.py [commoncrawl fineweb dclm decontaminate]
 """
@@ -64,11 +65,22 @@ def runs() -> dict[str, tuple[list[str], Path]]:
     }
 
 
+def peak_memory(name: str, arguments: list[str], env: dict) -> float:
+    """The process tree's peak PSS (MiB) in a run of its own: sampling it costs the kernel CPU
+    that a timed run must not lose (``support.PSS_SAMPLING_BUSY_S``)."""
+    out = WORK / name
+    shutil.rmtree(out, ignore_errors=True)
+    _, peak = timed_tree([sys.executable, "-m", "curator_array.cli", "run", *arguments, *COMMON,
+                          "--output-dir", str(out)], env, interval_s=PSS_SAMPLING_BUSY_S)
+    shutil.rmtree(out, ignore_errors=True)
+    return peak
+
+
 def measure(name: str, arguments: list[str], env: dict) -> dict:
     out = WORK / name
     shutil.rmtree(out, ignore_errors=True)
-    wall, peak = timed_tree([sys.executable, "-m", "curator_array.cli", "run", *arguments, *COMMON,
-                             "--output-dir", str(out)], env, interval_s=PSS_SAMPLING_BUSY_S)
+    wall, _ = timed_tree([sys.executable, "-m", "curator_array.cli", "run", *arguments, *COMMON,
+                          "--output-dir", str(out)], env, interval_s=None)
     shown = json.loads(subprocess.run([sys.executable, "-m", "curator_array.cli", "status", "--checkpoint-path",
                                        str(out), "--json"], capture_output=True, text=True, env=env,
                                       check=True).stdout)
@@ -78,7 +90,7 @@ def measure(name: str, arguments: list[str], env: dict) -> dict:
     for stage in shown["stages"]:
         stages[stage["stage"]] = stages.get(stage["stage"], 0.0) + stage["cpu_s"]
     shutil.rmtree(out, ignore_errors=True)
-    return {"wall": wall, "peak": peak, "stages": stages, "status": shown["cores_busy"], "timeline": timeline}
+    return {"wall": wall, "stages": stages, "status": shown["cores_busy"], "timeline": timeline}
 
 
 def main() -> None:
@@ -89,14 +101,16 @@ def main() -> None:
     for _ in range(ROUNDS):
         for name in chosen:
             results[name].append(measure(name, planned[name][0], env))
+    peaks = {name: peak_memory(name, planned[name][0], env) for name in chosen}
     for name in chosen:
         source = planned[name][1]
         size = sum(p.stat().st_size for p in source.iterdir() if p.is_file()) / 1e6
-        print(f"\n{name}: {size:,.0f} MB of input in {source.name}")
+        print(f"\n{name}: {size:,.0f} MB of input in {source.name}; peak {peaks[name]:,.0f} MiB (the process "
+              "tree's PSS, in a run of its own)")
         for result in results[name]:
             cpu = sum(result["stages"].values())
             busiest = sorted(result["stages"].items(), key=lambda item: -item[1])[:4]
-            print(f"  wall {result['wall']:.1f} s, peak {result['peak']:,.0f} MiB; stages {cpu:,.1f} CPU-s; cores busy "
+            print(f"  wall {result['wall']:.1f} s; stages {cpu:,.1f} CPU-s; cores busy "
                   f"{cpu / result['wall']:.2f} of 2 (status: {result['status']:.2f}); "
                   + ", ".join(f"{stage} {seconds:,.1f}" for stage, seconds in busiest))
             marks = result["timeline"]

@@ -14,10 +14,11 @@ fastText bigram classifier with 2 M hash buckets and dim 100 (about 800 MB), tra
   pyarrow, join each text's lines, ``predict``, DCLM's hq probability, write Parquet (id,
   text, q).
 
-Three rounds, the engines in turn; medians, the whole process tree's peak PSS (sampled every
-2 s: more often, reading it took CPU from the element measured), and the host's busy
-core-seconds over each run (``support.host_busy_s``): beside ours' stages' CPU, they say how
-much of the difference is the work itself and how much the driver, the node and the kernel.
+Three rounds, the engines in turn; medians, and the host's busy core-seconds over each run
+(``support.host_busy_s``): beside ours' stages' CPU, they say how much of the difference is
+the work itself and how much the driver, the node and the kernel. The whole process tree's
+peak PSS comes from one more run of each engine, sampled every 2 s: reading it costs the
+kernel CPU, 0.015-0.025 of a core here, which the timed rounds must not lose.
 
 A third engine is the bare loop with glibc putting its large allocations on huge pages
 (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``), as ours moves its models there after loading
@@ -124,10 +125,13 @@ def measure(count: int, classifier: Path) -> None:
     busy: list[tuple[float, float | None]] = []
 
     host_busy: dict[str, list[float]] = {}
+    sampling = False  # the timed rounds are not; the run for the peak memory is
 
     def timed_counted(name: str, command: list[str], run_env: dict) -> tuple[float, float]:
+        if sampling:
+            return timed_tree(command, run_env, interval_s=PSS_SAMPLING_BUSY_S)
         before = host_busy_s()
-        measured = timed_tree(command, run_env, interval_s=PSS_SAMPLING_BUSY_S)
+        measured = timed_tree(command, run_env, interval_s=None)
         host_busy.setdefault(name, []).append(host_busy_s() - before)
         return measured
 
@@ -136,8 +140,9 @@ def measure(count: int, classifier: Path) -> None:
         shutil.rmtree(out, ignore_errors=True)
         measured = timed_counted("ours", [sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(data),
                                           "--output-dir", str(out), *OURS, "--quality-model", f"q={classifier}"], env)
-        shown = status_of(out, env)
-        busy.append((sum(stage["cpu_s"] for stage in shown["stages"]), shown["cores_busy"]))
+        if not sampling:
+            shown = status_of(out, env)
+            busy.append((sum(stage["cpu_s"] for stage in shown["stages"]), shown["cores_busy"], measured[0]))
         return measured
 
     def bare(name: str, extra_env: dict[str, str]):
@@ -148,21 +153,26 @@ def measure(count: int, classifier: Path) -> None:
                                  {**env, **extra_env})
         return run
 
-    turns = in_turns({"ours": ours, "bare Pool(2)": bare("bare Pool(2)", {}),
-                      "bare, huge pages": bare("bare, huge pages", HUGE_PAGES)})
+    engines = {"ours": ours, "bare Pool(2)": bare("bare Pool(2)", {}),
+               "bare, huge pages": bare("bare, huge pages", HUGE_PAGES)}
+    turns = in_turns(engines)
+    sampling = True
+    peaks = {name: engine()[1] for name, engine in engines.items()}
     size = sum(p.stat().st_size for p in data.glob("*.jsonl")) / 1e6
     print(f"\n{count:,} documents, {size:,.0f} MB of JSONL in {FILES} files; medians of "
-          f"{len(turns['ours'].walls)} rounds in turn (peak: the process tree's PSS)")
+          f"{len(turns['ours'].walls)} rounds in turn (peak: the process tree's PSS, in a run of its own)")
     for name, turn in turns.items():
-        print(f"  {name:<14}{turn.median:8.1f} s  (rounds {turn} s; peak {turn.peak:,.0f} MiB; host busy "
+        print(f"  {name:<14}{turn.median:8.1f} s  (rounds {turn} s; peak {peaks[name]:,.0f} MiB; host busy "
               f"{'/'.join(f'{b:.1f}' for b in host_busy[name])} core-s)")
-    cpu = sorted(c for c, _ in busy)[len(busy) // 2]
-    shown = sorted(s for _, s in busy if s is not None)
-    print(f"  ours' stages: {'/'.join(f'{c:.1f}' for c, _ in busy)} CPU-s")
+    per_round = [cpu / wall for cpu, _, wall in busy]
+    shown = sorted(s for _, s, _ in busy if s is not None)
+    print(f"  ours' stages: {'/'.join(f'{c:.1f}' for c, _, _ in busy)} CPU-s; cores busy start to exit "
+          f"{'/'.join(f'{b:.3f}' for b in per_round)}")
     print(f"  bare / ours: {turns['bare Pool(2)'].median / turns['ours'].median:.2f}x (on huge pages: "
           f"{turns['bare, huge pages'].median / turns['ours'].median:.2f}x); cores busy "
-          f"{cpu / turns['ours'].median:.2f} of 2 (the stages' {cpu:,.1f} CPU-s over the element's wall, start to "
-          f"exit); status says {shown[len(shown) // 2] if shown else '-'} (process start to manifest)")
+          f"{sorted(per_round)[len(per_round) // 2]:.2f} of 2 (median of the rounds: the stages' CPU-s over the "
+          f"element's wall, start to exit); status says {shown[len(shown) // 2] if shown else '-'} (process start "
+          f"to manifest)")
 
 
 def main() -> None:

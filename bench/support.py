@@ -169,25 +169,29 @@ def _pss_bytes(pid: int) -> int:
 
 # Where a bench reports cores busy, its processes hold GiBs (a model per worker): sampling their
 # PSS every 0.2 s took about a third of a core from the element measured (30 ms per read of a
-# 1.2 GiB worker, two workers), so those benches sample every 2 s.
+# 1.2 GiB worker, two workers), and every 2 s still 0.015-0.025 of a core (31-50 ms a sample of
+# the selection element). So those benches time their rounds unsampled (``interval_s=None``)
+# and sample a run of their own, every 2 s.
 PSS_SAMPLING_BUSY_S = 2.0
 
 
-def timed_tree(command: list[str], env: dict | None = None, interval_s: float = 0.2,
+def timed_tree(command: list[str], env: dict | None = None, interval_s: float | None = 0.2,
                cwd: Path = REPO) -> tuple[float, float]:
     """Wall time of ``command`` and the peak memory of its whole process tree in MiB (the sum of
     every process's proportional set size, sampled every ``interval_s``: Ray's raylet, workers
-    and object store included, shared pages counted once). Reading a process's PSS costs the
-    kernel about 15-30 ms of CPU per GiB the process holds (``PSS_SAMPLING_BUSY_S``)."""
+    and object store included, shared pages counted once; 0 with ``interval_s`` None, when
+    nothing is sampled). Reading a process's PSS costs the kernel about 15-30 ms of CPU per GiB
+    the process holds (``PSS_SAMPLING_BUSY_S``)."""
     began = time.perf_counter()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = 0
-    while process.poll() is None:
+    while interval_s is not None and process.poll() is None:
         peak = max(peak, sum(_pss_bytes(pid) for pid in _descendants(process.pid)))
         try:
             process.wait(timeout=interval_s)  # returns at the exit, not at the next sample
         except subprocess.TimeoutExpired:
             pass
+    process.wait()
     wall = time.perf_counter() - began
     if process.returncode:
         raise RuntimeError(f"{command} failed with exit code {process.returncode}")

@@ -122,7 +122,7 @@ def status_of(out: Path, env: dict) -> dict:
 def measure(count: int, classifier: Path) -> None:
     data = corpus(count)
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    busy: list[tuple[float, float | None]] = []
+    busy: list[tuple[float, float | None, float]] = []  # per timed round: stages CPU-s, status, wall s
 
     host_busy: dict[str, list[float]] = {}
     sampling = False  # the timed rounds are not; the run for the peak memory is

@@ -10,7 +10,9 @@ as it refuses a changed input tree.
 
 from __future__ import annotations
 
+import atexit
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -44,7 +46,8 @@ def crawl_paths_files(crawls: tuple[str, ...], base_url: str, layout: Checkpoint
     """The saved paths list of every crawl, fetched where the run has none yet.
 
     ``refresh`` fetches every list again and refuses one that differs from the saved copy;
-    without ``save`` (a dry run) nothing is written and fetched lists go to a temporary file.
+    without ``save`` (a dry run) nothing is written and fetched lists go to a temporary file,
+    removed when the process exits.
     """
     files = []
     for crawl in crawls:
@@ -69,7 +72,9 @@ def crawl_paths_files(crawls: tuple[str, ...], base_url: str, layout: Checkpoint
                     "(--new-run, or a new checkpoint path) to take the new one")
             files.append(saved)
         else:
-            scratch = Path(tempfile.mkdtemp(prefix="curator-array-crawl-")) / saved.name
+            scratch_dir = Path(tempfile.mkdtemp(prefix="curator-array-crawl-"))
+            atexit.register(shutil.rmtree, scratch_dir, ignore_errors=True)
+            scratch = scratch_dir / saved.name
             scratch.write_bytes(data)
             files.append(scratch)
     return files

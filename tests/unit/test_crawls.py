@@ -5,8 +5,12 @@ from __future__ import annotations
 import fcntl
 import gzip
 import multiprocessing
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -118,6 +122,18 @@ def test_a_throttled_worker_holds_back_every_worker_of_the_node(tmp_path):
     began = time.monotonic()
     second.take_turn()
     assert time.monotonic() - began >= 0.45
+
+
+def test_a_dry_runs_fetched_list_is_gone_when_its_process_exits(tmp_path):
+    base = mirror(tmp_path / "mirror", "CC-TEST")
+    code = ("import sys\nfrom curator_array.core.layout import CheckpointLayout\n"
+            "from curator_array.run.crawls import crawl_paths_files\n"
+            "[scratch] = crawl_paths_files(('CC-TEST',), sys.argv[1], CheckpointLayout(sys.argv[2]), save=False)\n"
+            "assert scratch.is_file()\nprint(scratch)\n")
+    done = subprocess.run([sys.executable, "-c", code, base, str(tmp_path / "ckpt")], capture_output=True, text=True,
+                          check=True, env={**os.environ, "TMPDIR": str(tmp_path)})
+    scratch = Path(done.stdout.strip())
+    assert scratch.parent.parent == tmp_path and not scratch.parent.exists()
 
 
 def test_submit_saves_the_crawl_list_and_refuses_a_changed_one(tmp_path, capsys, monkeypatch):

@@ -65,22 +65,24 @@ def runs() -> dict[str, tuple[list[str], Path]]:
     }
 
 
+def run_element(out: Path, arguments: list[str], env: dict, interval_s: float | None) -> tuple[float, float]:
+    """One element of the pipeline into a fresh ``out``: (wall s, peak MiB, 0 unsampled)."""
+    shutil.rmtree(out, ignore_errors=True)
+    return timed_tree([sys.executable, "-m", "curator_array.cli", "run", *arguments, *COMMON, "--output-dir", str(out)],
+                      env, interval_s=interval_s)
+
+
 def peak_memory(name: str, arguments: list[str], env: dict) -> float:
     """The process tree's peak PSS (MiB) in a run of its own: sampling it costs the kernel CPU
     that a timed run must not lose (``support.PSS_SAMPLING_BUSY_S``)."""
-    out = WORK / name
-    shutil.rmtree(out, ignore_errors=True)
-    _, peak = timed_tree([sys.executable, "-m", "curator_array.cli", "run", *arguments, *COMMON,
-                          "--output-dir", str(out)], env, interval_s=PSS_SAMPLING_BUSY_S)
-    shutil.rmtree(out, ignore_errors=True)
+    _, peak = run_element(WORK / name, arguments, env, PSS_SAMPLING_BUSY_S)
+    shutil.rmtree(WORK / name, ignore_errors=True)
     return peak
 
 
 def measure(name: str, arguments: list[str], env: dict) -> dict:
     out = WORK / name
-    shutil.rmtree(out, ignore_errors=True)
-    wall, _ = timed_tree([sys.executable, "-m", "curator_array.cli", "run", *arguments, *COMMON,
-                          "--output-dir", str(out)], env, interval_s=None)
+    wall, _ = run_element(out, arguments, env, None)
     shown = json.loads(subprocess.run([sys.executable, "-m", "curator_array.cli", "status", "--checkpoint-path",
                                        str(out), "--json"], capture_output=True, text=True, env=env,
                                       check=True).stdout)

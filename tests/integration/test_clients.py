@@ -48,6 +48,7 @@ def own_temp_dir(monkeypatch):
     yield
     shutil.rmtree(root, ignore_errors=True)
 
+
 CLI = [sys.executable, "-m", "curator_array.cli"]
 
 

@@ -72,3 +72,7 @@ class NodePoliteness:
     def slow_down(self, seconds: float) -> None:
         """The server throttled a request: no worker of this node sends another for ``seconds``."""
         self._update(lambda now, resume_at, next_slot: (max(resume_at, now + seconds), next_slot, 0.0))
+
+    def resumes_at(self) -> float:
+        """When the node's latest back-off ends (``time.time()``); 0 if it never backed off."""
+        return self._update(lambda now, resume_at, next_slot: (resume_at, next_slot, resume_at))

@@ -17,6 +17,7 @@ from curator_array.pipelines.options import PipelineOptions
 from curator_array.run.phases import PHASES
 from curator_array.run.request import RunRequest
 from curator_array.run.shard import run_shard_here
+from curator_array.stages.politeness import NodePoliteness, state_file
 from tests.support.fault_server import FaultServer
 from tests.support.warcs import write_warc
 from tests.web_pages import pages
@@ -81,8 +82,13 @@ def test_a_crawl_by_name_equals_its_warcs_read_from_disk(two_node_cluster, archi
     assert len(starts) > RATE * WINDOW + 1 and busiest <= RATE * WINDOW + 1, \
         f"the node's request rate stayed under {RATE}/s ({busiest} requests in {WINDOW} s at the busiest)"
     [throttled, after] = gets[names[1]]
-    held = [t for t in starts if throttled["time"] + 0.2 < t < throttled["time"] + 0.9]
-    assert not held, "after a 503 Slow Down, the node's other downloads waited too"
+    # The node's back-off ends at ``resume_at``; it began when a worker read the 503, which on a
+    # loaded host can be well after the server sent it, so the held window is taken from the
+    # node's own record. A request whose turn came just before may still be on its way.
+    resume_at = NodePoliteness(state_file(tmp_path / "downloads")).resumes_at()
+    held = [t for t in starts if resume_at - 1.0 + 0.3 < t < resume_at - 0.05]
+    assert throttled["time"] < resume_at - 1.0 and not held, \
+        "after a 503 Slow Down, the node's other downloads waited too"
     assert after["time"] - throttled["time"] >= 0.95, "Retry-After: 1 was honoured"
     assert len(gets[names[3]]) == len(gets[names[4]]) == 2, "a dropped download was tried again, once"
 

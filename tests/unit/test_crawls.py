@@ -118,7 +118,9 @@ def test_a_throttled_worker_holds_back_every_worker_of_the_node(tmp_path):
     first, second = NodePoliteness(tmp_path / "state"), NodePoliteness(tmp_path / "state")
     before = time.time()
     assert before <= second.take_turn() <= time.time(), "no limit, no back-off: the turn is now"
+    assert second.resumes_at() == 0.0
     first.slow_down(0.5)
+    assert time.time() + 0.4 < second.resumes_at() <= time.time() + 0.5, "every worker sees the back-off"
     began = time.monotonic()
     second.take_turn()
     assert time.monotonic() - began >= 0.45

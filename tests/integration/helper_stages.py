@@ -166,6 +166,6 @@ class SlowConsumer(ProcessingStage):
 
     def process(self, task):
         for path in task.files:
-            time.sleep(0.8)
+            time.sleep(0.4)
             Path(path + ".consumed").write_text("1")
         return task

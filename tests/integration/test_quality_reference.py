@@ -2,8 +2,8 @@
 
 The corpus is real prose: 831 sections of Debian's translated manuals in nine languages
 (``tests/fixtures/multilingual-docs.jsonl.gz``, built by ``tests/support/build_text_corpus.py``).
-datatrove's filters, with spaCy, SudachiPy and jieba (pinned, installed apart from ours in
-``.cache/reference-site``, ``tests/support/reference_site.py``), decide every rule on every section with the limits of our
+datatrove's filters, with spaCy, SudachiPy and jieba (pinned, installed apart from ours by
+``tests/support/reference_site.py``), decide every rule on every section with the limits of our
 settings table (``tests/support/reference_filters.py``); ours decide the same sections.
 
 Every rule agrees on at least 97% of the sections of every language (FineWeb's

@@ -11,7 +11,9 @@
                       a fake ``crawl-data/``, under one base URL, with a fault per file
     anything else     404
 
-Used by the download tests and benchmarks (with bandwidth throttling).
+Used by the download tests and benchmarks (with bandwidth throttling). ``gather(n)`` holds
+every body until ``n`` are being sent at once (or a deadline passes), once: a test then sees
+as many concurrent downloads as its clients can make, however slowly they start.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class FaultServer:
         self.bytes_sent = 0
         self.busy_s = 0.0  # time with at least one body being sent
         self._busy_since = 0.0
+        self.gathered = threading.Condition(self.lock)
+        self.gather_count, self.gather_until = 0, 0.0
         self.server = _Server(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
@@ -89,6 +93,11 @@ class FaultServer:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def gather(self, count: int, within_s: float) -> None:
+        """Hold the bodies from now until ``count`` are in flight at once, or ``within_s`` passes."""
+        with self.lock:
+            self.gather_count, self.gather_until = count, time.monotonic() + within_s
 
     def gets(self, kind: str, name: str) -> list[dict]:
         return self.requests[f"/{kind}/{name}"]
@@ -147,6 +156,11 @@ class FaultServer:
                         server._busy_since = time.monotonic()
                     server.active += 1
                     server.peak_active = max(server.peak_active, server.active)
+                    if server.active >= server.gather_count:
+                        server.gather_count = 0
+                        server.gathered.notify_all()
+                    while server.gather_count and (left := server.gather_until - time.monotonic()) > 0:
+                        server.gathered.wait(left)
                 try:
                     limit = len(payload) if cut is None else cut
                     sent = 0

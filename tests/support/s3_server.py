@@ -1,5 +1,5 @@
 """A real S3 API on loopback: moto's standalone server in a process of its own, installed into
-``.cache/moto-site`` (never into our venv). The suite talks to it over HTTP with pyarrow's S3
+a site of its own (tests.support.reference_site; never into our venv). The suite talks to it over HTTP with pyarrow's S3
 filesystem, as the runs do; ``authenticated`` servers refuse any key they have not issued."""
 
 from __future__ import annotations

@@ -134,13 +134,25 @@ def _run(request: RunRequest, prepared: PreparedShard, client: RayClusterClient,
     if not prepared.tasks:  # a manifest with 0 tasks, and no cluster to wait for
         return run_prepared(prepared, executor.execute, job, attempt, output_dir=request.options.written_dir)
     with errors.recording():
-        client.start()
+        start_cluster(client, stop)
         timeline.mark("ray_ready")
         return run_prepared(
             prepared, executor.execute, job, attempt, describe_cluster, request.options.written_dir,
             health_check=_health_check(client, stop), timeline=timeline,
             progress_interval_s=request.progress_interval,
         )
+
+
+def start_cluster(client: RayClusterClient, stop: StopController | None) -> None:
+    """Start the cluster; then stop if a stop came meanwhile.
+
+    A stop signal that lands while Ray starts raises inside Ray's code, which may swallow
+    it (the stop is recorded all the same), and the next check after a result may be
+    minutes away when tasks are long: the run would go on until SLURM kills it.
+    """
+    client.start()
+    if stop is not None:
+        stop.raise_if_requested()
 
 
 def _health_check(client: RayClusterClient, stop: StopController | None) -> Callable[[], None]:

@@ -93,7 +93,7 @@ def test_an_element_killed_mid_upload_leaves_no_object_and_its_rerun_aborts_the_
     inputs = tmp_path / "big"
     incompressible_jsonl(inputs, files=2, megabytes=12)
     local = tmp_path / "local"
-    curator_cli("run", "--input-dir", str(inputs), "--output-dir", str(local), *SMALL)
+    curator_here("run", "--input-dir", str(inputs), "--output-dir", str(local), *SMALL)
     checkpoint = tmp_path / "checkpoint"
     run = [sys.executable, "-m", "curator_array.cli", "run", "--input-dir", str(inputs), "--output-dir",
            "s3://outputs/killed", "--checkpoint-path", str(checkpoint), *SMALL]

@@ -96,3 +96,32 @@ def test_a_second_signal_during_the_first_ones_callbacks_neither_raises_into_the
         assert events == [str(stopped.value)] and str(stopped.value).startswith("received SIGUSR1")
     finally:
         stop.uninstall()
+
+
+def test_a_stop_swallowed_while_the_cluster_starts_stops_the_run_once_it_has_started():
+    """Ray's start-up code may swallow what a signal raises in it; the run must not go on to
+    its tasks (the next check after a result can be minutes away)."""
+    import pytest
+
+    from curator_array.run.shard import start_cluster
+    from curator_array.run.stopping import ShardStopped, StopController
+
+    class SwallowingStart:
+        started = False
+
+        def start(self):
+            try:
+                signal.raise_signal(signal.SIGUSR1)
+            except BaseException:  # noqa: BLE001 - as library code that swallows it
+                pass
+            self.started = True
+
+    stop = StopController().install()
+    try:
+        client = SwallowingStart()
+        with pytest.raises(ShardStopped, match="received SIGUSR1"):
+            start_cluster(client, stop)
+        assert client.started
+        start_cluster(SwallowingStart(), None)  # library calls have no stop controller
+    finally:
+        stop.uninstall()

@@ -26,22 +26,23 @@ from datatrove.pipeline.decont.n_grams import (
 
 
 def main(evals: str, documents: str, decisions: str) -> None:
-    config = NGramsDecontConfig()
-    folder = Path(tempfile.mkdtemp(prefix="datatrove-decont-"))
-    decont = NGramsDecontFilter(str(folder), config=config)
-    indexer = SimpleNamespace(config=config, tokenizer=decont.tokenizer, hash_func=decont.hash_func)
-    hashes = defaultdict(set)
-    for line in Path(evals).read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        hashes[record["task"]].update(NGramsDecontIndexer.compute_hashes(indexer, record["text"], record.get("query", "")))
-    for task, found in hashes.items():
-        np.array(list(found), dtype=config.hash_config.np_descr).tofile(folder / f"{task}.index.hashes")
-    result = {}
-    for line in Path(documents).read_text(encoding="utf-8").splitlines():
-        record = json.loads(line)
-        document = Document(text=record["text"], id=record["id"])
-        kept = decont.filter(document)
-        result[record["id"]] = None if kept is True else document.metadata["contaminated_task"]
+    with tempfile.TemporaryDirectory(prefix="datatrove-decont-") as scratch:
+        folder = Path(scratch)
+        config = NGramsDecontConfig()
+        decont = NGramsDecontFilter(str(folder), config=config)
+        indexer = SimpleNamespace(config=config, tokenizer=decont.tokenizer, hash_func=decont.hash_func)
+        hashes = defaultdict(set)
+        for line in Path(evals).read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            hashes[record["task"]].update(NGramsDecontIndexer.compute_hashes(indexer, record["text"], record.get("query", "")))
+        for task, found in hashes.items():
+            np.array(list(found), dtype=config.hash_config.np_descr).tofile(folder / f"{task}.index.hashes")
+        result = {}
+        for line in Path(documents).read_text(encoding="utf-8").splitlines():
+            record = json.loads(line)
+            document = Document(text=record["text"], id=record["id"])
+            kept = decont.filter(document)
+            result[record["id"]] = None if kept is True else document.metadata["contaminated_task"]
     Path(decisions).write_text(json.dumps(result), encoding="utf-8")
 
 

@@ -50,13 +50,13 @@ SITE = site_dir("reference-site")
 def ensure_reference_site(name: str = "reference-site") -> Path:
     """The site directory, installed once per package list; RuntimeError says why it cannot be."""
     site = site_dir(name)
-    marker = site / ".complete"
+    marker = site / ".complete"  # the install finished (the directory's name says what it holds)
     wanted = " ".join(PACKAGES[name])
     SITES.mkdir(parents=True, exist_ok=True)
     # One installer at a time: two test workers installing into one directory delete each other's files.
     with open(SITES / f".{site.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (marker.exists() and marker.read_text() == wanted):
+        if not marker.exists():
             shutil.rmtree(site, ignore_errors=True)  # pip --target keeps packages already there
             # --no-compile: byte-compiling all of PyTorch takes longer than installing it; Python
             # compiles the few modules a test imports, once (reference_environment).

@@ -16,7 +16,6 @@ import gzip
 import json
 import os
 import re
-import subprocess
 import sys
 import tarfile
 from collections import Counter
@@ -31,7 +30,12 @@ from curator_array.stages.web.fasttext_language import bundled_model
 from curator_array.stages.web.pii import EMAIL_PLACEHOLDERS, IP_PLACEHOLDERS
 from tests.conftest import REPO
 from tests.support.pathological_extractor import slow_page
-from tests.support.reference_site import SITE, ensure_reference_site, reference_environment
+from tests.support.reference_site import (
+    SITE,
+    ensure_reference_site,
+    reference_environment,
+    reference_output,
+)
 from tests.support.warcs import Page, record_id_of, write_warc
 
 pytestmark = pytest.mark.ray
@@ -104,10 +108,9 @@ def reference_decisions(pages, tmp_path) -> dict[str, dict]:
     source.write_text("".join(json.dumps({k: p[k] for k in ("id", "url", "html")}) + "\n" for p in pages))
     env = dict(reference_environment(), HF_HOME=str(tmp_path / "hf"), TLDEXTRACT_CACHE=str(tmp_path / "tld"),
                TLDEXTRACT_CACHE_TIMEOUT="2")
-    done = subprocess.run([sys.executable, str(REPO / "tests" / "support" / "reference_fineweb.py"), str(source),
-                           str(bundled_model())], capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {row["id"]: row for row in map(json.loads, done.stdout.splitlines())}
+    printed = reference_output([sys.executable, str(REPO / "tests" / "support" / "reference_fineweb.py"), str(source),
+                                str(bundled_model())], env, timeout=900)
+    return {row["id"]: row for row in map(json.loads, printed.splitlines())}
 
 
 def our_decisions(pages, tmp_path) -> dict[str, dict]:

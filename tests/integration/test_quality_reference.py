@@ -28,7 +28,6 @@ import collections
 import gzip
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -45,7 +44,11 @@ from curator_array.stages.web.quality import (
 )
 from tests.conftest import REPO
 from tests.support.build_text_corpus import ALWAYS_KEPT
-from tests.support.reference_site import ensure_reference_site, reference_environment
+from tests.support.reference_site import (
+    ensure_reference_site,
+    reference_environment,
+    reference_output,
+)
 
 CORPUS = REPO / "tests" / "fixtures" / "multilingual-docs.jsonl.gz"
 LEAST_AGREEMENT = 0.97
@@ -73,11 +76,9 @@ def reference(reference_site, tmp_path_factory) -> dict[str, dict]:
     settings = tmp_path_factory.mktemp("reference") / "settings.json"
     table = language_rules()
     settings.write_text(json.dumps({code: table[code].to_json() for code in codes}))
-    done = subprocess.run([sys.executable, str(REPO / "tests" / "support" / "reference_filters.py"), str(CORPUS),
-                           str(settings)], capture_output=True, text=True, timeout=600,
-                          env=reference_environment())
-    assert done.returncode == 0, done.stderr[-3000:]
-    return {row["id"]: row for row in json.loads(done.stdout)}
+    printed = reference_output([sys.executable, str(REPO / "tests" / "support" / "reference_filters.py"), str(CORPUS),
+                                str(settings)], reference_environment())
+    return {row["id"]: row for row in json.loads(printed)}
 
 
 @pytest.fixture(scope="module")
@@ -163,10 +164,7 @@ def test_pii_replaces_what_the_reference_replaces(reference_site):
               "from datatrove.pipeline.formatters import PIIFormatter\n"
               "with gzip.open(sys.argv[1], 'rt', encoding='utf-8') as lines:\n"
               "    json.dump([PIIFormatter().format(json.loads(line)['text']) for line in lines], sys.stdout)\n")
-    done = subprocess.run([sys.executable, "-c", script, str(CORPUS)], capture_output=True, text=True, timeout=300,
-                          env=reference_environment())
-    assert done.returncode == 0, done.stderr[-3000:]
-    theirs = json.loads(done.stdout)
+    theirs = json.loads(reference_output([sys.executable, "-c", script, str(CORPUS)], reference_environment()))
     texts = [doc["text"] for doc in documents()]
     ours = [anonymised(text) for text in texts]
     changed = sum(new != old for new, old in zip(theirs, texts))

@@ -291,8 +291,8 @@ def test_train_classifier_warns_of_a_useless_model_and_names_a_large_files_size_
     write_jsonl(tmp_path / "real.jsonl", [{"text": t} for t in texts])
     write_jsonl(tmp_path / "mirrored.jsonl", [{"text": " ".join(w[::-1] for w in t.split())} for t in texts])
     good = curator("train-classifier", "--positive", str(tmp_path / "real.jsonl"), "--negative",
-                   str(tmp_path / "mirrored.jsonl"), "-o", str(tmp_path / "good.ftz"), "--bucket", "10000",
-                   "--dim", "16", "--quantize")
+                   str(tmp_path / "mirrored.jsonl"), "-o", str(tmp_path / "good.bin"), "--bucket", "10000",
+                   "--dim", "16")
     assert "warning" not in good.stderr and "will take" not in good.stderr, good.stderr
 
 

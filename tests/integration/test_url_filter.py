@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -24,7 +23,11 @@ from curator_array.stages.tasks import DocumentBatch
 from curator_array.stages.web.url_filter import UrlFilter
 from curator_array.stages.web.url_lists import UrlLists
 from tests.conftest import REPO
-from tests.support.reference_site import ensure_reference_site, reference_environment
+from tests.support.reference_site import (
+    ensure_reference_site,
+    reference_environment,
+    reference_output,
+)
 
 RULES = ("no_url", "domain", "subdomain", "url", "hard_blacklisted", "soft_blacklisted", "blacklisted_subword")
 
@@ -62,10 +65,8 @@ def test_every_url_gets_the_reference_decision(installed_lists, tmp_path):
         needed(problem)
     env = dict(reference_environment(), HF_HOME=str(tmp_path / "hf"), TLDEXTRACT_CACHE=str(tmp_path / "tld"),
                TLDEXTRACT_CACHE_TIMEOUT="2")  # no network: tldextract falls back to its bundled suffix list
-    done = subprocess.run([sys.executable, str(REPO / "tests" / "support" / "reference_url_filter.py")],
-                          capture_output=True, text=True, timeout=600, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    reference = json.loads(done.stdout)
+    script = REPO / "tests" / "support" / "reference_url_filter.py"
+    reference = json.loads(reference_output([sys.executable, str(script)], env))
     ours = first_failing_rules(UrlFilter(), [row["url"] for row in reference])
     differing = [(row["url"], row["rule"], rule) for row, rule in zip(reference, ours) if row["rule"] != rule]
     assert differing == []

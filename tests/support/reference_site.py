@@ -77,3 +77,36 @@ def reference_environment(name: str = "reference-site", path: tuple[Path, ...] =
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site_dir(name)), *map(str, path)]))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
+
+
+RESULTS = (cache_dir() or CACHE) / "reference-results"
+
+
+def reference_output(command: list[str], env: dict[str, str], timeout: float = 600) -> str:
+    """What ``command`` (run in a reference environment) prints, kept per machine under the
+    digest of everything it reads: the sites on its path (their names are their package lists),
+    the distributions of our venv it may also import (trafilatura, fastText), Python, and each
+    argument, a file by its contents. The reference's decisions are a pure function of those,
+    and computing them again took 15-30 s a module (datatrove's extractor and tokenizers). A
+    command that imports this repository's modules is not one for it: their code is not keyed."""
+    from importlib.metadata import distributions
+
+    from curator_array.core.atomic import write_bytes_atomic
+    from curator_array.core.file_digests import file_digest
+
+    key = hashlib.sha256()
+    installed = sorted(f"{d.metadata['Name']}=={d.version}" for d in distributions())
+    sites = [Path(p).name for p in env.get("PYTHONPATH", "").split(os.pathsep) if Path(p).parent == SITES]
+    for part in (sys.version, *sites, *installed):
+        key.update(f"{part}\0".encode())
+    for argument in command[1:]:
+        read = f"file {file_digest(argument)}" if os.path.isfile(argument) else f"arg {argument}"
+        key.update(f"{read}\0".encode())
+    kept = RESULTS / f"{key.hexdigest()[:32]}.out"
+    if kept.is_file():
+        return kept.read_text(encoding="utf-8")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    write_bytes_atomic(kept, done.stdout.encode("utf-8"))
+    return done.stdout

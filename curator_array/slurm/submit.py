@@ -165,6 +165,21 @@ def recorded_submissions(layout: CheckpointLayout) -> list[SubmissionRecord]:
     return records
 
 
+def cancel_pending_windows(layout: CheckpointLayout, phase: str, env: Mapping[str, str] | None = None) -> list[str]:
+    """Cancel the elements of ``phase``'s recorded windows that are still pending; returns
+    their jobs. Called once the phase is complete: a phase of steps queues more windows than
+    most runs need, and on a busy cluster each would wait its turn in the queue only to find
+    nothing to do while the next phase waits behind it. Running elements are never touched."""
+    jobs = [r.job_id for r in recorded_submissions(layout) if r.phase == phase]
+    if not jobs:
+        return []
+    out = slurm_command(["squeue", "-h", "-t", "PENDING", "-j", ",".join(jobs), "-o", "%F"], env)
+    pending = sorted(set(out.split()) & set(jobs), key=int)
+    if pending:
+        slurm_command(["scancel", "--state=PENDING", *pending], env)
+    return pending
+
+
 def latest_request(layout: CheckpointLayout) -> str | None:
     """The id of the run options the latest submission pinned (None before any)."""
     requests = [r.request for r in recorded_submissions(layout) if r.request is not None]

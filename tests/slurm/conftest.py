@@ -176,16 +176,18 @@ POLL_S, ASK_SQUEUE_EVERY = 0.2, 5  # the log every 0.2 s; squeue (a process, an 
 
 def wait_for(job_id: str, count: int, timeout: float = 300.0) -> dict[str, str]:
     """Wait until ``count`` elements of the job are finished; returns their final states.
+    Elements cancelled while pending end in one record under the job's own id, not one each.
 
     squeue is asked once the jobcomp log shows ``count`` elements ended (and every second
     anyway): a test then waits about 0.1 s past the job's end, not half a second of polling."""
     deadline = time.monotonic() + timeout
     polls = 0
     while time.monotonic() < deadline:
-        if len(finished_states(job_id)) >= count or polls % ASK_SQUEUE_EVERY == 0:
+        ended = finished_states(job_id)
+        if len(ended) >= count or job_id in ended or polls % ASK_SQUEUE_EVERY == 0:
             states = job_states(job_id)
             done = {k: v for k, v in states.items() if v.split()[0] in FINAL_STATES}
-            if len(done) >= count and len(states) == len(done):
+            if (len(done) >= count or job_id in done) and len(states) == len(done):
                 return done
         polls += 1
         time.sleep(POLL_S)

@@ -21,7 +21,7 @@ import pytest
 
 from curator_array.run.phases.components import STEPS_QUEUED
 from tests.conftest import REPO, curator_cli, curator_here
-from tests.slurm.conftest import queued, wait_all
+from tests.slurm.conftest import finished_states, queued, wait_all
 from tests.slurm.test_faults import render_test_site
 from tests.support.planted import write_corpus, write_doubled_corpus
 
@@ -153,7 +153,8 @@ def test_a_cancelled_phase_blocks_the_later_ones_visibly_and_one_retry_finishes(
 def test_components_over_four_elements_killed_mid_round_resume_to_one_elements_output(slurm_cluster, tmp_path):
     """Four components elements in rounds: element 0 SIGKILLed in step 1 and the later windows
     cancelled; status names the step and the element it waits for, and one `retry --submit`
-    finishes the run with the files one clusters element writes."""
+    finishes the run with the files one clusters element writes; the element that completes the
+    phase cancels the windows still queued."""
     inputs, sites = tmp_path / "in", tmp_path / "sites"
     write_doubled_corpus(inputs)
     sites.mkdir()
@@ -180,9 +181,16 @@ def test_components_over_four_elements_killed_mid_round_resume_to_one_elements_o
     assert retry_fields(out) == "0-3 0 0 4 components"
     done = curator("retry", "--checkpoint-path", str(out), "--submit", "--site", "test-site", "--sites-dir",
                    str(sites), cwd=sites)
-    wait_all(queued(done.stdout))
+    retried = queued(done.stdout)
+    wait_all(retried)
     assert retry_fields(out) == ""
+    windows = [finished_states(job) for job, phase, _ in retried if phase == "components"]
+    never_ran = [states for (job, _, _), states in zip(retried, windows) if states == {job: "CANCELLED"}]
+    assert never_ran and windows[-len(never_ran):] == never_ran, "the windows after the phase completed never ran"
+    assert "components is complete: cancelled its windows still queued" in "".join(
+        log.read_text() for log in sites.glob("*.out"))
     report = json.loads(curator("status", "--checkpoint-path", str(out), "--json").stdout)
+    assert all(p["failed"] == {} for p in report["phases"]), "no element refused to start, none failed"
     components = next(p for p in report["phases"] if p["phase"] == "components")
     assert components["complete"] == 4 and components["counts"]["steps"] >= 3
     assert visible(out) == visible(baseline), "the same files, byte for byte, as one clusters element"

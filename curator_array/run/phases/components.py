@@ -14,8 +14,8 @@ before (else it exits 2, like any element whose inputs are incomplete). A large-
 in which no element found an unsettled node is final: its labels are the clusters, the same
 whatever N is, and the element that sees it writes every element's completion manifest.
 One submission queues the elements ``passes`` times, each window after the one before;
-windows queued after the final step find the phase complete and end at once, and a run
-that needs more steps is continued by ``retry --submit`` from the first incomplete step.
+the element that completes the phase cancels the windows still pending
+(``run.element.release_unused_windows``), and a run that needs more steps is continued by ``retry --submit`` from the first incomplete step.
 """
 
 from __future__ import annotations

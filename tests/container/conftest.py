@@ -72,12 +72,16 @@ def image(base_choice, build_tool):
 
 
 @pytest.fixture(scope="session")
-def sqsh(image, build_tool, tmp_path_factory):
+def sqsh(image, build_tool, request):
+    """`make sqsh`'s file; after the OCI bundle where runc is at hand, so that both take the
+    image's one export (``build_image.linked_bundle_rootfs``)."""
     for tool, package in (("mksquashfs", "squashfs-tools"), ("unsquashfs", "squashfs-tools")):
         if not shutil.which(tool) and os.geteuid() == 0:
             subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True,
                            env=dict(os.environ, DEBIAN_FRONTEND="noninteractive"))
         need(shutil.which(tool) is not None, f"{tool} is missing (apt-get install {package})")
+    if shutil.which("runc") or os.geteuid() == 0:
+        request.getfixturevalue("oci_bundle")
     return build_tool.build_sqsh(image, None)
 
 

@@ -11,9 +11,12 @@ MiB = 2**20
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
-    """One private Ray cluster per test module (8 logical CPUs, so pool caps bind)."""
-    with RayClient(node_options=NodeOptions(num_cpus=8, object_store_memory=300 * 1024 * 1024)) as client:
+def ray_cluster(request):
+    """One private Ray cluster per test module, of the module's ``NODE_CPUS`` logical CPUs (8
+    by default, so that pool caps bind). Ray Data runs a task per free CPU, each new worker
+    importing Ray Data (2.4 CPU-s): on 2 real cores, 8 workers cost a module 20 CPU-s."""
+    cpus = getattr(request.module, "NODE_CPUS", 8)
+    with RayClient(node_options=NodeOptions(num_cpus=cpus, object_store_memory=300 * 1024 * 1024)) as client:
         yield client
 
 

@@ -161,20 +161,23 @@ def test_a_mixture_is_written_as_megatron_reads_it(corpus, one_and_three, tmp_pa
 
 def megatron_draws(out: Path, samples: int) -> dict[str, int]:
     """How many of ``samples`` megatron-core's blended GPT dataset draws from each prefix."""
-    import subprocess
     import sys
 
     from tests.conftest import REPO, need
-    from tests.support.reference_site import ensure_reference_site, reference_environment
+    from tests.support.reference_site import (
+        ensure_reference_site,
+        reference_environment,
+        reference_output,
+    )
 
     try:
         ensure_reference_site("megatron-site")
     except RuntimeError as problem:
         need(False, str(problem))
-    done = subprocess.run([sys.executable, "-m", "tests.support.megatron_blend", str(out), str(samples)], cwd=REPO,
-                          capture_output=True, text=True, env=reference_environment("megatron-site"), timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    printed = reference_output([sys.executable, "-m", "tests.support.megatron_blend", ".", str(samples)],
+                               reference_environment("megatron-site"), cwd=out,
+                               reads=(out / "tokens", REPO / "tests" / "support" / "megatron_blend.py"))
+    return json.loads(printed.strip().splitlines()[-1])
 
 
 def test_rehydration_repeats_each_kept_document_by_its_clusters_size(tmp_path):

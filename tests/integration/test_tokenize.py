@@ -20,7 +20,11 @@ from curator_array.tokens.files import TOKEN_FORMATS, TokenWriter
 from tests.conftest import curator_here as curator
 from tests.conftest import need
 from tests.support.planted import write_corpus
-from tests.support.reference_site import ensure_reference_site, reference_environment
+from tests.support.reference_site import (
+    ensure_reference_site,
+    reference_environment,
+    reference_output,
+)
 from tests.support.tokenizer import END_OF_TEXT, train_tokenizer
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("run_cluster")]
@@ -141,11 +145,9 @@ def test_megatron_core_and_datatrove_read_and_write_the_same_tokens(corpus, toke
     _, tokenizer = corpus
     ours = token_documents(tokenized)
     manifest = json.loads((tokenized / "tokens" / "manifest.json").read_text())
-    prefixes = [str(tokenized / path) for path in manifest["data_path"]]
-    read = subprocess.run([sys.executable, "-c", MEGATRON_READS, *prefixes], capture_output=True, text=True,
-                          env=reference_environment("megatron-site"), timeout=300)
-    assert read.returncode == 0, read.stderr[-3000:]
-    assert json.loads(read.stdout) == ours, "megatron-core reads every document as we wrote it"
+    read = reference_output([sys.executable, "-c", MEGATRON_READS, *manifest["data_path"]],
+                            reference_environment("megatron-site"), cwd=tokenized, reads=(tokenized / "tokens",))
+    assert json.loads(read) == ours, "megatron-core reads every document as we wrote it"
     documents = tmp_path / "documents.jsonl"
     documents.write_text("".join(json.dumps(doc) + "\n" for doc in documents_in_order(tokenized) if doc["text"]))
     written = subprocess.run([sys.executable, "-c", DATATROVE_WRITES, str(documents), str(tokenizer),

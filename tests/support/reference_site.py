@@ -82,13 +82,16 @@ def reference_environment(name: str = "reference-site", path: tuple[Path, ...] =
 RESULTS = (cache_dir() or CACHE) / "reference-results"
 
 
-def reference_output(command: list[str], env: dict[str, str], timeout: float = 600) -> str:
+def reference_output(command: list[str], env: dict[str, str], timeout: float = 600, cwd: Path | None = None,
+                     reads: tuple[Path, ...] = ()) -> str:
     """What ``command`` (run in a reference environment) prints, kept per machine under the
     digest of everything it reads: the sites on its path (their names are their package lists),
-    the distributions of our venv it may also import (trafilatura, fastText), Python, and each
-    argument, a file by its contents. The reference's decisions are a pure function of those,
-    and computing them again took 15-30 s a module (datatrove's extractor and tokenizers). A
-    command that imports this repository's modules is not one for it: their code is not keyed."""
+    the distributions of our venv it may also import (trafilatura, fastText), Python, each
+    argument (a file by its contents) and ``reads``, files or trees it reads besides (by their
+    paths within them and contents: give relative arguments with ``cwd`` for files a test just
+    wrote). The reference's decisions are a pure function of those, and computing them again
+    took 15-30 s a module (datatrove's extractor and tokenizers, torch's import). A module of
+    this repository that the command imports belongs in ``reads``."""
     from importlib.metadata import distributions
 
     from curator_array.core.atomic import write_bytes_atomic
@@ -100,12 +103,17 @@ def reference_output(command: list[str], env: dict[str, str], timeout: float = 6
     for part in (sys.version, *sites, *installed):
         key.update(f"{part}\0".encode())
     for argument in command[1:]:
-        read = f"file {file_digest(argument)}" if os.path.isfile(argument) else f"arg {argument}"
+        path = Path(cwd or ".", argument)
+        read = f"file {file_digest(path)}" if os.path.isfile(path) else f"arg {argument}"
         key.update(f"{read}\0".encode())
+    for tree in reads:
+        files = sorted(p for p in ([tree] if tree.is_file() else tree.rglob("*")) if p.is_file())
+        for path in files:
+            key.update(f"read {path.relative_to(tree) if path != tree else path.name} {file_digest(path)}\0".encode())
     kept = RESULTS / f"{key.hexdigest()[:32]}.out"
     if kept.is_file():
         return kept.read_text(encoding="utf-8")
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     assert done.returncode == 0, done.stderr[-3000:]
     RESULTS.mkdir(parents=True, exist_ok=True)
     write_bytes_atomic(kept, done.stdout.encode("utf-8"))

@@ -152,7 +152,8 @@ def test_worker_node_that_never_joins_fails_the_head_by_name(slurm_cluster, samp
     out = tmp_path / "out"
     body = (
         f"cd {REPO}\n"
-        "srun --ntasks-per-node=1 bash -c 'if [ \"$SLURM_NODEID\" = 1 ]; then sleep 20; else exec "
+        # --kill-on-bad-exit: the step ends when the head fails, not when the stand-in's sleep does
+        "srun --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c 'if [ \"$SLURM_NODEID\" = 1 ]; then sleep 60; else exec "
         + entrypoint_line("--worker-join-timeout", "8").split(" ", 2)[2]
         + "; fi'"
     )

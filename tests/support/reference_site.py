@@ -86,21 +86,18 @@ def reference_output(command: list[str], env: dict[str, str], timeout: float = 6
                      reads: tuple[Path, ...] = ()) -> str:
     """What ``command`` (run in a reference environment) prints, kept per machine under the
     digest of everything it reads: the sites on its path (their names are their package lists),
-    the distributions of our venv it may also import (trafilatura, fastText), Python, each
+    our venv's pinned versions (the lock file: it may also import trafilatura, fastText), Python, each
     argument (a file by its contents) and ``reads``, files or trees it reads besides (by their
     paths within them and contents: give relative arguments with ``cwd`` for files a test just
     wrote). The reference's decisions are a pure function of those, and computing them again
     took 15-30 s a module (datatrove's extractor and tokenizers, torch's import). A module of
     this repository that the command imports belongs in ``reads``."""
-    from importlib.metadata import distributions
-
     from curator_array.core.atomic import write_bytes_atomic
     from curator_array.core.file_digests import file_digest
 
     key = hashlib.sha256()
-    installed = sorted(f"{d.metadata['Name']}=={d.version}" for d in distributions())
     sites = [Path(p).name for p in env.get("PYTHONPATH", "").split(os.pathsep) if Path(p).parent == SITES]
-    for part in (sys.version, *sites, *installed):
+    for part in (sys.version, *sites, file_digest(REPO / "requirements.lock")):
         key.update(f"{part}\0".encode())
     for argument in command[1:]:
         path = Path(cwd or ".", argument)

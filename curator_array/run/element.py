@@ -59,7 +59,7 @@ def run_element_command(request: RunRequest, job_context: JobContext, client_fac
     phase = PHASES.get(request.phase)
     if job_context.shard is not None:
         run_element(context, phase, job_context.shard.shard_index, request.force)
-        if phase.passes > 1:
+        if phase.passes > 1 and not request.force:  # forced windows are the user's to keep
             release_unused_windows(context, phase)
     else:
         run_phase(context, phase, request.force, wait=False)

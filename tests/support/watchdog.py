@@ -32,7 +32,7 @@ import time
 
 import pytest
 
-from tests.support.processes import command_line, descendants
+from tests.support.processes import command_line, descendants, running
 
 DEFAULT_DEADLINE_S = 3600.0
 DEFAULT_WORKER_EXIT_S = 120.0
@@ -112,11 +112,17 @@ class SessionWatchdog:
                 say(f"--- py-spy dump {pid}: {exc}\n")
 
     def end_session(self) -> None:
-        for pid in reversed(descendants(os.getpid())):
+        """SIGKILL every process under the session, and exit once they are gone: a kill is
+        delivered when the process next runs, which on a loaded host came after the exit."""
+        pids = list(reversed(descendants(os.getpid())))
+        for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        deadline = time.monotonic() + 10
+        while any(running(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
         os._exit(EXIT_CODE)
 
 

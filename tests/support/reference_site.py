@@ -18,7 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from curator_array.core.file_digests import cache_dir
+from curator_array.core.atomic import write_bytes_atomic
+from curator_array.core.file_digests import cache_dir, file_digest
 
 REPO = Path(__file__).resolve().parents[2]
 CACHE = REPO / ".cache"
@@ -92,9 +93,6 @@ def reference_output(command: list[str], env: dict[str, str], timeout: float = 6
     wrote). The reference's decisions are a pure function of those, and computing them again
     took 15-30 s a module (datatrove's extractor and tokenizers, torch's import). A module of
     this repository that the command imports belongs in ``reads``."""
-    from curator_array.core.atomic import write_bytes_atomic
-    from curator_array.core.file_digests import file_digest
-
     key = hashlib.sha256()
     sites = [Path(p).name for p in env.get("PYTHONPATH", "").split(os.pathsep) if Path(p).parent == SITES]
     for part in (sys.version, *sites, file_digest(REPO / "requirements.lock")):

@@ -130,12 +130,17 @@ def _checked(done: subprocess.CompletedProcess, check: bool) -> subprocess.Compl
 
 @pytest.fixture(scope="module")
 def run_cluster():
-    """One Ray cluster per test module, as ``run`` starts one on this machine, this process its driver."""
+    """One Ray cluster per test module, as ``run`` starts one on a node of one CPU (as the SLURM
+    tests' elements have), this process its driver. Every Ray worker imports Ray Data (about
+    2.5 CPU-s) and the host's cores are already busy with the other test worker, so more CPUs
+    only add workers; pools of several are checked on clusters of their own (``ray_cluster``,
+    ``two_node_cluster``, ``curator_cli``)."""
     from curator_array.execution.clients import RayClient
     from curator_array.run.request import RunRequest
     from curator_array.slurm.jobenv import JobEnvironment
 
-    request = RunRequest.from_flags({"input_dir": "-", "output_dir": "-", "object_store_memory": 300 * 2**20})
+    request = RunRequest.from_flags({"input_dir": "-", "output_dir": "-", "object_store_memory": 300 * 2**20,
+                                     "num_cpus": 1})
     with RayClient(node_options=request.node_options(JobEnvironment.from_env({}))) as client:
         yield client
 

@@ -36,6 +36,18 @@ from .ray_internals import reload_ray_auth
 
 logger = logging.getLogger(__name__)
 
+# The client whose cluster this process drives now, if one of ours started it (see drives_own_cluster).
+_driving: RayClusterClient | None = None
+
+
+def drives_own_cluster() -> bool:
+    """Whether this process is the driver of a cluster one of our clients started: of fixed
+    size, with nothing else on it. A notebook or test that runs a shard on its own
+    ``RayClient`` then runs it as ``curator-array run`` does (``RayDataExecutor``)."""
+    import ray
+
+    return _driving is not None and _driving.owns_cluster and ray.is_initialized()
+
 
 def connect_driver(address: str, on_connect: Callable[[], None] | None = None) -> None:
     """Connect this process to the cluster as its driver.
@@ -95,8 +107,10 @@ class RayClusterClient(ABC):
 
     def start(self) -> RayClusterClient:
         """Wait for the cluster and connect this process to it as the driver."""
+        global _driving
         self.started = True
         self._start()
+        _driving = self
         return self
 
     @abstractmethod
@@ -111,7 +125,9 @@ class RayClusterClient(ABC):
         """Disconnect, stop the nodes this client started, and restore the environment."""
         import ray
 
+        global _driving
         began = time.monotonic()
+        _driving = None
         if ray.is_initialized():
             ray.shutdown()
         for node in [*self.extra_nodes, self.head]:

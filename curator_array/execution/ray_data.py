@@ -28,6 +28,7 @@ from ..stages.apply import apply_chain, set_up
 from ..stages.base import ProcessingStage, RayStageSpec
 from ..stages.meter import UnmeteredCpu
 from ..stages.tasks import INPUT_BYTES, Task
+from .clients import drives_own_cluster
 from .cutting import cut_tasks
 from .pools import ClusterShape, PoolChoice, choose_pool
 from .profiling import profiled
@@ -291,11 +292,12 @@ class RayDataExecutor:
     ``stall_timeout_s`` fails a run whose operators make no progress for that long (Ray
     Data's default is 30 minutes). Progress bars appear on a terminal, log lines otherwise.
     ``profile_dir`` gets a cProfile of every worker process (``profiling``).
-    ``private_cluster`` says the cluster is one our client started for this run alone.
+    ``private_cluster`` says the cluster is one our client started for this run alone; by
+    default, whether the cluster this process drives is one of our clients' (``clients.drives_own_cluster``).
     """
 
     def __init__(self, *, stall_timeout_s: float | None = None, progress_bars: bool | None = None,
-                 profile_dir: str | None = None, private_cluster: bool = False):
+                 profile_dir: str | None = None, private_cluster: bool | None = None):
         self.stall_timeout_s = stall_timeout_s
         self.private_cluster = private_cluster
         self.profile_dir = profile_dir
@@ -378,7 +380,8 @@ class RayDataExecutor:
         """
         if not tasks:
             return
-        with without_helper_actors(self.private_cluster):
+        private = drives_own_cluster() if self.private_cluster is None else self.private_cluster
+        with without_helper_actors(private):
             yield from self._execute(stages, tasks)
 
     def _execute(self, stages: Sequence[ProcessingStage], tasks: Sequence[Task]) -> Iterator[Task]:

@@ -42,10 +42,13 @@ def copy(sample_jsonl, tmp_path, name, private_cluster):
 
 
 def test_a_private_cluster_runs_datasets_without_ray_datas_helper_actors(sample_jsonl, tmp_path):
+    """By default the executor asks whether this process drives a cluster one of our clients started."""
     # A cluster of its own: the helpers Ray Data starts are detached and outlive a run.
-    with RayClient(node_options=NodeOptions(num_cpus=2, object_store_memory=100 * 2**20)):
-        without = copy(sample_jsonl, tmp_path, "private", private_cluster=True)
+    with RayClient(node_options=NodeOptions(num_cpus=2, object_store_memory=100 * 2**20)) as owner:
+        without = copy(sample_jsonl, tmp_path, "private", private_cluster=None)
         assert helper_actors() == set()
-        with_helpers = copy(sample_jsonl, tmp_path, "shared", private_cluster=False)
-        assert helper_actors() == set(HELPERS), "the check must see the helpers Ray Data starts by default"
+        ray.shutdown()
+        with RayClient(address=owner.address):  # the same cluster, as one someone else runs
+            with_helpers = copy(sample_jsonl, tmp_path, "shared", private_cluster=None)
+            assert helper_actors() == set(HELPERS), "the check must see the helpers Ray Data starts by default"
     assert without == with_helpers

@@ -26,8 +26,7 @@ def two_node_cluster(request):
 
     Each node offers the module's ``NODE_CPUS`` (8 by default, so that pool caps bind). Ray
     starts workers for the logical CPUs, each importing Ray Data on the 2 real cores; the
-    download modules' pools are sized by slots, and with 2 CPUs a node they took 100 s and
-    130 CPU-s instead of 119 s and 172 CPU-s."""
+    download modules' pools are sized by slots, so they take one CPU a node."""
     cpus = getattr(request.module, "NODE_CPUS", 8)
     options = NodeOptions(num_cpus=cpus, object_store_memory=150 * MiB, custom_resources={DOWNLOAD_SLOT: 2})
     with RayClient(node_options=options) as client:

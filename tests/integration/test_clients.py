@@ -380,7 +380,7 @@ def test_two_clients_at_once_do_not_interfere(sample_jsonl, tmp_path):
 def test_cluster_started_outside_survives(sample_jsonl, tmp_path):
     session = new_session_dir()
     token = write_token(session / "auth_token")
-    external, address = start_head(session, token, NodeOptions(num_cpus=2, object_store_memory=100 * 2**20))
+    external, address = start_head(session, token, NodeOptions(num_cpus=1, object_store_memory=100 * 2**20))
     try:
         env = ray_environment(token)
         result = run_cli("run", "--input-dir", str(sample_jsonl), "--output-dir", str(tmp_path / "ext"),

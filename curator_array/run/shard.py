@@ -130,7 +130,7 @@ def _run(request: RunRequest, prepared: PreparedShard, client: RayClusterClient,
     attempt = errors.attempt  # one attempt id for its records, whenever they are written
     profile_dir = str(prepared.layout.profile_dir(attempt, prepared.shard.shard_index)) if request.profile else None
     executor = RayDataExecutor(stall_timeout_s=request.stall_timeout, progress_bars=request.progress,
-                               profile_dir=profile_dir, private_cluster=client.owns_cluster)
+                               profile_dir=profile_dir)
     if not prepared.tasks:  # a manifest with 0 tasks, and no cluster to wait for
         return run_prepared(prepared, executor.execute, job, attempt, output_dir=request.options.written_dir)
     with errors.recording():

@@ -24,10 +24,10 @@ def ray_cluster(request):
 def two_node_cluster(request):
     """Two raylets on this host, each offering two download slots (the hard per-node cap).
 
-    Each node offers the module's ``NODE_CPUS`` (8 by default, so that pool caps bind). Ray
-    starts workers for the logical CPUs, each importing Ray Data on the 2 real cores; the
-    download modules' pools are sized by slots, so they take one CPU a node."""
-    cpus = getattr(request.module, "NODE_CPUS", 8)
+    Each node offers one logical CPU, or the module's ``NODE_CPUS``: the modules on it size
+    their download pools by slots, and Ray starts a worker for each logical CPU, each
+    importing Ray Data on the 2 real cores."""
+    cpus = getattr(request.module, "NODE_CPUS", 1)
     options = NodeOptions(num_cpus=cpus, object_store_memory=150 * MiB, custom_resources={DOWNLOAD_SLOT: 2})
     with RayClient(node_options=options) as client:
         client.extra_nodes.append(start_worker(client.address, client.session_dir, client.token_path, options,

@@ -26,7 +26,6 @@ from tests.support.warcs import Page, write_warc
 from tests.web_pages import ARTICLES, BOILERPLATE, html_page, pages
 
 pytestmark = pytest.mark.ray
-NODE_CPUS = 1  # see two_node_cluster
 KEEP = ("en", "de", "ja")
 PROSE = REPO / "tests" / "fixtures" / "multilingual-prose.jsonl.gz"
 

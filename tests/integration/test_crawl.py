@@ -23,7 +23,6 @@ from tests.support.warcs import write_warc
 from tests.web_pages import pages
 
 pytestmark = pytest.mark.ray
-NODE_CPUS = 1  # see two_node_cluster
 CRAWL = "CC-TEST-2024-01"
 WINDOW = 1.0  # seconds
 RATE = 4.0

@@ -19,7 +19,6 @@ from tests.integration.helper_stages import ProbedDownloadStage, peak_concurrenc
 from tests.support.fault_server import FaultServer, random_bytes
 
 pytestmark = pytest.mark.ray
-NODE_CPUS = 1  # see two_node_cluster
 MiB = 2**20
 
 

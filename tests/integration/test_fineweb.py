@@ -20,7 +20,6 @@ from tests.support.warcs import Page, write_warc
 from tests.web_pages import ARTICLES, TITLES, html_page
 
 pytestmark = pytest.mark.ray
-NODE_CPUS = 1  # see two_node_cluster
 CRAWL = "CC-MAIN-2024-10"
 PII = "Write to jane.doe@mail-host.org, or reach our server at 8.8.4.4; the office printer is at 192.168.1.20."
 

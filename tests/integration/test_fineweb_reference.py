@@ -39,7 +39,6 @@ from tests.support.reference_site import (
 from tests.support.warcs import Page, record_id_of, write_warc
 
 pytestmark = pytest.mark.ray
-NODE_CPUS = 1  # see two_node_cluster
 PAGES = REPO / "tests" / "fixtures" / "fineweb-pages.jsonl.gz"
 PII = " Write to the.maintainer@lists.example.org or to 130.89.148.77; the build host is 10.1.2.3."
 PLACEHOLDER = re.compile("|".join(re.escape(p) for p in (*EMAIL_PLACEHOLDERS, *IP_PLACEHOLDERS)))

@@ -32,7 +32,7 @@ import time
 
 import pytest
 
-from tests.support.processes import command_line, descendants, running
+from tests.support.processes import command_line, descendants, ended_within
 
 DEFAULT_DEADLINE_S = 3600.0
 DEFAULT_WORKER_EXIT_S = 120.0
@@ -121,8 +121,8 @@ class SessionWatchdog:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + 10
-        while any(running(pid) for pid in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        for pid in pids:
+            ended_within(pid, max(0.0, deadline - time.monotonic()))
         os._exit(EXIT_CODE)
 
 

@@ -131,9 +131,9 @@ class JsonlReader(ReaderStage):
     def read_file(self, path: str) -> FileContents:
         return read_jsonl(path, self.malformed)
 
-    def cut_units(self, path: str) -> int:
+    def cut_units(self, path: str, finer: int = 1) -> int:
         """Plain JSONL only: a compressed stream cannot be entered in the middle."""
-        return os.path.getsize(path) // MIN_CUT_BYTES if path.endswith(".jsonl") else 1
+        return os.path.getsize(path) * finer // MIN_CUT_BYTES if path.endswith(".jsonl") else 1
 
     def read_cut(self, path: str, cut: FileCut) -> FileContents:
         return read_jsonl_cut(path, cut, self.malformed)

@@ -36,9 +36,9 @@ class ParquetReader(ReaderStage):
         except pa.ArrowException as exc:
             raise MalformedRecordError(f"{path}: unreadable Parquet file ({exc})") from None
 
-    def cut_units(self, path: str) -> int:
-        """Whole row groups, of at least ``MIN_CUT_BYTES`` of the file on average."""
-        most = os.path.getsize(path) // MIN_CUT_BYTES
+    def cut_units(self, path: str, finer: int = 1) -> int:
+        """Whole row groups, of at least ``MIN_CUT_BYTES / finer`` of the file on average."""
+        most = os.path.getsize(path) * finer // MIN_CUT_BYTES
         return min(pq.ParquetFile(path).metadata.num_row_groups, most) if most else 0
 
     def read_cut(self, path: str, cut: FileCut) -> FileContents:

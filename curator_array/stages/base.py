@@ -259,9 +259,9 @@ class ProcessingStage(_Stage):
         of listed objects); the executor sizes the next stage's share of work by it."""
         return None
 
-    def most_cuts(self, task: Task) -> int:
+    def most_cuts(self, task: Task, finer: int = 1) -> int:
         """Into how many parts this stage, the first, can cut ``task`` for several workers to
-        share (``cut``); 1: it cannot."""
+        share (``cut``); 1: it cannot. ``finer`` lowers the stage's smallest part that many times."""
         return 1
 
     def cut(self, task: Task, parts: int) -> list[Task]:

@@ -113,21 +113,21 @@ class ReaderStage(ProcessingStage):
     def read_parts(self, path: str) -> Iterator[FileContents]:
         yield self.read_file(path)
 
-    def cut_units(self, path: str) -> int:
-        """Into how many parts of at least ``MIN_CUT_BYTES`` the format can cut the local
-        file at ``path`` (1: it cannot, a compressed stream say)."""
+    def cut_units(self, path: str, finer: int = 1) -> int:
+        """Into how many parts of at least ``MIN_CUT_BYTES / finer`` the format can cut the
+        local file at ``path`` (1: it cannot, a compressed stream say)."""
         return 1
 
     def read_cut(self, path: str, cut: FileCut) -> FileContents:
         """The records of ``cut`` of the file: together, the parts read each record once."""
         raise NotImplementedError(f"{type(self).__name__} cannot read part of a file")
 
-    def most_cuts(self, task: Task) -> int:
+    def most_cuts(self, task: Task, finer: int = 1) -> int:
         if not isinstance(task, FileGroupTask) or len(task.files) != 1 or task.cut is not None \
                 or is_s3(task.files[0]):
             return 1
         try:
-            return max(1, self.cut_units(task.files[0]))
+            return max(1, self.cut_units(task.files[0], finer))
         except (OSError, pa.ArrowException):
             return 1  # read whole, the task then fails with the reason
 

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from curator_array.execution.cutting import TASKS_PER_CPU, cut_tasks
+from curator_array.execution.cutting import FINER_AT_END, TASKS_PER_CPU, cut_tasks
 from curator_array.formats import jsonl as jsonl_format
 from curator_array.formats import parquet as parquet_format
 from curator_array.formats.jsonl import JsonlReader
@@ -84,6 +84,7 @@ def test_only_local_plain_jsonl_and_parquet_of_several_row_groups_can_be_cut(tmp
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     reader = JsonlReader()
     assert reader.most_cuts(task_of(plain)) == plain.stat().st_size // 1000 > 1
+    assert reader.most_cuts(task_of(plain), finer=4) == plain.stat().st_size * 4 // 1000, "parts of 250 bytes"
     assert reader.most_cuts(task_of(packed)) == 1, "a gzip stream cannot be entered in the middle"
     two_files = FileGroupTask("fg-2", files=[str(plain), str(plain)])
     assert reader.most_cuts(two_files) == 1, "a task of several files is read whole"
@@ -94,6 +95,7 @@ def test_only_local_plain_jsonl_and_parquet_of_several_row_groups_can_be_cut(tmp
     pq.write_table(table, tmp_path / "d.parquet")
     parquet = ParquetReader()
     assert parquet.most_cuts(task_of(tmp_path / "c.parquet")) == 4, "one part per row group at most"
+    assert parquet.most_cuts(task_of(tmp_path / "c.parquet"), finer=4) == 4, "however fine the parts may be"
     assert parquet.most_cuts(task_of(tmp_path / "d.parquet")) == 1
     read = [parquet.read_cut(str(tmp_path / "c.parquet"), FileCut(part, 3)).table for part in range(3)]
     assert [t.num_rows for t in read] == [500, 500, 1000]
@@ -130,7 +132,7 @@ def test_a_cut_task_is_read_as_a_numbered_part_that_counts_its_share_of_the_byte
 def test_a_shard_of_few_large_files_is_cut_to_fill_every_cpu_and_one_of_many_files_is_not(tmp_path, monkeypatch):
     monkeypatch.setattr(jsonl_format, "MIN_CUT_BYTES", 100)
     paths = []
-    for index in range(4):
+    for index in range(8):
         paths.append(tmp_path / f"{index}.jsonl")
         write_jsonl(paths[-1], records(300 if index else 3, seed=index))
     reader = JsonlReader()
@@ -138,7 +140,11 @@ def test_a_shard_of_few_large_files_is_cut_to_fill_every_cpu_and_one_of_many_fil
     cut = cut_tasks([reader], tasks, cpus=2)
     wanted = -(-TASKS_PER_CPU * 2 // len(tasks))
     small = paths[0].stat().st_size // 100
-    assert [sum(1 for t in cut if t.files == [str(p)]) for p in paths] == [small, wanted, wanted, wanted]
+    assert [sum(1 for t in cut if t.files == [str(p)]) for p in paths] == [
+        small, *[wanted] * 5, *[wanted * FINER_AT_END] * 2], "the last task a CPU in finer parts"
+    half = tasks[:4]
+    assert [sum(1 for t in cut_tasks([reader], half, cpus=2) if t.files == [str(p)]) for p in paths[:4]] == [
+        small, *[TASKS_PER_CPU * 2 // 4] * 3], "two files of four are too large a share to cut finer"
     assert cut_tasks([reader], tasks * TASKS_PER_CPU, cpus=1) == tasks * TASKS_PER_CPU, "enough tasks already"
     assert cut_tasks([reader, ExactDuplicateFilter()], tasks, cpus=2) == tasks, "dedup within a task sees it whole"
 

@@ -19,6 +19,7 @@ from curator_array.execution.ray_cluster import (
     worker_arguments,
 )
 from curator_array.execution.ray_internals.launcher import (
+    LOG_WAIT_S,
     SOCKET_RETRY_ATTEMPTS,
     SOCKET_RETRY_MS,
     LogMonitorThread,
@@ -108,13 +109,32 @@ def test_a_ray_setting_the_user_exported_is_left_to_them():
 
 
 class _Monitor:
-    def __init__(self, error: BaseException | None = None):
-        self.error, self.release = error, threading.Event()
+    """Ray's ``LogMonitor`` as the thread drives it: each look publishes what ``published`` says
+    next (nothing, once it runs out); ``error`` fails the first look; ``release`` ends the loop."""
 
-    def run(self):
+    def __init__(self, error: BaseException | None = None, published: tuple[bool, ...] = ()):
+        self.error, self.release, self.published = error, threading.Event(), list(published)
+        self.looks = 0
+
+    def should_update_filenames(self, last_listed: float) -> bool:
+        return self.looks == 0
+
+    def update_log_filenames(self):
+        pass
+
+    def open_closed_files(self):
         if self.error is not None:
             raise self.error
-        self.release.wait(30)
+        if self.release.is_set():
+            raise _Released
+
+    def check_log_files_and_publish_updates(self) -> bool:
+        self.looks += 1
+        return self.published.pop(0) if self.published else False
+
+
+class _Released(Exception):
+    pass
 
 
 def test_a_log_monitor_thread_that_failed_is_a_dead_node_process():
@@ -125,11 +145,28 @@ def test_a_log_monitor_thread_that_failed_is_a_dead_node_process():
     assert unexpected_deaths(node) == []
     running.monitor.release.set()
     running.join(5)
+    assert not running.is_alive()
     failed = LogMonitorThread(_Monitor(RuntimeError("logs dir vanished")))
     failed.start()
     failed.join(5)
     node.log_monitor_thread = failed
     assert unexpected_deaths(node) == ["log monitor thread (RuntimeError('logs dir vanished'))"]
+
+
+def test_the_log_monitor_waits_longer_while_nothing_is_written_and_looks_again_at_once_after_a_line():
+    monitor = _Monitor(published=(False, False, False, False, False, True, True, False, False))
+    waits = []
+
+    def sleep(seconds):
+        waits.append(seconds)
+        if len(waits) == 7:
+            monitor.release.set()
+
+    with pytest.raises(_Released):
+        LogMonitorThread(monitor).follow(sleep)
+    first, most = LOG_WAIT_S
+    assert waits == [first, 2 * first, 4 * first, most, most, first, 2 * first]
+    assert monitor.looks == 9, "a look that found lines is followed by another at once"
 
 
 def test_a_log_monitor_ray_changed_is_left_to_its_own_process(monkeypatch):

@@ -11,9 +11,12 @@ need. On 2 cores a 400 MB JSONL shard took 8.4–9.8 s with the first two and 6.
 without, at 170 MiB less peak memory (bench_pipeline, side by side); the tracker took
 1.0–1.4 CPU-seconds of a web chain.
 
-:func:`without_helper_actors` swaps them, while a dataset runs, for a budget read from the
-cluster itself (what the coordinator hands out when nothing else competes), a stats sink
-that keeps nothing and a tracker that knows no moves. It reaches into Ray Data's internals,
+:func:`without_helper_actors` swaps them, while a dataset runs, for a budget read once from
+the cluster itself (what the coordinator hands out when nothing else competes), a stats sink
+that keeps nothing and a tracker that knows no moves. It also spares the driver two habits
+that cost a long run CPU for nothing here: asking the GCS every second which nodes drain
+(only an autoscaler drains them) and looking for the next output a hundred times a second
+(:class:`_PatientClock`). It reaches into Ray Data's internals,
 so on a Ray whose internals differ it changes nothing and says so once (and on a Ray outside
 the tested releases it is not tried: ``ray_internals.without_helper_actors``).
 """
@@ -21,6 +24,7 @@ the tested releases it is not tried: ``ray_internals.without_helper_actors``).
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +35,7 @@ import ray
 logger = logging.getLogger(__name__)
 
 _warned = False
+OUTPUT_POLL_S = 0.05
 
 
 class _NoStats:
@@ -62,6 +67,12 @@ def _whole_cluster_budget(base: type) -> type:
     from ray.data._internal.execution.interfaces import ExecutionResources
 
     class WholeCluster(base):
+        """Read once: the executor asks at every step of its loop, ten times a second, and
+        each answer would cost the driver and the GCS two lookups of the node table."""
+
+        def __init__(self) -> None:
+            self.total = ExecutionResources.from_resource_dict(ray.cluster_resources())
+
         def try_trigger_scaling(self) -> None:
             pass
 
@@ -69,9 +80,23 @@ def _whole_cluster_budget(base: type) -> type:
             pass
 
         def get_total_resources(self) -> ExecutionResources:
-            return ExecutionResources.from_resource_dict(ray.cluster_resources())
+            return self.total
 
     return WholeCluster
+
+
+class _PatientClock:
+    """The clock of Ray Data's output queue, whose consumer polls it, sleeping 10 ms at a time, until
+    an output is there: on a shard of minutes-long parts that is a hundred wake-ups a second of the
+    driver's, about 0.013 of a core on 2 cores (bench_selection). 50 ms between looks cost an output
+    at most that much delay."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(max(seconds, OUTPUT_POLL_S))
 
 
 @contextmanager
@@ -85,10 +110,12 @@ def without_helper_actors(enabled: bool = True) -> Iterator[None]:
         from ray.data._internal import stats
         from ray.data._internal.cluster_autoscaler.base_cluster_autoscaler import ClusterAutoscaler
         from ray.data._internal.execution import streaming_executor
+        from ray.data._internal.execution import streaming_executor_state as executor_state
         from ray.data._internal.execution.operators import actor_pool_map_operator as actor_pools
 
         originals = (stats.get_or_create_stats_actor, streaming_executor.create_cluster_autoscaler,
-                     actor_pools.get_or_create_actor_location_tracker, actor_pools.get_actor_locations)
+                     actor_pools.get_or_create_actor_location_tracker, actor_pools.get_actor_locations,
+                     actor_pools.get_draining_nodes, executor_state.time)
         budget = _whole_cluster_budget(ClusterAutoscaler)
     except (ImportError, AttributeError) as exc:
         if not _warned:
@@ -100,11 +127,14 @@ def without_helper_actors(enabled: bool = True) -> Iterator[None]:
     streaming_executor.create_cluster_autoscaler = lambda *args, **kwargs: budget()
     actor_pools.get_or_create_actor_location_tracker = _NoLocations
     actor_pools.get_actor_locations = lambda logical_actor_ids: {}
+    actor_pools.get_draining_nodes = dict  # only an autoscaler drains nodes, and ours have none
+    executor_state.time = _PatientClock()
     try:
         yield
     finally:
         (stats.get_or_create_stats_actor, streaming_executor.create_cluster_autoscaler,
-         actor_pools.get_or_create_actor_location_tracker, actor_pools.get_actor_locations) = originals
+         actor_pools.get_or_create_actor_location_tracker, actor_pools.get_actor_locations,
+         actor_pools.get_draining_nodes, executor_state.time) = originals
 
 
 # The logger of Ray Data's progress module, which tells whoever turned the bars off how to

@@ -90,13 +90,14 @@ def test_the_installed_ray_takes_the_lean_path(tmp_path):
     RayParams(include_dashboard=False, no_monitor=True, _system_config=head_system_config({}), **params)
 
 
-def test_head_system_config_prestarts_preloaded_workers_retries_sockets_quickly_and_sends_no_task_events():
+def test_head_system_config_prestarts_preloaded_workers_retries_sockets_quickly_and_sends_no_events_or_metrics():
     assert head_system_config({}) == {
         "enable_worker_prestart": True,
         "preload_python_modules": ["ray.data"],
         "raylet_client_connect_timeout_milliseconds": 20,
         "raylet_client_num_connect_attempts": 500,
         "task_events_report_interval_ms": 0,
+        "enable_metrics_collection": False,
     }
     assert SOCKET_RETRY_MS * SOCKET_RETRY_ATTEMPTS == 10_000, "Ray's own budget: 10 attempts, 1 s apart"
 

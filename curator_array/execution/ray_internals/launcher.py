@@ -266,6 +266,10 @@ def head_system_config(environ: Mapping[str, str]) -> dict[str, object]:
       dashboard and ``ray list tasks`` alone (a run here has neither), and the driver's
       ``ray.shutdown`` may wait for its last send: 0.30 s in 4 shutdowns of 7 with them,
       0.04–0.09 s in 14 of 14 without (a small Ray Data run each).
+    - ``enable_metrics_collection`` off: every Ray process gathers metrics for an agent
+      that our nodes do not run (its stand-in serves nothing), and tries to reach it. Off,
+      the driver, raylet and GCS spend 0.009 of a core less through a run (bench_selection:
+      57 against 49 ms a second).
     """
     settings: dict[str, object] = {
         "enable_worker_prestart": True,
@@ -273,6 +277,7 @@ def head_system_config(environ: Mapping[str, str]) -> dict[str, object]:
         "raylet_client_connect_timeout_milliseconds": SOCKET_RETRY_MS,
         "raylet_client_num_connect_attempts": SOCKET_RETRY_ATTEMPTS,
         "task_events_report_interval_ms": 0,
+        "enable_metrics_collection": False,
     }
     return {name: value for name, value in settings.items() if f"RAY_{name}" not in environ}
 

@@ -38,10 +38,12 @@ pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(autouse=True)
-def own_temp_dir(monkeypatch):
+def own_temp_dir(monkeypatch, tmp_path_factory):
     """Each test's Ray sessions, those it starts by hand and those its commands keep after an
     error (by design), go under a short dir of its own that is removed after it: Ray's socket
-    paths must stay short, so not under ``tmp_path``."""
+    paths must stay short, so not under ``tmp_path`` (whose root is fixed first, or pytest
+    would make it under this dir when no earlier test has asked for it)."""
+    tmp_path_factory.getbasetemp()
     root = tempfile.mkdtemp(prefix="ca-test-")
     monkeypatch.setattr(tempfile, "tempdir", root)
     monkeypatch.setenv("TMPDIR", root)
@@ -117,9 +119,9 @@ def cmdline(pid: int) -> str:
 
 
 def is_stand_in(command_line: str) -> bool:
-    """A stand-in agent's own process (the raylet's command line names it too)."""
+    """A stand-in agent's own process (the raylet's command line names it too, and may add flags after it)."""
     words = command_line.split()
-    return words[1:3] == ["-I", "-S"] and words[-1].endswith("execution/ray_internals/stand_in_agent.py")
+    return words[1:3] == ["-I", "-S"] and len(words) > 3 and words[3].endswith("execution/ray_internals/stand_in_agent.py")
 
 
 def wait_until_ready(node: RayNodeProcess, address: str) -> None:

@@ -35,7 +35,7 @@ import ray
 logger = logging.getLogger(__name__)
 
 _warned = False
-OUTPUT_POLL_S = 0.05
+OUTPUT_POLL_S = 0.05  # the least time between two looks for Ray Data's next output (_PatientClock)
 
 
 class _NoStats:
@@ -87,9 +87,9 @@ def _whole_cluster_budget(base: type) -> type:
 
 class _PatientClock:
     """The clock of Ray Data's output queue, whose consumer polls it, sleeping 10 ms at a time, until
-    an output is there: on a shard of minutes-long parts that is a hundred wake-ups a second of the
-    driver's, about 0.013 of a core on 2 cores (bench_selection). 50 ms between looks cost an output
-    at most that much delay."""
+    an output is there: on a shard of parts that take seconds, a hundred wake-ups a second, which
+    cost the driver 12.8 ms of CPU a second (bench_selection); 3.8 ms with ``OUTPUT_POLL_S``
+    between looks, which an output may wait at most. Only that wait sleeps in that module."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(time, name)

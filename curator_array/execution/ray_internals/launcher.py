@@ -308,7 +308,7 @@ class LogMonitorThread(threading.Thread):
         """Ray's own loop (``LogMonitor.run``), but a quiet spell lengthens the wait between looks.
 
         Ray looks ten times a second, listing and reading the workers' log files each time:
-        about 0.008 of a core of a 2-core node for a whole run (bench_selection). Here the wait
+        8.5 ms of CPU a second through a run (bench_selection), 1.8–2.0 this way. Here the wait
         doubles while nothing is written, up to half a second, and is short again once a line is.
         """
         monitor, wait_s, listed_at = self.monitor, LOG_WAIT_S[0], time.time()

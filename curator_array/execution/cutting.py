@@ -29,7 +29,8 @@ def cut_tasks(stages: Sequence[ProcessingStage], tasks: Sequence[Task], cpus: fl
     end: those, one a CPU, are cut ``FINER_AT_END`` times finer, below the usual smallest
     part (16 files of 77 MB through a model on 2 CPUs: parts of 4.6 MB instead of 18 at the
     end, bench_selection). Only where they are at most a ``FINER_AT_END``-th of the tasks,
-    so that the shard has less than twice its parts; fewer files are cut evenly.
+    so that the shard has less than twice its parts (fewer files are cut evenly), and only
+    files cut anyway: one too small to be cut stays whole, as in any other shard.
     """
     whole_cpus = max(1, math.ceil(cpus))
     wanted = TASKS_PER_CPU * whole_cpus
@@ -39,8 +40,9 @@ def cut_tasks(stages: Sequence[ProcessingStage], tasks: Sequence[Task], cpus: fl
     finer_from = len(tasks) - whole_cpus if len(tasks) >= FINER_AT_END * whole_cpus else len(tasks)
 
     def parts_of(index: int, task: Task) -> int:
-        if index < finer_from:
-            return min(parts, first.most_cuts(task))
+        usual = min(parts, first.most_cuts(task))
+        if index < finer_from or usual == 1:
+            return usual
         return min(parts * FINER_AT_END, first.most_cuts(task, finer=FINER_AT_END))
 
     return [cut for index, task in enumerate(tasks) for cut in first.cut(task, parts_of(index, task))]

@@ -149,6 +149,18 @@ def test_a_shard_of_few_large_files_is_cut_to_fill_every_cpu_and_one_of_many_fil
     assert cut_tasks([reader, ExactDuplicateFilter()], tasks, cpus=2) == tasks, "dedup within a task sees it whole"
 
 
+def test_a_file_too_small_to_be_cut_stays_whole_at_the_end_of_a_shard_too(tmp_path, monkeypatch):
+    paths = [tmp_path / f"{index}.jsonl" for index in range(8)]
+    for index, path in enumerate(paths):
+        write_jsonl(path, records(3 if index == 7 else 300, seed=index))
+    monkeypatch.setattr(jsonl_format, "MIN_CUT_BYTES", paths[-1].stat().st_size)  # finer, it could be cut in 4
+    reader = JsonlReader()
+    counts = [sum(1 for t in cut_tasks([reader], [task_of(p) for p in paths], cpus=2) if t.files == [str(p)])
+              for p in paths]
+    assert counts[-1] == 1, "the same file stays whole in any other shard"
+    assert counts[-2] == -(-TASKS_PER_CPU * 2 // len(paths)) * FINER_AT_END
+
+
 def test_a_cut_task_that_fails_in_two_parts_is_one_failed_task_and_its_other_parts_stay_on_record(tmp_path,
                                                                                                   monkeypatch):
     """The whole run in this process (stages applied in turn, no Ray): the driver's records."""
